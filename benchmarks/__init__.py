@@ -1,0 +1,1 @@
+"""Benchmark scripts. Every one writes result files (metrics.json + a markdown table) under --out."""

@@ -1,0 +1,24 @@
+"""`stockr1 bench <name>`: dispatch to one benchmark module's ``main(argv)``."""
+
+from __future__ import annotations
+
+import sys
+
+from stockr1.cli import dispatch
+
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "forecast": ("benchmarks.forecast:main", "TS encoder vs baselines on held-out windows (Table 2)"),
+    "action": ("benchmarks.action:main", "oracle gain and per-field controllability of the decoder"),
+    "qa": ("benchmarks.qa:main", "QA accuracy per task family (Table 1)"),
+    "backtest": ("benchmarks.backtest:main", "z-score signal backtest (Table 6)"),
+    "ablation": ("benchmarks.ablation:main", "SFT vs GRPO vs u-GRPO and reward ablations (Table 3)"),
+    "compare": ("benchmarks.compare:main", "Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter"),
+    "throughput": ("benchmarks.throughput:main", "GRPO step time vs TRL, decoder share of rollout time"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    usage = "usage: stockr1 bench <name> [args...]\n\nbenchmarks:\n" + "\n".join(
+        f"  {k:<11} {v[1]}" for k, v in BENCHMARKS.items()
+    )
+    return dispatch(BENCHMARKS, sys.argv[1:] if argv is None else argv, usage)

@@ -1,0 +1,1 @@
+"""forecast_action package of stockr1."""

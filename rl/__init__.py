@@ -1,0 +1,1 @@
+"""rl package of stockr1."""

@@ -1,0 +1,50 @@
+"""The one `stockr1` entry point. Subcommands live beside the code they drive and are imported
+lazily, so `stockr1 data build` does not pay for importing transformers.
+
+Each target is ``"module:function"`` where ``function(argv: list[str]) -> int | None``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "data": ("stockr1.data.cli:main", "build / inspect point-in-time datasets"),
+    "ts": ("ts_encoder.cli:main", "TS encoder: fit | validate | test | predict (Lightning CLI)"),
+    "tokenizer": ("llm.tokenizer_cli:main", "build the offline tokenizer and tiny policy"),
+    "sft": ("llm.sft:main", "joint SFT of policy, projector and decoder"),
+    "grpo": ("rl.cli:main", "uncertainty-aware GRPO"),
+    "curriculum": ("rl.methods.trading_r1.curriculum:main", "Trading-R1 three-stage curriculum"),
+    "bench": ("benchmarks.cli:main", "benchmarks: forecast | action | qa | backtest | ablation | compare"),
+    "demo": ("stockr1.pipeline:main", "end-to-end offline demo: data -> encoder -> SFT -> GRPO -> report"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: stockr1 <command> [args...]", "", "commands:"]
+    lines += [f"  {name:<11} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def dispatch(table: dict[str, tuple[str, str]], argv: list[str], usage: str) -> int:
+    """Run ``table[argv[0]]`` with the remaining arguments."""
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(usage)
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in table:
+        print(f"unknown command {name!r}\n\n{usage}", file=sys.stderr)
+        return 2
+    module_name, func_name = table[name][0].split(":")
+    func = getattr(importlib.import_module(module_name), func_name)
+    result = func(rest)
+    return int(result or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch(SUBCOMMANDS, sys.argv[1:] if argv is None else argv, _usage())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,107 @@
+"""Shared types: the contract between the data layer, the models, the rewards and the benchmarks.
+
+Conventions
+- Channels are always in the order ``CHANNELS = (open, high, low, close, volume)``.
+- ``N`` windows, lookback ``L`` (default 90), horizon ``S`` (default 10), ``M`` sample paths.
+- A window's decision time ``t`` is the last day of its history. Everything in ``x``, ``hist`` and
+  ``context`` is stamped at or before ``t``; ``y`` and ``future`` are labels and are never an input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CHANNELS: tuple[str, ...] = ("open", "high", "low", "close", "volume")
+OPEN, HIGH, LOW, CLOSE, VOLUME = range(5)
+SPLITS: tuple[str, ...] = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class Windows:
+    """N point-in-time samples.
+
+    ticker:  [N] str
+    date:    [N] datetime64[ns], decision day t (last day of the history)
+    x:       [N, 5, L] float32 log-return channels for days t-L+1..t
+             (r^N = ln(N_d / C_{d-1}) for O,H,L,C; r^V = ln((V_d+1)/(V_{d-1}+1)))
+    y:       [N, 5, S] float32 the same channels for days t+1..t+S (label only)
+    hist:    [N, L, 5] float64 raw OHLCV for days t-L+1..t, adjusted as of t
+    future:  [N, S, 5] float64 raw OHLCV for days t+1..t+S, on the same adjustment basis as hist
+    split:   [N] str in SPLITS
+    context: [N] str, the serialized text context T_t ("" when the source has none)
+    """
+
+    ticker: np.ndarray
+    date: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    hist: np.ndarray
+    future: np.ndarray
+    split: np.ndarray
+    context: np.ndarray = field(default_factory=lambda: np.array([], dtype=object))
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def last_close(self) -> np.ndarray:
+        """[N] close at the decision day t."""
+        return self.hist[:, -1, CLOSE]
+
+    @property
+    def last_volume(self) -> np.ndarray:
+        """[N] volume at the decision day t."""
+        return self.hist[:, -1, VOLUME]
+
+    def select(self, mask_or_index: np.ndarray) -> Windows:
+        """A subset (boolean mask or integer index), same order."""
+        idx = np.asarray(mask_or_index)
+        ctx = self.context[idx] if len(self.context) == len(self) else self.context
+        return Windows(
+            ticker=self.ticker[idx],
+            date=self.date[idx],
+            x=self.x[idx],
+            y=self.y[idx],
+            hist=self.hist[idx],
+            future=self.future[idx],
+            split=self.split[idx],
+            context=ctx,
+        )
+
+    def split_of(self, name: str) -> Windows:
+        if name not in SPLITS:
+            raise ValueError(f"unknown split {name!r}; expected one of {SPLITS}")
+        return self.select(self.split == name)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """A predictive distribution of the next S days for N windows, in price space.
+
+    Every forecaster (our encoder, the action-conditioned decoder, each baseline) returns one, so
+    every benchmark and reward scores them with the same code in ``stockr1.metrics``.
+
+    close:         [N, S] point forecast (mean path) of the close
+    close_samples: [N, M, S] sampled close paths; CRPS and the close intervals use these
+    high:          [N, S] forecast of the 0.95 quantile of the high
+    low:           [N, S] forecast of the 0.05 quantile of the low
+    volume:        [N, S] point forecast of the volume
+    uncertainty:   [N] normalised uncertainty in [0, 1] (NaN where the model has none)
+    """
+
+    close: np.ndarray
+    close_samples: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+    volume: np.ndarray
+    uncertainty: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n, s = self.close.shape
+        if self.close_samples.ndim != 3 or self.close_samples.shape[0] != n or self.close_samples.shape[2] != s:
+            raise ValueError(f"close_samples must be [N={n}, M, S={s}], got {self.close_samples.shape}")
+        for name in ("high", "low", "volume"):
+            if getattr(self, name).shape != (n, s):
+                raise ValueError(f"{name} must be [N={n}, S={s}], got {getattr(self, name).shape}")

@@ -1,0 +1,25 @@
+"""`llm` and `rl` are also names of PyPI packages: make sure ours are the ones imported."""
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", ["stockr1", "ts_encoder", "forecast_action", "llm", "rl", "benchmarks"])
+def test_package_resolves_inside_repo(name: str) -> None:
+    module = importlib.import_module(name)
+    path = Path(module.__file__).resolve()
+    assert REPO in path.parents, f"{name} imported from {path}, not from this repository"
+
+
+def test_cli_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    from stockr1.cli import SUBCOMMANDS, main
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in SUBCOMMANDS:
+        assert name in out
+    assert main(["no-such-command"]) == 2

@@ -1,0 +1,1 @@
+"""ts_encoder package of stockr1."""
