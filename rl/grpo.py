@@ -1,0 +1,196 @@
+"""u-GRPO as pure tensor functions (Stock-R1 §3.5, App. B.3-B.4).
+
+Shapes: ``N = Q * G`` rollouts (Q queries, G rollouts per query, rows grouped query-major:
+rows ``q*G .. q*G+G-1`` belong to query ``q``), ``T`` padded completion length.
+
+The objective, written as a loss to minimise, is
+
+    L = 1/N sum_i w(U_q(i)) * 1/|o_i| sum_t m_it * ( -min(r_it A_i, clip(r_it, 1-eps_lo, 1+eps_hi) A_i)
+                                                       + beta * KL_it )
+
+with ``m`` the gen mask (1 only on model-generated tokens: the prompt, tool observations and padding
+get no gradient), ``|o_i| = sum_t m_it`` and ``KL_it`` the k3 estimator to the reference policy.
+With ``w = 1`` this is exactly TRL's ``loss_type="grpo"`` (per-sequence token mean, then batch mean;
+``tests/test_rl_trl_equivalence.py`` checks loss and gradients against ``GRPOTrainer.compute_loss``).
+
+Choices where the paper is silent
+- Advantages follow TRL: ``(R - mean_g) / (std_g + eps)`` with the unbiased std and ``eps = 1e-4``.
+  A group whose rewards do not vary carries no signal: its advantages are set to exactly 0 (TRL gets
+  ~1e-13 there from float round-off). Unscorable rollouts (reward NaN) are left out of the group
+  statistics and get advantage 0, as in TRL.
+- ``w(U_q)`` multiplies the whole per-query term (clipped surrogate and KL), as in the boxed J of
+  §3.5, and the batch is a plain mean, not a weight-normalised one: a batch of volatile queries
+  really does take a smaller step ("conservative updates during highly stochastic periods").
+- App. C.2 lists ``u0 = 0.25, u_hi = 0.50, w_hi = 0.50, u_cap = 1.0`` for Eq. 2 but no decay rate
+  alpha. We read ``w_hi`` as the weight reached at ``u_hi`` (the name pairs with ``u_hi``), which
+  fixes ``alpha = ln(1 / w_hi) = ln 2``, and ``u_cap`` as a cap on U: uncertainties above it are
+  treated as ``u_cap``, so the weight has the floor ``w(u_cap) = w_hi ** ((u_cap-u0)/(u_hi-u0))
+  = 0.125`` and never vanishes. NaN uncertainty (a model without one) gets weight 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+ADV_EPS = 1e-4  # TRL's std epsilon in the advantage denominator
+
+
+@dataclass(frozen=True)
+class UncertaintyWeightConfig:
+    """Eq. 2 of App. B.4 with the App. C.2 values. ``alpha=None`` derives it from ``w_hi``."""
+
+    u0: float = 0.25
+    u_hi: float = 0.50
+    w_hi: float = 0.50
+    u_cap: float = 1.0
+    alpha: float | None = None
+    enabled: bool = True  # False gives w = 1 everywhere (plain GRPO)
+
+    def __post_init__(self) -> None:
+        if not self.u0 < self.u_hi <= self.u_cap:
+            raise ValueError(f"need u0 < u_hi <= u_cap, got u0={self.u0}, u_hi={self.u_hi}, u_cap={self.u_cap}")
+        if not 0.0 < self.w_hi <= 1.0:
+            raise ValueError(f"w_hi must be in (0, 1], got {self.w_hi}")
+
+    @property
+    def decay(self) -> float:
+        """The alpha of Eq. 2."""
+        return -math.log(self.w_hi) if self.alpha is None else float(self.alpha)
+
+    @property
+    def floor(self) -> float:
+        """The smallest weight, reached at and above ``u_cap``."""
+        return math.exp(-self.decay * (self.u_cap - self.u0) / (self.u_hi - self.u0))
+
+
+@dataclass(frozen=True)
+class GRPOLossConfig:
+    """Clipping and KL settings (TRL's names: epsilon, epsilon_high, beta)."""
+
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.2
+    beta: float = 0.0  # KL coefficient to the reference (SFT) policy; 0 = no reference model needed
+
+
+@dataclass(frozen=True)
+class GRPOLossOutput:
+    """loss: scalar to backpropagate; the rest are detached diagnostics."""
+
+    loss: Tensor
+    per_sequence: Tensor  # [N] weighted per-sequence loss
+    kl: Tensor  # scalar token-mean k3 KL (0 when beta = 0 and no reference given)
+    clip_low: Tensor  # fraction of generated tokens clipped below (A < 0)
+    clip_high: Tensor  # fraction clipped above (A > 0)
+    n_tokens: Tensor  # number of generated tokens in the loss
+
+
+def group_advantages(rewards: Tensor, group_size: int, eps: float = ADV_EPS) -> Tensor:
+    """Group-relative advantages.
+
+    rewards: [N] with N = Q * G, query-major; NaN = unscorable rollout.
+    returns: [N] ``(R - mean_g) / (std_g + eps)``, 0 for zero-spread groups and NaN rewards.
+    """
+    if rewards.ndim != 1 or rewards.numel() % group_size:
+        raise ValueError(f"rewards must be [Q*G] with G={group_size}, got shape {tuple(rewards.shape)}")
+    grouped = rewards.view(-1, group_size).double()
+    valid = ~torch.isnan(grouped)
+    count = valid.sum(1, keepdim=True)
+    mean = torch.nanmean(grouped, dim=1, keepdim=True)
+    sq = torch.where(valid, (grouped - mean) ** 2, torch.zeros_like(grouped))
+    std = (sq.sum(1, keepdim=True) / (count - 1).clamp(min=1)).sqrt()
+    adv = (grouped - mean) / (std + eps)
+    spread = (count > 1) & (std > 1e-12)
+    adv = torch.where(valid & spread, adv, torch.zeros_like(adv))
+    return adv.view(-1).to(rewards.dtype)
+
+
+def group_spread(rewards: Tensor, group_size: int) -> Tensor:
+    """[Q] within-group std (unbiased, NaN-aware) of the total reward."""
+    grouped = rewards.view(-1, group_size).double()
+    mean = torch.nanmean(grouped, dim=1, keepdim=True)
+    valid = ~torch.isnan(grouped)
+    sq = torch.where(valid, (grouped - mean) ** 2, torch.zeros_like(grouped))
+    return (sq.sum(1) / (valid.sum(1) - 1).clamp(min=1)).sqrt().to(rewards.dtype)
+
+
+def uncertainty_weight(u: Tensor, cfg: UncertaintyWeightConfig = UncertaintyWeightConfig()) -> Tensor:
+    """Eq. 2: w = 1 for U <= u0, exp(-alpha (min(U, u_cap) - u0) / (u_hi - u0)) above. u: [Q] -> [Q]."""
+    u = torch.as_tensor(u, dtype=torch.float64)
+    if not cfg.enabled:
+        return torch.ones_like(u)
+    capped = u.clamp(max=cfg.u_cap)
+    w = torch.exp(-cfg.decay * (capped - cfg.u0) / (cfg.u_hi - cfg.u0))
+    w = torch.where(capped <= cfg.u0, torch.ones_like(w), w)
+    return torch.where(torch.isnan(u), torch.ones_like(w), w)
+
+
+def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """Per-token k3 estimator of KL(pi || pi_ref) (Schulman), as TRL: exp(d) - d - 1, d = ref - logp."""
+    d = ref_logp - logp
+    return torch.exp(d) - d - 1
+
+
+def masked_sequence_mean(x: Tensor, mask: Tensor) -> Tensor:
+    """[N, T] -> [N] mean over positions where mask = 1 (0 for an all-masked row)."""
+    mask = mask.to(x.dtype)
+    return (x * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+
+
+def grpo_loss(
+    logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    old_logp: Tensor | None = None,
+    ref_logp: Tensor | None = None,
+    weights: Tensor | None = None,
+    cfg: GRPOLossConfig = GRPOLossConfig(),
+) -> GRPOLossOutput:
+    """The clipped, uncertainty-weighted GRPO loss.
+
+    logp:       [N, T] log pi_theta of each completion token (requires grad)
+    advantages: [N] group-relative advantages
+    mask:       [N, T] 1 on model-generated tokens, 0 on tool observations, prompt and padding
+    old_logp:   [N, T] log pi_old at sampling time; None = on-policy (logp.detach(), ratio 1)
+    ref_logp:   [N, T] log pi_ref, needed when cfg.beta != 0
+    weights:    [N] per-rollout weight w(U_q) (the query's weight repeated G times); None = 1
+    """
+    mask = mask.to(logp.dtype)
+    old_logp = logp.detach() if old_logp is None else old_logp
+    adv = advantages.to(logp.dtype).unsqueeze(1)
+    ratio = torch.exp(logp - old_logp)
+    clipped = torch.clamp(ratio, 1 - cfg.epsilon_low, 1 + cfg.epsilon_high)
+    per_token = -torch.min(ratio * adv, clipped * adv)
+    kl = torch.zeros((), dtype=logp.dtype, device=logp.device)
+    if cfg.beta != 0.0:
+        if ref_logp is None:
+            raise ValueError("GRPOLossConfig.beta != 0 needs ref_logp (log-probs of the reference policy)")
+        per_token_kl = kl_k3(logp, ref_logp)
+        per_token = per_token + cfg.beta * per_token_kl
+        kl = (per_token_kl * mask).sum().detach() / mask.sum().clamp(min=1.0)
+    per_seq = masked_sequence_mean(per_token, mask)
+    if weights is not None:
+        per_seq = per_seq * weights.to(per_seq.dtype)
+    n_tok = mask.sum().clamp(min=1.0)
+    with torch.no_grad():
+        low = ((ratio < 1 - cfg.epsilon_low) & (adv < 0)).to(logp.dtype)
+        high = ((ratio > 1 + cfg.epsilon_high) & (adv > 0)).to(logp.dtype)
+    return GRPOLossOutput(
+        loss=per_seq.mean(),
+        per_sequence=per_seq.detach(),
+        kl=kl,
+        clip_low=(low * mask).sum() / n_tok,
+        clip_high=(high * mask).sum() / n_tok,
+        n_tokens=mask.sum().detach(),
+    )
+
+
+def token_entropy(logits: Tensor, mask: Tensor) -> Tensor:
+    """Mean per-token entropy of softmax(logits) over mask. logits [N, T, V], mask [N, T] -> scalar."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    ent = -(logp.exp() * logp).sum(-1)
+    mask = mask.to(ent.dtype)
+    return (ent * mask).sum() / mask.sum().clamp(min=1.0)
