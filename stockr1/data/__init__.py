@@ -1,0 +1,27 @@
+"""Point-in-time market data layer (see docs/data.md).
+
+Contract: ``load_source``, ``build_windows``, ``sample_windows``, ``synthetic_windows``,
+``load_windows``; the text/tabular context lives in ``stockr1.data.context.PointInTimeStore``.
+"""
+
+from stockr1.data.presets import sample_windows, synthetic_windows
+from stockr1.data.returns import invert_close_returns, log_returns
+from stockr1.data.sources import SOURCES, load_source
+from stockr1.data.splits import PAPER_SPLIT, SAMPLE_SPLIT, SplitSpec, assign_splits
+from stockr1.data.windows import build_windows, split_counts, trading_calendar
+
+__all__ = [
+    "PAPER_SPLIT",
+    "SAMPLE_SPLIT",
+    "SOURCES",
+    "SplitSpec",
+    "assign_splits",
+    "build_windows",
+    "invert_close_returns",
+    "load_source",
+    "log_returns",
+    "sample_windows",
+    "split_counts",
+    "synthetic_windows",
+    "trading_calendar",
+]

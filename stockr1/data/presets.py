@@ -1,0 +1,38 @@
+"""The ready-made datasets tests and benchmarks use: the offline sample and small synthetic sets."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from stockr1.data.sources import load_source
+from stockr1.data.splits import SAMPLE_SPLIT
+from stockr1.data.windows import build_windows
+from stockr1.types import Windows
+
+
+@lru_cache(maxsize=8)
+def sample_windows(lookback: int = 90, horizon: int = 10, context: bool = False) -> Windows:
+    """The embedded offline default: S&P 500 + NASDAQ daily OHLCV 1999-2018 (``arch``), split 70/15/15
+    by date with an embargo of ``horizon`` days. Cached; treat the arrays as read-only.
+    With ``context=True`` each window carries its rendered point-in-time context (arch macro +
+    price-derived market-wrap headlines, see stockr1.data.context)."""
+    frames = load_source("sample")
+    store = None
+    if context:
+        from stockr1.data.context import sample_store
+
+        store = sample_store(frames)
+    return build_windows(frames, lookback=lookback, horizon=horizon, split=SAMPLE_SPLIT, context=store)
+
+
+@lru_cache(maxsize=8)
+def synthetic_windows(n_tickers: int = 3, n_days: int = 400, seed: int = 0, lookback: int = 90,
+                      horizon: int = 10, context: bool = False) -> Windows:
+    """Small seeded synthetic windows for tests (regime switching, jumps, volume). Cached."""
+    frames = load_source("synthetic", n_tickers=n_tickers, n_days=n_days, seed=seed)
+    store = None
+    if context:
+        from stockr1.data.context import synthetic_store
+
+        store = synthetic_store(frames, seed=seed)
+    return build_windows(frames, lookback=lookback, horizon=horizon, split=SAMPLE_SPLIT, context=store)

@@ -1,0 +1,108 @@
+"""Point-in-time windows: frames -> ``stockr1.types.Windows``.
+
+A window's decision day t is the last day of its history. For ticker rows indexed 0..T-1 and
+decision row i (L <= i <= T-1-S):
+
+    x      [5, L]  log returns of rows i-L+1..i (uses the close of row i-L)
+    y      [5, S]  log returns of rows i+1..i+S                              (label)
+    hist   [L, 5]  OHLCV rows i-L+1..i, adjusted as of t (see adjust.py)
+    future [S, 5]  OHLCV rows i+1..i+S on the same basis                     (label)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from stockr1.data.adjust import adjusted_arrays, asof_prices
+from stockr1.data.returns import log_returns
+from stockr1.data.splits import SAMPLE_SPLIT, SplitSpec, assign_splits
+from stockr1.types import SPLITS, Windows
+
+if TYPE_CHECKING:
+    from stockr1.data.context import PointInTimeStore
+
+
+def trading_calendar(frames: dict[str, pd.DataFrame]) -> pd.DatetimeIndex:
+    """The union of all tickers' dates, sorted."""
+    idx = pd.DatetimeIndex([])
+    for f in frames.values():
+        idx = idx.union(pd.DatetimeIndex(f.index))
+    return idx.sort_values()
+
+
+def build_windows(
+    frames: dict[str, pd.DataFrame],
+    lookback: int = 90,
+    horizon: int = 10,
+    split: SplitSpec = SAMPLE_SPLIT,
+    stride: int = 1,
+    context: PointInTimeStore | None = None,
+    start: str | None = None,
+    end: str | None = None,
+    leak_days: int = 0,
+) -> Windows:
+    """All windows of all tickers (ticker-major, then by date), split chronologically.
+
+    ``start``/``end`` restrict the decision days (inclusive). ``context`` fills ``Windows.context``
+    with ``context.render_context(ticker, t)``. ``leak_days`` is a debug hook and must stay 0: it
+    moves the inputs (x, hist) ``leak_days`` rows into the future while keeping t, so tests can show
+    that the point-in-time invariance check catches a one-day look-ahead.
+    """
+    if lookback < 1 or horizon < 1 or stride < 1 or leak_days < 0:
+        raise ValueError(f"invalid lookback={lookback} horizon={horizon} stride={stride} leak_days={leak_days}")
+    calendar = trading_calendar(frames)
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ticker", "date", "x", "y", "hist", "future")}
+    for ticker in sorted(frames):
+        frame = frames[ticker]
+        raw, log_g, log_gv = adjusted_arrays(frame)
+        t_rows = np.arange(lookback, len(frame) - horizon - leak_days, stride)
+        dates = pd.DatetimeIndex(frame.index)
+        if start is not None:
+            t_rows = t_rows[dates[t_rows] >= pd.Timestamp(start)]
+        if end is not None:
+            t_rows = t_rows[dates[t_rows] <= pd.Timestamp(end)]
+        if len(t_rows) == 0:
+            continue
+        full = raw * np.exp(np.concatenate([np.repeat(log_g[:, None], 4, 1), log_gv[:, None]], 1))
+        rets = log_returns(full)  # rets[k] is the return of row k+1
+        inp = t_rows + leak_days
+        hist_rows = inp[:, None] + np.arange(-lookback + 1, 1)[None]  # [N, L]
+        fut_rows = t_rows[:, None] + np.arange(1, horizon + 1)[None]  # [N, S]
+        parts["ticker"].append(np.full(len(t_rows), ticker, dtype=object))
+        parts["date"].append(dates[t_rows].to_numpy(dtype="datetime64[ns]"))
+        parts["x"].append(rets[hist_rows - 1].transpose(0, 2, 1))
+        parts["y"].append(rets[fut_rows - 1].transpose(0, 2, 1))
+        parts["hist"].append(asof_prices(raw, log_g, log_gv, hist_rows, inp))
+        parts["future"].append(asof_prices(raw, log_g, log_gv, fut_rows, t_rows))
+    if not parts["ticker"]:
+        raise ValueError(
+            f"no windows: every ticker has fewer than lookback+horizon+1 = {lookback + horizon + 1} rows "
+            f"in the requested range (tickers: {sorted(frames)})"
+        )
+    cat = {k: np.concatenate(v) for k, v in parts.items()}
+    split_names = assign_splits(cat["date"], calendar, split, horizon)
+    keep = split_names != ""
+    ctx = np.full(int(keep.sum()), "", dtype=object)
+    if context is not None:
+        ctx = np.array(
+            [context.render_context(tk, pd.Timestamp(d)) for tk, d in zip(cat["ticker"][keep], cat["date"][keep], strict=True)],
+            dtype=object,
+        )
+    return Windows(
+        ticker=cat["ticker"][keep],
+        date=cat["date"][keep],
+        x=cat["x"][keep].astype(np.float32),
+        y=cat["y"][keep].astype(np.float32),
+        hist=cat["hist"][keep],
+        future=cat["future"][keep],
+        split=split_names[keep],
+        context=ctx,
+    )
+
+
+def split_counts(windows: Windows) -> dict[str, int]:
+    """Windows per split, in SPLITS order."""
+    return {s: int((windows.split == s).sum()) for s in SPLITS}
