@@ -1,0 +1,74 @@
+"""Offline tokenizer: deterministic build, protocol tokens atomic, Qwen-style chat template."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llm.special_tokens import (
+    ANSWER_CLOSE,
+    FORECAST_ACTION_OPEN,
+    PROTOCOL_TOKENS,
+    TS_PLACEHOLDER,
+    ts_placeholders,
+)
+from llm.tokenizer import build_or_load_tokenizer, chat_prompt, load_tokenizer, train_tokenizer
+
+
+def _corpus(n: int = 200) -> list[str]:
+    return [
+        f"Ticker: T{i % 7} Date: 2010-01-{1 + i % 28:02d} close {100 + 1.37 * i:.2f} "
+        f"<forecast_action>trend: {'up' if i % 3 else 'down'}</forecast_action> <answer>{i % 2}</answer>"
+        for i in range(n)
+    ]
+
+
+def test_same_corpus_gives_identical_files(tmp_path: Path):
+    train_tokenizer(_corpus(), 500, tmp_path / "a")
+    train_tokenizer(_corpus(), 500, tmp_path / "b")
+    a = (tmp_path / "a" / "tokenizer.json").read_bytes()
+    b = (tmp_path / "b" / "tokenizer.json").read_bytes()
+    assert a == b
+    # and a different corpus gives a different vocabulary (the test would catch a constant file)
+    train_tokenizer(_corpus()[::-1][:50] + ["zebra quokka " * 20] * 5, 500, tmp_path / "c")
+    assert (tmp_path / "c" / "tokenizer.json").read_bytes() != a
+
+
+def test_protocol_tokens_are_single_ids_and_survive_decode(tmp_path: Path):
+    tok = train_tokenizer(_corpus(), 500, tmp_path)
+    ids = [tok.convert_tokens_to_ids(t) for t in PROTOCOL_TOKENS]
+    assert len(set(ids)) == len(PROTOCOL_TOKENS) and tok.unk_token_id not in ids
+    text = f"x {FORECAST_ACTION_OPEN}a{ANSWER_CLOSE}{ts_placeholders(3)}"
+    enc = tok(text, add_special_tokens=False).input_ids
+    assert enc.count(tok.convert_tokens_to_ids(TS_PLACEHOLDER)) == 3
+    assert tok.convert_tokens_to_ids(FORECAST_ACTION_OPEN) in enc
+    # protocol tags are not "special": skip_special_tokens keeps them for the parsers
+    assert tok.decode(enc, skip_special_tokens=True) == text
+    assert tok.pad_token == "<|endoftext|>" and tok.eos_token == "<|im_end|>"
+    assert tok.pad_token_id != tok.eos_token_id
+
+
+def test_chat_template_matches_qwen_format(tmp_path: Path):
+    tok = train_tokenizer(_corpus(), 500, tmp_path)
+    p = chat_prompt(tok, "hi", system="sys")
+    assert p == "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    reloaded = load_tokenizer(tmp_path)
+    assert reloaded(p).input_ids == tok(p).input_ids
+
+
+def test_cache_reused_only_for_same_corpus(tmp_path: Path):
+    build_or_load_tokenizer(_corpus(), 500, tmp_path)
+    f = tmp_path / "tokenizer.json"
+    mtime = f.stat().st_mtime_ns
+    build_or_load_tokenizer(_corpus(), 500, tmp_path)
+    assert f.stat().st_mtime_ns == mtime  # reused
+    build_or_load_tokenizer(_corpus(120), 500, tmp_path)
+    assert f.stat().st_mtime_ns != mtime  # rebuilt for a different corpus
+
+
+def test_bad_arguments_raise_clear_errors(tmp_path: Path):
+    with pytest.raises(ValueError, match="empty"):
+        train_tokenizer([], 500)
+    with pytest.raises(ValueError, match="vocab_size"):
+        train_tokenizer(_corpus(), 100)
