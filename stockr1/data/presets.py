@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from stockr1.data.quality import check_frames
 from stockr1.data.sources import load_source
 from stockr1.data.splits import SAMPLE_SPLIT
 from stockr1.data.windows import build_windows
@@ -16,7 +17,7 @@ def sample_windows(lookback: int = 90, horizon: int = 10, context: bool = False)
     by date with an embargo of ``horizon`` days. Cached; treat the arrays as read-only.
     With ``context=True`` each window carries its rendered point-in-time context (arch macro +
     price-derived market-wrap headlines, see stockr1.data.context)."""
-    frames = load_source("sample")
+    frames, _ = check_frames(load_source("sample"))  # repairs 2 zero-volume NASDAQ days, see quality.py
     store = None
     if context:
         from stockr1.data.context import sample_store
@@ -29,7 +30,7 @@ def sample_windows(lookback: int = 90, horizon: int = 10, context: bool = False)
 def synthetic_windows(n_tickers: int = 3, n_days: int = 400, seed: int = 0, lookback: int = 90,
                       horizon: int = 10, context: bool = False) -> Windows:
     """Small seeded synthetic windows for tests (regime switching, jumps, volume). Cached."""
-    frames = load_source("synthetic", n_tickers=n_tickers, n_days=n_days, seed=seed)
+    frames, _ = check_frames(load_source("synthetic", n_tickers=n_tickers, n_days=n_days, seed=seed))
     store = None
     if context:
         from stockr1.data.context import synthetic_store
