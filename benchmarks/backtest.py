@@ -222,7 +222,11 @@ def _model_forecasts(train: Windows, test: Windows, checkpoint: str | None, n_sa
     except ImportError as err:  # the baselines module is optional for this benchmark
         print(f"[backtest] benchmarks.baselines unavailable ({err}); running without TS baselines")
     else:
-        out.update(baselines.run_baselines(train, test, n_samples=n_samples))
+        run = getattr(baselines, "run_baselines", None)
+        if run is None:
+            print("[backtest] benchmarks.baselines has no run_baselines(train, test, n_samples); skipping")
+        else:
+            out.update(run(train, test, n_samples=n_samples))
     if checkpoint:
         from ts_encoder.module import TSForecastModule
 
