@@ -1,0 +1,37 @@
+"""The prompt every stage shares (SFT, rollouts, GRPO, benchmarks): system protocol + user turn.
+
+The user turn carries the point-in-time context text (``Windows.context`` / ``render_context``),
+``K`` time-series placeholders that the policy replaces with projected encoder tokens, and the
+question. Nothing here may depend on the future: it is built from a ``QAItem`` (question text is
+decision-time only) and the context string of the same window.
+"""
+
+from __future__ import annotations
+
+from llm.qa.core import QAItem
+
+SYSTEM_PROMPT = (
+    "You are a financial analyst. Read the market context, reason briefly, then call the forecasting "
+    "tool once with a structured action <forecast_action>{...}</forecast_action>. The tool returns the "
+    "forecast trajectory in <forecast_ts>...</forecast_ts>. Compute the answer from that trajectory and "
+    "finish with <answer>...</answer>."
+)
+
+
+def answer_instruction(item: QAItem) -> str:
+    if item.answer_type == "yes_no":
+        return "Answer Yes or No."
+    if item.answer_type == "choice":
+        return "Answer with one of: " + ", ".join(item.choices) + "."
+    return f"Answer with a number in percent (tolerance ±{item.tolerance:.2f})."
+
+
+def user_message(item: QAItem, context_text: str = "", ts_placeholder: str = "") -> str:
+    """context [+ time-series tokens] + question. ``ts_placeholder`` is e.g. ``ts_placeholders(K)``."""
+    parts = [f"Ticker: {item.ticker}  Date: {item.date}"]
+    if context_text:
+        parts.append(context_text.strip())
+    if ts_placeholder:
+        parts.append(f"Price history (encoded): {ts_placeholder}")
+    parts.append(f"Question: {item.question} {answer_instruction(item)}")
+    return "\n".join(parts)

@@ -1,0 +1,290 @@
+"""Cold-start SFT traces (Stock-R1 §3.4, App. A.3).
+
+For each QA item a trace is: a rationale that cites the point-in-time context, the target action
+a* = g(realised future), the decoder's trajectory *executed for a** (never the realised future: the
+official code inserted the true future here, which the policy never sees at inference), final
+reasoning that computes the answer from that trajectory, and ``<answer>…</answer>``.
+
+Filter (reported in :class:`TraceReport`): drop a sample when the executed trajectory does not
+support the target answer (the template's answer function on the decoded path disagrees with the
+truth), when the teacher's answer disagrees, or — optionally — when a trivial baseline (the
+random-walk answer) already solves it.
+
+Teachers: :class:`TemplateTeacher` (offline, deterministic) and :class:`OpenAITeacher` (any
+OpenAI-compatible ``/chat/completions`` endpoint; base URL, key and model from
+``STOCKR1_TEACHER_BASE_URL`` / ``STOCKR1_TEACHER_API_KEY`` / ``STOCKR1_TEACHER_MODEL``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path as FsPath
+from typing import Any, Protocol
+
+import numpy as np
+
+from llm.qa.answers import extract_answer, is_correct, normalize_answer
+from llm.qa.baselines import random_walk_answer
+from llm.qa.core import Decision, Path, QAItem, forecast_path
+from llm.qa.families import TEMPLATES_BY_KEY
+from llm.qa.generator import ContextFn
+from llm.qa.prompt import user_message
+from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
+from stockr1.types import Forecast, Windows
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One SFT sample. ``segments``: (text, written_by_model); tool observations have False."""
+
+    item_id: str
+    window: int
+    user: str
+    segments: tuple[tuple[str, bool], ...]
+    action: dict[str, Any]  # a* as ForecastAction.present()
+    answer: str
+
+    @property
+    def completion(self) -> str:
+        return "".join(s for s, _ in self.segments)
+
+
+@dataclass
+class TraceReport:
+    n_items: int = 0
+    kept: int = 0
+    dropped: Counter = field(default_factory=Counter)  # reason -> count
+
+    def as_dict(self) -> dict:
+        return {"n_items": self.n_items, "kept": self.kept, "dropped": dict(self.dropped)}
+
+
+class Teacher(Protocol):
+    def rationale(self, user: str, item: QAItem, d: Decision, action_text: str) -> str: ...
+
+    def reasoning(self, user: str, item: QAItem, d: Decision, before: str, observation: str, path: Path) -> str:
+        """Final reasoning ending in ``<answer>…</answer>``."""
+        ...
+
+
+# --- offline template teacher -----------------------------------------------------------------
+
+
+def _pct(a: float, b: float) -> float:
+    return 100.0 * (a / b - 1.0)
+
+
+def cite_context(d: Decision) -> str:
+    """Sentences that cite the decision-time evidence (prices, macro, news)."""
+    c = d.close
+    out = [
+        f"{d.ticker} closed at {d.last_close:.2f} on {d.date}, {_pct(c[-1], c[-6]):+.2f}% over 5 sessions and "
+        f"{_pct(c[-1], c[-21]):+.2f}% over 20; daily volatility over the last 10 sessions was "
+        f"{100 * d.past_vol(10):.2f}%."
+    ]
+    m = d.context.macro
+    if {"2Y", "10Y"} <= set(m):
+        out.append(f"The 10Y Treasury yield is {m['10Y']:.2f}% against {m['2Y']:.2f}% for the 2Y "
+                   f"(spread {m['10Y'] - m['2Y']:+.2f} pp).")
+    if d.context.news:
+        s = [n.sentiment for n in d.context.news]
+        top = d.context.news[0]
+        out.append(f"Of the {len(s)} latest headlines {s.count('positive')} are positive and "
+                   f"{s.count('negative')} negative; the latest ({top.date}) reads \"{top.headline}\".")
+    return " ".join(out)
+
+
+def _closes(path: Path, x: int) -> str:
+    return "[" + ", ".join(f"{v:.2f}" for v in path.close[:x]) + "]"
+
+
+def explain(item: QAItem, d: Decision, path: Path) -> str:
+    """Reasoning that computes the item's answer from ``path`` (the decoded trajectory)."""
+    t = TEMPLATES_BY_KEY[item.template]
+    p = item.params
+    x = int(p.get("x", path.horizon))
+    last = d.last_close
+    ans = t.answer(path, d, p)
+    head = f"Today's close is {last:.2f}; the forecast closes for the next {x} days are {_closes(path, x)}."
+    k = t.key
+    if k.startswith("fq_mdd") or k == "fd_spread_drawdown":
+        body = f"Tracking the running peak from {last:.2f}, the largest peak-to-trough fall is the maximum drawdown."
+    elif k == "fq_max_gain" or k in ("ev_rise_paper", "nw_negative_recover_paper", "ev_new_high"):
+        hi = float(np.max(path.close[:x]))
+        body = f"The highest forecast close is {hi:.2f}, {_pct(hi, last):+.2f}% versus today."
+    elif k in ("ev_drop_paper", "nw_positive_fall"):
+        lo = float(np.min(path.close[:x]))
+        body = f"The lowest forecast close is {lo:.2f}, {_pct(lo, last):+.2f}% versus today."
+    elif k in ("fd_spread_vol_paper", "ms_vol_direction_paper"):
+        lr = np.diff(np.log(np.concatenate([[last], path.close[:x]])))
+        body = (f"The forecast daily volatility is {100 * float(np.std(lr)):.2f}% against "
+                f"{100 * d.past_vol(x):.2f}% over the past {x} days.")
+    elif k == "ev_volume_spike":
+        body = (f"The largest forecast volume is {float(np.max(path.volume[:x])):,.0f} against "
+                f"{p['m']}x the 20-day average = {p['m'] * d.avg_volume(20):,.0f}.")
+    elif k == "ms_peak_timing":
+        body = f"The highest forecast close is on day {int(np.argmax(path.close[:x])) + 1} of {x}."
+    else:
+        c = float(path.close[x - 1])
+        body = f"The day-{x} close is {c:.2f}, a cumulative return of ({c:.2f} - {last:.2f}) / {last:.2f} = {_pct(c, last):+.2f}%."
+    return f"{head} {body} So the answer is {ans}.\n{ANSWER_OPEN}{ans}{ANSWER_CLOSE}"
+
+
+class TemplateTeacher:
+    """Deterministic offline teacher: cites the context, justifies a*, computes the answer."""
+
+    def rationale(self, user: str, item: QAItem, d: Decision, action_text: str) -> str:
+        return f"{cite_context(d)} Weighing this evidence I set the forecast action as follows.\n"
+
+    def reasoning(self, user: str, item: QAItem, d: Decision, before: str, observation: str, path: Path) -> str:
+        return "\n" + explain(item, d, path)
+
+
+# --- OpenAI-compatible teacher ----------------------------------------------------------------
+
+ChatClient = Callable[[list[dict[str, str]]], str]
+
+
+def http_chat_client(base_url: str, api_key: str, model: str, timeout: float = 120.0) -> ChatClient:
+    """POST ``{base_url}/chat/completions`` (OpenAI wire format) and return the first message text."""
+
+    def call(messages: list[dict[str, str]]) -> str:
+        body = json.dumps({"model": model, "messages": messages, "temperature": 0.2}).encode()
+        req = urllib.request.Request(
+            base_url.rstrip("/") + "/chat/completions", data=body,
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
+        )
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())["choices"][0]["message"]["content"]
+
+    return call
+
+
+class OpenAITeacher:
+    """Distil traces from a real LLM. ``client`` defaults to the endpoint named in the environment."""
+
+    def __init__(self, client: ChatClient | None = None) -> None:
+        if client is None:
+            base = os.environ.get("STOCKR1_TEACHER_BASE_URL")
+            key = os.environ.get("STOCKR1_TEACHER_API_KEY", "")
+            if not base:
+                raise ValueError("OpenAITeacher needs STOCKR1_TEACHER_BASE_URL (and STOCKR1_TEACHER_API_KEY)")
+            client = http_chat_client(base, key, os.environ.get("STOCKR1_TEACHER_MODEL", "gpt-5"))
+        self.client = client
+
+    def rationale(self, user: str, item: QAItem, d: Decision, action_text: str) -> str:
+        msg = (f"{user}\n\nWrite a concise market analysis (4-6 sentences) that cites the context above and "
+               f"justifies this forecast outlook: {action_text}. Do not state future prices as facts and "
+               f"do not answer the question yet.")
+        return self.client([{"role": "user", "content": msg}]).strip() + "\n"
+
+    def reasoning(self, user: str, item: QAItem, d: Decision, before: str, observation: str, path: Path) -> str:
+        msg = (f"{user}\n\n{before}{observation}\n\nUsing only the forecast trajectory above, compute the "
+               f"answer step by step and finish with {ANSWER_OPEN}your answer{ANSWER_CLOSE}.")
+        return "\n" + self.client([{"role": "user", "content": msg}]).strip()
+
+
+# --- the writer -------------------------------------------------------------------------------
+
+
+class Decoder(Protocol):
+    def forecast(self, windows: Windows, actions: list, n_samples: int = ...) -> Forecast: ...
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    n_samples: int = 32
+    batch_size: int = 256
+    drop_trivial: bool = True
+
+
+class TraceWriter:
+    """``TraceWriter(windows, decoder, thresholds, teacher).write(items) -> (traces, report)``."""
+
+    def __init__(
+        self, windows: Windows, decoder: Decoder, thresholds: Any, teacher: Teacher | None = None,
+        context_fn: ContextFn | None = None, render: Callable[..., str] | None = None,
+        ts_placeholder: str = "", cfg: TraceConfig | None = None,
+    ) -> None:
+        from llm.qa.generator import QAGenerator
+
+        if render is None:
+            from forecast_action.render import render_observation as render
+        self.windows, self.decoder, self.thresholds = windows, decoder, thresholds
+        self.teacher = teacher or TemplateTeacher()
+        self.render, self.ts_placeholder = render, ts_placeholder
+        self.cfg = cfg or TraceConfig()
+        self._gen = QAGenerator(windows, context_fn)
+
+    def context_text(self, i: int) -> str:
+        ctx = self.windows.context
+        return str(ctx[i]) if len(ctx) == len(self.windows) else ""
+
+    def target_actions(self, idx: Sequence[int]) -> list:
+        from forecast_action.derive import derive_actions
+        from stockr1.types import CLOSE
+
+        idx = np.asarray(idx)
+        return derive_actions(self.windows.future[idx, :, CLOSE], self.windows.last_close[idx], self.thresholds)
+
+    def write(self, items: Sequence[QAItem]) -> tuple[list[Trace], TraceReport]:
+        report = TraceReport(n_items=len(items))
+        traces: list[Trace] = []
+        for s in range(0, len(items), self.cfg.batch_size):
+            batch = list(items[s : s + self.cfg.batch_size])
+            idx = np.array([it.window for it in batch])
+            actions = self.target_actions(idx)
+            fc = self.decoder.forecast(self.windows.select(idx), actions, n_samples=self.cfg.n_samples)
+            for j, (it, a) in enumerate(zip(batch, actions, strict=True)):
+                tr = self._one(it, a, fc, j, report)
+                if tr is not None:
+                    traces.append(tr)
+        report.kept = len(traces)
+        return traces, report
+
+    def _one(self, it: QAItem, action: Any, fc: Forecast, j: int, report: TraceReport) -> Trace | None:
+        d = self._gen.decision(it.window)
+        path = forecast_path(fc, j)
+        t = TEMPLATES_BY_KEY[it.template]
+        if not is_correct(it, t.answer(path, d, it.params)):
+            report.dropped["trajectory_contradicts_answer"] += 1
+            return None
+        if self.cfg.drop_trivial and is_correct(it, random_walk_answer(it, self.windows, d.context)):
+            report.dropped["trivial_random_walk"] += 1
+            return None
+        user = user_message(it, self.context_text(it.window), self.ts_placeholder)
+        action_block = action.to_block()
+        before = self.teacher.rationale(user, it, d, action.to_text()) + action_block
+        observation = self.render(fc, j)
+        after = self.teacher.reasoning(user, it, d, before, observation, path)
+        if not is_correct(it, normalize_answer(it, extract_answer(after))):
+            report.dropped["teacher_answer_wrong"] += 1
+            return None
+        return Trace(it.id, it.window, user, ((before, True), (observation, False), (after, True)),
+                     action.present(), it.answer)
+
+
+def save_traces(traces: Sequence[Trace], path: str | FsPath) -> FsPath:
+    path = FsPath(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for t in traces:
+            f.write(json.dumps({**asdict(t), "segments": [list(s) for s in t.segments]}) + "\n")
+    return path
+
+
+def load_traces(path: str | FsPath) -> list[Trace]:
+    out = []
+    for n, line in enumerate(FsPath(path).read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                d = json.loads(line)
+                out.append(Trace(**{**d, "segments": tuple((s, bool(m)) for s, m in d["segments"])}))
+            except (json.JSONDecodeError, TypeError, KeyError, ValueError) as e:
+                raise ValueError(f"{path}:{n}: not a trace record ({e})") from e
+    return out

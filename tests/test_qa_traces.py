@@ -1,0 +1,94 @@
+"""Cold-start traces: executed trajectory (not the realised future), filters, masks, teachers."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forecast_action.derive import ActionThresholds
+from llm.qa import QAConfig, QAGenerator
+from llm.traces import OpenAITeacher, TemplateTeacher, TraceConfig, TraceWriter, load_traces, save_traces
+from stockr1.types import Forecast, Windows
+from tests.test_qa_generator import context_fn, make_windows
+
+
+class LinearDecoder:
+    """Stand-in for ActionConditionedDecoder: a straight close path from start to the action's end."""
+
+    def __init__(self, bias: float = 0.0) -> None:
+        self.bias = bias
+        self.calls = 0
+
+    def forecast(self, windows: Windows, actions: list, n_samples: int = 8) -> Forecast:
+        self.calls += 1
+        n, s = windows.future.shape[:2]
+        start = windows.last_close
+        end = np.array([a.end_value for a in actions]) * (1 + self.bias)
+        close = start[:, None] + (end - start)[:, None] * np.arange(1, s + 1)[None] / s
+        vol = np.repeat(windows.last_volume[:, None], s, 1)
+        return Forecast(close, np.repeat(close[:, None], n_samples, 1), close * 1.01, close * 0.99, vol)
+
+
+def render(fc: Forecast, i: int, error: str | None = None) -> str:
+    return "<forecast_ts>Close: [" + ", ".join(f"{v:.2f}" for v in fc.close[i]) + "]</forecast_ts>"
+
+
+def setup(n: int = 60):
+    w = make_windows()
+    items, _ = QAGenerator(w, context_fn).generate(QAConfig(n_train=n, n_val=0, n_test=0, seed=3))
+    return w, items, ActionThresholds.fit(w)
+
+
+def test_traces_use_executed_trajectory_and_filter() -> None:
+    w, items, th = setup()
+    dec = LinearDecoder()
+    traces, rep = TraceWriter(w, dec, th, context_fn=context_fn, render=render,
+                              cfg=TraceConfig(drop_trivial=False)).write(items)
+    assert rep.n_items == len(items) and rep.kept == len(traces) > 0
+    assert rep.kept + sum(rep.dropped.values()) == len(items)
+    assert rep.dropped["trajectory_contradicts_answer"] > 0  # a straight line cannot support every answer
+    fc_close = dec.forecast(w.select(np.array([traces[0].window])), [_action(traces[0])], 8).close[0]
+    t = traces[0]
+    (before, m0), (obs, m1), (after, m2) = t.segments
+    assert (m0, m1, m2) == (True, False, True)
+    assert before.endswith("</forecast_action>") and obs.startswith("<forecast_ts>")
+    assert f"{fc_close[0]:.2f}" in obs and f"{fc_close[0]:.2f}" in after  # the decoder's numbers
+    real = w.future[t.window, 0, 3]
+    assert f"{real:.2f}" not in after or abs(real - fc_close[0]) < 0.005  # not the realised future
+    assert after.rstrip().endswith(f"<answer>{t.answer}</answer>")
+    assert f"{w.hist[t.window, -1, 3]:.2f}" in before  # the rationale cites the context
+    assert "Question:" in t.user and "<answer>" not in t.user
+
+
+def _action(trace):
+    from forecast_action.schema import ForecastAction
+
+    return ForecastAction(**trace.action)
+
+
+def test_trivial_filter_and_roundtrip(tmp_path) -> None:
+    w, items, th = setup()
+    all_, rep_all = TraceWriter(w, LinearDecoder(), th, context_fn=context_fn, render=render,
+                                cfg=TraceConfig(drop_trivial=False)).write(items)
+    some, rep = TraceWriter(w, LinearDecoder(), th, context_fn=context_fn, render=render).write(items)
+    assert rep.dropped["trivial_random_walk"] > 0 and len(some) == len(all_) - rep.dropped["trivial_random_walk"]
+    assert load_traces(save_traces(some, tmp_path / "t.jsonl")) == some
+
+
+def test_openai_teacher_with_injected_client() -> None:
+    w, items, th = setup(20)
+    seen: list[str] = []
+
+    def client(messages):
+        seen.append(messages[-1]["content"])
+        if "compute the answer" in messages[-1]["content"]:
+            return "Computed from the trajectory. <answer>Nope</answer>"
+        return "Momentum is constructive."
+
+    traces, rep = TraceWriter(w, LinearDecoder(), th, teacher=OpenAITeacher(client), context_fn=context_fn,
+                              render=render, cfg=TraceConfig(drop_trivial=False)).write(items)
+    # the fake teacher never gives a valid answer -> every surviving sample is dropped by the filter
+    assert traces == [] and rep.dropped["teacher_answer_wrong"] > 0 and seen
+    good = TemplateTeacher()
+    traces2, _ = TraceWriter(w, LinearDecoder(), th, teacher=good, context_fn=context_fn, render=render,
+                             cfg=TraceConfig(drop_trivial=False)).write(items)
+    assert len(traces2) == rep.dropped["teacher_answer_wrong"]
