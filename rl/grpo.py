@@ -9,7 +9,7 @@ The objective, written as a loss to minimise, is
                                                        + beta * KL_it )
 
 with ``m`` the gen mask (1 only on model-generated tokens: the prompt, tool observations and padding
-get no gradient), ``|o_i| = sum_t m_it`` and ``KL_it`` the k3 estimator to the reference policy.
+get no gradient), ``|o_i| = sum_t m_it`` and ``KL_it`` the k3 estimator to the reference policy (times ``r_it`` by default, as TRL).
 With ``w = 1`` this is exactly TRL's ``loss_type="grpo"`` (per-sequence token mean, then batch mean;
 ``tests/test_rl_trl_equivalence.py`` checks loss and gradients against ``GRPOTrainer.compute_loss``).
 
@@ -74,6 +74,10 @@ class GRPOLossConfig:
     epsilon_low: float = 0.2
     epsilon_high: float = 0.2
     beta: float = 0.0  # KL coefficient to the reference (SFT) policy; 0 = no reference model needed
+    # Multiply the per-token k3 KL by the importance ratio (DeepSeek-V3.2): its gradient is then the
+    # unbiased reverse-KL gradient under samples from pi_old. TRL >= 1.x does this by default
+    # (``use_bias_correction_kl=True``); the value is unchanged on-policy (ratio = 1), the gradient is not.
+    kl_ratio_correction: bool = True
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,8 @@ def grpo_loss(
         if ref_logp is None:
             raise ValueError("GRPOLossConfig.beta != 0 needs ref_logp (log-probs of the reference policy)")
         per_token_kl = kl_k3(logp, ref_logp)
+        if cfg.kl_ratio_correction:
+            per_token_kl = per_token_kl * ratio
         per_token = per_token + cfg.beta * per_token_kl
         kl = (per_token_kl * mask).sum().detach() / mask.sum().clamp(min=1.0)
     per_seq = masked_sequence_mean(per_token, mask)

@@ -135,7 +135,7 @@ def test_unit_weights_reduce_to_plain_grpo_with_kl() -> None:
     adv = group_advantages(torch.randn(n), group_size=3)
     mask = (torch.rand(n, t) > 0.3).long()
     mask[:, 0] = 1
-    cfg = GRPOLossConfig(beta=0.04)
+    cfg = GRPOLossConfig(beta=0.04, kl_ratio_correction=False)  # Eq. 1 as written
     ours = grpo_loss(logp, adv, mask, old_logp=old, ref_logp=ref, weights=torch.ones(n), cfg=cfg)
     (g_ours,) = torch.autograd.grad(ours.loss, logp)
     naive = _naive_grpo(logp, old, ref, adv, mask, eps=0.2, beta=0.04)
