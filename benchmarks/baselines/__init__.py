@@ -1,0 +1,19 @@
+"""Forecasting baselines, each with its natural predictive distribution and the same interface:
+``fit(train, val=None) -> self`` and ``predict(windows, n_samples, seed) -> stockr1.types.Forecast``.
+"""
+
+from benchmarks.baselines.base import Baseline
+from benchmarks.baselines.classical import GARCH11, AutoARIMA
+from benchmarks.baselines.neural import DLinear, PatchTST
+from benchmarks.baselines.simple import HistoricalDrift, RandomWalk
+
+BASELINES = {
+    "random_walk": RandomWalk,
+    "drift": HistoricalDrift,
+    "auto_arima": AutoARIMA,
+    "garch11": GARCH11,
+    "dlinear": DLinear,
+    "patchtst": PatchTST,
+}
+
+__all__ = ["BASELINES", "Baseline", "AutoARIMA", "DLinear", "GARCH11", "HistoricalDrift", "PatchTST", "RandomWalk"]
