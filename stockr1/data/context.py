@@ -1,0 +1,181 @@
+"""Point-in-time store of the text/tabular context T_t (Stock-R1 §3.1, App. A.1/A.4).
+
+Cut-offs for a decision day t (the close of t is the decision time):
+- OHLCV: rows dated <= t, adjusted with corporate actions up to t only.
+- macro: the latest *release* strictly before t (release rules in providers/base.py).
+- fundamentals: the latest statement *published* strictly before t (filing date, else period end +
+  ``filing_lag_days``).
+- news: items stamped strictly before the close (16:00 exchange time) of t-1, the previous trading
+  day of the ticker; keyword-matched to the ticker symbol, company name and profile keywords.
+``leak_days`` is a debug hook that must stay 0: it moves every cut-off that many trading days later
+so tests can show that the invariance check catches a look-ahead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from stockr1.data.adjust import adjusted_arrays, asof_prices
+from stockr1.data.providers.base import (
+    MacroObs,
+    MacroSeries,
+    Profile,
+    Statement,
+    empty_news,
+    publication_dates,
+)
+from stockr1.types import CHANNELS
+
+MARKET_CLOSE = pd.Timedelta(hours=16)
+_SUFFIX = re.compile(r"[,.]?\s+(inc|incorporated|corp|corporation|co|company|ltd|plc|holdings|group|sa|nv|ag)\.?$", re.I)
+
+
+def name_keywords(name: str) -> list[str]:
+    """The official name and its form without legal suffixes ("Apple Inc." -> ["Apple Inc.", "Apple"])."""
+    out, cur = [name.strip()], name.strip()
+    while (short := _SUFFIX.sub("", cur).strip()) != cur and short:
+        cur = short
+        out.append(cur)
+    return [n for n in out if n]
+
+
+@dataclass
+class PointInTimeStore:
+    frames: dict[str, pd.DataFrame]
+    macro: dict[str, MacroSeries] = field(default_factory=dict)
+    fundamentals: pd.DataFrame | None = None
+    news: pd.DataFrame | None = None
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    filing_lag_days: int = 45
+    n_news: int = 10
+    leak_days: int = 0
+
+    def __post_init__(self) -> None:
+        self._macro = {}
+        for name, s in self.macro.items():
+            rel = s.release_dates()
+            order = np.argsort(rel.values, kind="stable")
+            periods = pd.DatetimeIndex(s.values.index[order])
+            if (np.diff(periods.asi8) < 0).any():
+                raise ValueError(f"macro series {name}: releases out of period order; keep one release per period")
+            vals = s.values.to_numpy(dtype=float)[order]
+            if s.yoy:  # YoY of a level vs the same period a year earlier (released long before)
+                prev = pd.Series(vals, index=periods).reindex(periods - pd.DateOffset(years=1)).to_numpy()
+                vals = 100.0 * (vals / prev - 1.0)
+            ok = np.isfinite(vals)
+            self._macro[name] = (rel.values[order][ok], vals[ok], periods[ok])
+        self._fund: dict[str, pd.DataFrame] = {}
+        if self.fundamentals is not None and len(self.fundamentals):
+            f = self.fundamentals.assign(published=publication_dates(self.fundamentals, self.filing_lag_days))
+            for tk, g in f.groupby("ticker"):
+                self._fund[str(tk)] = g.sort_values(["published", "period_end"], kind="stable").reset_index(drop=True)
+        news = empty_news() if self.news is None else self.news
+        self._news = news.sort_values("time", kind="stable").reset_index(drop=True)
+        self._news_times = pd.DatetimeIndex(self._news["time"]).values
+        self._news_cols = {c: self._news[c].to_numpy() for c in self._news.columns}
+        self._news_idx: dict[str, np.ndarray] = {}
+        self._cal = {tk: pd.DatetimeIndex(f.index) for tk, f in self.frames.items()}
+
+    # ---- cut-offs -------------------------------------------------------------------------------
+    def _shift(self, ticker: str | None, t: pd.Timestamp) -> pd.Timestamp:
+        if not self.leak_days:
+            return t
+        cal = self._cal[ticker] if ticker in self._cal else next(iter(self._cal.values()))
+        pos = min(int(cal.searchsorted(t)) + self.leak_days, len(cal) - 1)
+        return cal[pos]
+
+    def news_cutoff(self, ticker: str, t: pd.Timestamp) -> pd.Timestamp:
+        """The close of the ticker's previous trading day before t."""
+        t = self._shift(ticker, pd.Timestamp(t))
+        cal = self._cal[ticker]
+        pos = int(cal.searchsorted(t))  # first row >= t
+        prev = cal[pos - 1] if pos > 0 else t - pd.offsets.BDay(1)
+        return prev.normalize() + MARKET_CLOSE
+
+    # ---- queries --------------------------------------------------------------------------------
+    def ohlcv_until(self, ticker: str, t) -> pd.DataFrame:
+        """Rows dated <= t, prices adjusted as of t (only splits/dividends up to t are applied)."""
+        f = self.frames[ticker].loc[: self._shift(ticker, pd.Timestamp(t))]
+        if not len(f):
+            return f
+        raw, lg, lgv = adjusted_arrays(f)
+        rows = np.arange(len(f))[None]
+        out = f.copy()
+        out[list(CHANNELS)] = asof_prices(raw, lg, lgv, rows, np.array([len(f) - 1]))[0]
+        return out
+
+    def macro_asof(self, t) -> dict[str, MacroObs]:
+        """Latest release of each series strictly before t (series with no release yet are absent)."""
+        t = self._shift(None, pd.Timestamp(t))
+        out = {}
+        for name, (rel, vals, periods) in self._macro.items():
+            k = int(np.searchsorted(rel, t.to_datetime64(), side="left")) - 1
+            if k >= 0:
+                s = self.macro[name]
+                out[name] = MacroObs(name, s.label, float(vals[k]), "%" if s.yoy else s.unit, periods[k], pd.Timestamp(rel[k]))
+        return out
+
+    def fundamentals_asof(self, ticker: str, t) -> Statement | None:
+        g = self._fund.get(ticker)
+        if g is None:
+            return None
+        t = self._shift(ticker, pd.Timestamp(t))
+        k = int(g["published"].searchsorted(t, side="left")) - 1
+        if k < 0:
+            return None
+        row = g.iloc[k]
+        items = {c: float(row[c]) for c in g.columns if c not in ("ticker", "period_end", "filed", "published") and pd.notna(row[c])}
+        return Statement(ticker, pd.Timestamp(row["period_end"]), pd.Timestamp(row["published"]), items)
+
+    def _matching(self, ticker: str) -> np.ndarray:
+        """Rows whose title/summary names the ticker (case-sensitive word) or the company (any case)."""
+        if ticker not in self._news_idx:
+            prof = self.profiles.get(ticker)
+            names = name_keywords(prof.name) + list(prof.keywords) if prof else []
+            text = (self._news["title"].fillna("") + " " + self._news["summary"].fillna("")).astype(str)
+            hit = text.str.contains(rf"(?<![\w$]){re.escape(ticker)}(?!\w)", regex=True)
+            if names:
+                pat = "|".join(rf"(?<!\w){re.escape(n)}(?!\w)" for n in names)
+                hit |= text.str.contains(pat, case=False, regex=True)
+            self._news_idx[ticker] = np.flatnonzero(hit.to_numpy(dtype=bool))
+        return self._news_idx[ticker]
+
+    def news_before(self, ticker: str, t, n: int = 10) -> list[dict]:
+        """The ``n`` most recent matching items stamped before the close of t-1, newest first."""
+        idx = self._matching(ticker)
+        cutoff = self.news_cutoff(ticker, pd.Timestamp(t)).to_datetime64()
+        k = int(np.searchsorted(self._news_times[idx], cutoff, side="left"))
+        sel = idx[max(0, k - n) : k][::-1]
+        return [{c: self._news_cols[c][j] for c in self._news_cols} for j in sel]
+
+    # ---- rendering ------------------------------------------------------------------------------
+    def render_context(self, ticker: str, t) -> str:
+        """The structured prompt block of App. A.4 (ticker, date, company, summary, macro, fundamentals, news)."""
+        from stockr1.data.render import render
+
+        return render(self, ticker, pd.Timestamp(t))
+
+
+def sample_store(frames: dict[str, pd.DataFrame] | None = None, leak_days: int = 0) -> PointInTimeStore:
+    """Context for the offline sample: arch macro series + price-derived market-wrap headlines
+    (generated, not real news; see providers/market_wrap.py). No fundamentals exist for indices."""
+    from stockr1.data.providers.arch_macro import arch_macro
+    from stockr1.data.providers.market_wrap import SAMPLE_PROFILES, market_wrap_news
+    from stockr1.data.sources import load_source
+
+    frames = load_source("sample") if frames is None else frames
+    return PointInTimeStore(frames, macro=arch_macro(), news=market_wrap_news(frames, SAMPLE_PROFILES),
+                            profiles=SAMPLE_PROFILES, leak_days=leak_days)
+
+
+def synthetic_store(frames: dict[str, pd.DataFrame], seed: int = 0, leak_days: int = 0) -> PointInTimeStore:
+    """Synthetic macro, fundamentals and news aligned with synthetic frames (all from data up to t)."""
+    from stockr1.data.providers.synthetic import synthetic_context
+
+    macro, fundamentals, news, profiles = synthetic_context(frames, seed)
+    return PointInTimeStore(frames, macro=macro, fundamentals=fundamentals, news=news, profiles=profiles,
+                            leak_days=leak_days)
