@@ -91,6 +91,8 @@ def cite_context(d: Decision) -> str:
     if {"2Y", "10Y"} <= set(m):
         out.append(f"The 10Y Treasury yield is {m['10Y']:.2f}% against {m['2Y']:.2f}% for the 2Y "
                    f"(spread {m['10Y'] - m['2Y']:+.2f} pp).")
+    elif m:
+        out.append("Macro: " + "; ".join(d.macro_text(k) for k in sorted(m)[:3]) + ".")
     if d.context.news:
         s = [n.sentiment for n in d.context.news]
         top = d.context.news[0]
@@ -112,7 +114,7 @@ def explain(item: QAItem, d: Decision, path: Path) -> str:
     ans = t.answer(path, d, p)
     head = f"Today's close is {last:.2f}; the forecast closes for the next {x} days are {_closes(path, x)}."
     k = t.key
-    if k.startswith("fq_mdd") or k == "fd_spread_drawdown":
+    if k.startswith("fq_mdd") or k == "fd_macro_drawdown":
         body = f"Tracking the running peak from {last:.2f}, the largest peak-to-trough fall is the maximum drawdown."
     elif k == "fq_max_gain" or k in ("ev_rise_paper", "nw_negative_recover_paper", "ev_new_high"):
         hi = float(np.max(path.close[:x]))

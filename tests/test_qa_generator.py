@@ -84,7 +84,7 @@ def fixed_windows() -> Windows:
         ("ev_volume_spike", {"x": 3, "m": 1.5}, "No"),
         ("ms_strategy_paper", {"x": 10, "b": 2.0}, "scale-out"),
         ("ms_peak_timing", {"x": 10}, "middle"),  # 104 on day 4
-        ("fd_spread_drawdown", {"x": 10, "k": 3}, "Yes"),  # 1 - 95/104 = 8.7%
+        ("fd_macro_drawdown", {"x": 10, "k": 3}, "Yes"),  # 1 - 95/104 = 8.7%
         ("nw_negative_recover_paper", {"x": 3}, "Yes"),
     ],
 )
@@ -176,3 +176,19 @@ def test_answer_normalisation() -> None:
     assert normalize_answer(ch, "scale-in or scale-out") is None
     assert normalize_answer(num, "about 2.9%") == "2.90" and is_correct(num, "2.9%")
     assert normalize_answer(num, "no idea") is None
+
+
+def test_store_context_adapter_is_point_in_time() -> None:
+    import pandas as pd
+
+    from llm.qa.context import store_context
+    from stockr1.data.context import synthetic_store
+    from stockr1.data.sources import load_source
+
+    frames = load_source("synthetic", n_tickers=2, n_days=300, seed=0)
+    fn = store_context(synthetic_store(frames, seed=0))
+    tk = sorted(frames)[0]
+    t = frames[tk].index[200]
+    ctx = fn(tk, t.to_datetime64())
+    assert ctx.macro and ctx.macro_labels.keys() >= ctx.macro.keys()
+    assert all(pd.Timestamp(n.date) < t for n in ctx.news)

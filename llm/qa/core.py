@@ -65,13 +65,16 @@ class NewsItem:
 class QAContext:
     """Point-in-time text/tabular context at t (from the data layer's ``PointInTimeStore``).
 
-    macro:        e.g. {"1M": 4.20, "3M": 4.39, "2Y": 3.90, "10Y": 4.38, "30Y": 4.89} (percent)
-    macro_prev:   the same indicators about one month earlier (for "shift" questions), may be empty
+    macro:        latest release of each indicator before t, e.g. {"2Y": 3.90, "10Y": 4.38} (Treasury
+                  yields use the keys 1M/3M/2Y/10Y/30Y) or {"default_spread": 1.09, "wti": 74.99}
+    macro_labels: human label and unit per indicator, e.g. {"wti": ("WTI crude oil spot", "$")}
+    macro_prev:   the same indicators as of about one month earlier (for "shift" questions), may be empty
     news:         the most recent headlines, newest first, all stamped before the close of t-1
     fundamentals: latest quarterly snapshot published before t (empty for an index)
     """
 
     macro: Mapping[str, float] = field(default_factory=dict)
+    macro_labels: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     macro_prev: Mapping[str, float] = field(default_factory=dict)
     news: tuple[NewsItem, ...] = ()
     fundamentals: Mapping[str, float] = field(default_factory=dict)
@@ -89,6 +92,12 @@ class Decision:
     close: np.ndarray
     volume: np.ndarray
     context: QAContext
+
+    def macro_text(self, name: str, value: float | None = None) -> str:
+        """e.g. "WTI crude oil spot at $74.99" / "Baa-Aaa default spread at 1.09%"."""
+        label, unit = self.context.macro_labels.get(name, (name, ""))
+        v = self.context.macro[name] if value is None else value
+        return f"{label} at {unit}{v:.2f}" if unit == "$" else f"{label} at {v:.2f}{unit}"
 
     @property
     def last_close(self) -> float:

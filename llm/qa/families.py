@@ -10,8 +10,10 @@ Choices made where the paper is silent (tested in tests/test_qa_generator.py):
 - "stay positive" means the close-to-close cumulative return at day x is > 0.
 - "higher/lower volatility" compares the std of daily close log returns over the next x days with
   the same statistic over the last x days of history.
-- On an index (no company filings) "Fundamental QA" is macro-conditioned (Treasury yields, spread,
-  curve inversion), as in the paper's yield-spread examples; templates that need a company
+- On an index (no company filings) "Fundamental QA" is macro-conditioned, as in the paper's
+  yield-spread examples: Treasury-yield templates where the context has 2Y/10Y yields, otherwise
+  the same questions conditioned on whichever macro indicator the point-in-time store has (the
+  offline sample: Baa-Aaa default spread, crude oil, core CPI). Templates that need a company
   fundamental are used only where the context has one.
 - Numeric answers are in percent with an absolute tolerance that grows like sqrt(x).
 """
@@ -51,15 +53,16 @@ class Template:
     grid: tuple[dict[str, Any], ...]
     choices: tuple[str, ...] = ()
     tolerance: Callable[[Params], float] | None = None
-    needs: frozenset[str] = frozenset()  # subset of {"macro", "macro_prev", "news", "fundamentals"}
+    needs: frozenset[str] = frozenset()  # subset of {"macro", "yields", "macro_prev", "news", "fundamentals"}
     fields: FieldsFn | None = None
     applies: Callable[[Decision], bool] | None = None  # extra decision-time precondition
 
     def usable(self, d: Decision) -> bool:
         ctx = d.context
         have = {
-            "macro": {"2Y", "10Y"} <= set(ctx.macro),
-            "macro_prev": "10Y" in ctx.macro_prev and "10Y" in ctx.macro,
+            "macro": len(ctx.macro) > 0,
+            "yields": {"2Y", "10Y"} <= set(ctx.macro),
+            "macro_prev": len(set(ctx.macro) & set(ctx.macro_prev)) > 0,
             "news": len(ctx.news) > 0,
             "fundamentals": len(ctx.fundamentals) > 0,
         }
@@ -114,8 +117,24 @@ def _macro_fields(d: Decision, p: Params) -> dict[str, Any]:
     }
 
 
-def _macro_shift_fields(d: Decision, p: Params) -> dict[str, Any]:
-    return {**_macro_fields(d, p), "dy10": d.context.macro["10Y"] - d.context.macro_prev["10Y"]}
+MACRO_PREFERENCE = ("10Y", "default_spread", "wti", "baa", "core_cpi", "vix")
+
+
+def _pick(names: set[str]) -> str:
+    return next((m for m in MACRO_PREFERENCE if m in names), min(names))
+
+
+def _any_macro_fields(d: Decision, p: Params) -> dict[str, Any]:
+    """The headline macro indicator: the 10Y-2Y spread when yields exist, else the first available."""
+    m = d.context.macro
+    if {"2Y", "10Y"} <= set(m):
+        return {"mdesc": f"10-year vs 2-year Treasury yield spread of {m['10Y'] - m['2Y']:+.2f} pp"}
+    return {"mdesc": d.macro_text(_pick(set(m)))}
+
+
+def _shift_fields(d: Decision, p: Params) -> dict[str, Any]:
+    name = _pick(set(d.context.macro) & set(d.context.macro_prev))
+    return {"mdesc": d.macro_text(name), "chg": d.context.macro[name] - d.context.macro_prev[name]}
 
 
 def _news_fields(d: Decision, p: Params) -> dict[str, Any]:
@@ -144,9 +163,8 @@ def _vol_fields(d: Decision, p: Params) -> dict[str, Any]:
 def _signals_fields(d: Decision, p: Params) -> dict[str, Any]:
     """A one-line summary of whatever signals the context has (all stamped at or before t)."""
     parts = [f"{d.ticker} closed at {d.last_close:.2f} on {d.date}"]
-    m = d.context.macro
-    if {"2Y", "10Y"} <= set(m):
-        parts.append(f"the 10Y-2Y spread is {m['10Y'] - m['2Y']:+.2f} pp")
+    if d.context.macro:
+        parts.append("the " + _any_macro_fields(d, p)["mdesc"])
     if d.context.news:
         s = [n.sentiment for n in d.context.news]
         parts.append(f"{s.count('positive')} of the {len(s)} latest headlines are positive")
@@ -243,28 +261,40 @@ TEMPLATES: tuple[Template, ...] = (
         "to have higher volatility or lower volatility in the next {x} days than in the past {x} days? "
         "Answer higher or lower.",
         lambda path, d, p: _vol_change(path, d, p, ("higher", "lower")),
-        _grid(x=(5, 7, 10)), choices=("higher", "lower"), needs=frozenset({"macro"}), fields=_macro_fields,
+        _grid(x=(5, 7, 10)), choices=("higher", "lower"), needs=frozenset({"yields"}), fields=_macro_fields,
     ),
     Template(
         "fd_inversion_return_paper", "fundamental", "yes_no",
         "The {short} Treasury yield is {ys:.2f}% and the 10-year yield is {y10:.2f}%, so the curve is {curve}. "
         "Will the stock's next-{x}-day cumulative return stay positive?",
         lambda path, d, p: _yn(_ret(path, d, p) > 0),
-        _grid(x=X), choices=(YES, NO), needs=frozenset({"macro"}), fields=_macro_fields,
+        _grid(x=X), choices=(YES, NO), needs=frozenset({"yields"}), fields=_macro_fields,
     ),
     Template(
-        "fd_rate_shift", "fundamental", "yes_no",
-        "The 10-year Treasury yield is {y10:.2f}%, {dy10:+.2f} pp over the past month. Will the stock end "
-        "the next {x} trading days above today's close?",
+        "fd_macro_vol", "fundamental", "choice",
+        "Given the current {mdesc}, is the stock predicted to have higher volatility or lower volatility in the "
+        "next {x} days than in the past {x} days? Answer higher or lower.",
+        lambda path, d, p: _vol_change(path, d, p, ("higher", "lower")),
+        _grid(x=(5, 7, 10)), choices=("higher", "lower"), needs=frozenset({"macro"}), fields=_any_macro_fields,
+    ),
+    Template(
+        "fd_macro_return", "fundamental", "yes_no",
+        "With the {mdesc}, will the stock's next-{x}-day cumulative return stay positive?",
         lambda path, d, p: _yn(_ret(path, d, p) > 0),
-        _grid(x=X), choices=(YES, NO), needs=frozenset({"macro", "macro_prev"}), fields=_macro_shift_fields,
+        _grid(x=X), choices=(YES, NO), needs=frozenset({"macro"}), fields=_any_macro_fields,
     ),
     Template(
-        "fd_spread_drawdown", "fundamental", "yes_no",
-        "With the 10Y-2Y spread at {spread:+.2f} pp, will the stock's maximum drawdown over the next {x} "
-        "days exceed {k}%?",
+        "fd_macro_shift", "fundamental", "yes_no",
+        "The {mdesc} ({chg:+.2f} over the past month). Will the stock end the next {x} trading days above "
+        "today's close?",
+        lambda path, d, p: _yn(_ret(path, d, p) > 0),
+        _grid(x=X), choices=(YES, NO), needs=frozenset({"macro_prev"}), fields=_shift_fields,
+    ),
+    Template(
+        "fd_macro_drawdown", "fundamental", "yes_no",
+        "With the {mdesc}, will the stock's maximum drawdown over the next {x} days exceed {k}%?",
         lambda path, d, p: _yn(max_drawdown_pct(path, d, p["x"]) > p["k"]),
-        _grid(x=X, k=(1, 2, 3)), choices=(YES, NO), needs=frozenset({"macro"}), fields=_macro_fields,
+        _grid(x=X, k=(1, 2, 3)), choices=(YES, NO), needs=frozenset({"macro"}), fields=_any_macro_fields,
     ),
     Template(
         "fd_leverage_return", "fundamental", "yes_no",
