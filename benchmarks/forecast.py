@@ -1,0 +1,230 @@
+"""`stockr1 bench forecast`: the TS encoder vs baselines on the same held-out windows (Table 2).
+
+    stockr1 bench forecast --data sample --checkpoint CKPT --out results/forecast
+    stockr1 bench forecast --data my_ohlcv.csv --out out/   # baselines only (no --checkpoint)
+
+Writes under ``--out``: ``metrics.json`` (model -> metric -> value), ``table.md`` (Table 2 layout
+plus CRPS / coverage / pinball columns), ``differences.md`` and ``differences.json`` (reference
+model minus each other forecaster, paired block-bootstrap 95% CI, win/tie/loss), ``run.json``
+(windows, timings, chosen hyper-parameters), ``fan_charts.png`` and ``calibration.png``.
+
+Baselines fit on the train split and choose hyper-parameters on val; everything is scored on the
+test split only. The reference of the differences is the model when a checkpoint is given, else
+the random walk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from stockr1.metrics.forecast import HIGHER_IS_BETTER, NOMINAL, REDUCERS, per_window, reduce
+from stockr1.metrics.stats import block_resamples, paired_bootstrap
+from stockr1.types import Forecast, Windows
+
+MODEL_NAME = "stockr1_ts"
+DEFAULT_BASELINES = ("random_walk", "drift", "auto_arima", "garch11", "dlinear", "patchtst")
+DIFF_METRICS = (
+    "crps", "return_rmse", "rv_mae", "rv_mae_dist", "cal_err_close90", "pinball",
+    "price_mape", "da_3", "da_5", "da_10",
+)
+# (header, metric, scale, decimals); the first ten follow Stock-R1 Table 2
+TABLE_COLUMNS = (
+    ("Price (MAPE)", "price_mape", 1.0, 3),
+    ("Price (rMSE)", "price_rmse", 1.0, 3),
+    ("Volume (MAPE)", "vol_mape", 1.0, 3),
+    ("Volume (rMSE)", "vol_rmse", 1.0, 3),
+    ("Return (rMSE)", "return_rmse", 1.0, 3),
+    ("3-day Acc. (%)", "da_3", 100.0, 1),
+    ("5-day Acc. (%)", "da_5", 100.0, 1),
+    ("10-day Acc. (%)", "da_10", 100.0, 1),
+    ("Volatility (MAE×10⁻³)", "rv_mae", 1e3, 3),
+    ("Vol. dist (MAE×10⁻³)", "rv_mae_dist", 1e3, 3),
+    ("CRPS (×10⁻²)", "crps", 1e2, 3),
+    ("Cov 90% (%)", "cov_close90", 100.0, 1),
+    ("Cov H.95 (%)", "cov_high95", 100.0, 1),
+    ("Cov L.05 (%)", "cov_low05", 100.0, 1),
+    ("Pinball (×10⁻³)", "pinball", 1e3, 3),
+)
+
+
+def load_data(spec: str, lookback: int, horizon: int) -> Windows:
+    """``sample`` | an OHLCV CSV/parquet file | a directory of such files | a built dataset dir."""
+    import stockr1.data as data
+
+    if spec == "sample":
+        return data.sample_windows(lookback=lookback, horizon=horizon)
+    p = Path(spec)
+    if not p.exists():
+        raise FileNotFoundError(f"--data {spec!r}: not 'sample' and no such file or directory")
+    if p.is_dir() and not any(f.suffix.lower() in (".csv", ".parquet", ".pq") for f in p.iterdir()):
+        return data.load_windows(p)
+    return data.build_windows(data.load_source("csv", path=str(p)), lookback=lookback, horizon=horizon)
+
+
+def subsample(w: Windows, max_windows: int | None) -> Windows:
+    """At most ``max_windows`` windows, evenly spaced in the given (time) order."""
+    if max_windows is None or len(w) <= max_windows:
+        return w
+    return w.select(np.unique(np.linspace(0, len(w) - 1, max_windows).round().astype(int)))
+
+
+def model_forecast(checkpoint: str, test: Windows, n_samples: int) -> Forecast:
+    from ts_encoder.module import TSForecastModule  # lazy: torch/lightning only when a model is scored
+
+    module = TSForecastModule.load_from_checkpoint(checkpoint, map_location="cpu")
+    module.eval()
+    return module.forecast(test, n_samples=n_samples)
+
+
+def run_forecasters(
+    windows: Windows, test: Windows, names: list[str], checkpoint: str | None, n_samples: int, seed: int
+) -> tuple[dict[str, Forecast], dict[str, dict]]:
+    from benchmarks.baselines import BASELINES
+
+    train, val = windows.split_of("train"), windows.split_of("val")
+    forecasts, info = {}, {}
+    if checkpoint:
+        t = time.perf_counter()
+        forecasts[MODEL_NAME] = model_forecast(checkpoint, test, n_samples)
+        info[MODEL_NAME] = {"checkpoint": str(checkpoint), "predict_s": time.perf_counter() - t}
+    for name in names:
+        if name not in BASELINES:
+            raise ValueError(f"unknown baseline {name!r}; choose from {sorted(BASELINES)}")
+        b = BASELINES[name]()
+        t0 = time.perf_counter()
+        b.fit(train, val)
+        t1 = time.perf_counter()
+        forecasts[name] = b.predict(test, n_samples=n_samples, seed=seed)
+        info[name] = {"fit_s": t1 - t0, "predict_s": time.perf_counter() - t1}
+        for attr in ("vol_window", "epochs_trained"):
+            if hasattr(b, attr):
+                info[name][attr] = getattr(b, attr)
+        print(f"[bench forecast] {name}: fit {t1 - t0:.1f}s predict {info[name]['predict_s']:.1f}s", flush=True)
+    return forecasts, info
+
+
+def differences(
+    parts: dict[str, dict[str, np.ndarray]], reference: str, test: Windows, n_boot: int, seed: int
+) -> list[dict]:
+    """Paired block-bootstrap CI of ``metric(reference) - metric(other)`` for every other forecaster."""
+    resamples = block_resamples(test.date, horizon=test.future.shape[1], n_boot=n_boot, seed=seed)
+    rows = []
+    for other in parts:
+        if other == reference:
+            continue
+        for m in DIFF_METRICS:
+            if m not in parts[reference]:
+                continue
+            a, b = parts[reference][m], parts[other][m]
+            r = paired_bootstrap(
+                a, b, stat=REDUCERS[m], higher_is_better=HIGHER_IS_BETTER.get(m, False), resamples=resamples
+            )
+            rows.append({
+                "reference": reference, "baseline": other, "metric": m,
+                "reference_value": REDUCERS[m](a), "baseline_value": REDUCERS[m](b),
+                "diff": r.diff, "ci_lo": r.lo, "ci_hi": r.hi, "verdict": r.verdict, "block": r.block,
+            })
+    return rows
+
+
+def _best(metrics: dict[str, dict[str, float]], m: str) -> str | None:
+    vals = {k: v[m] for k, v in metrics.items() if m in v and np.isfinite(v[m])}
+    if not vals:
+        return None
+    if m in NOMINAL:
+        return min(vals, key=lambda k: abs(vals[k] - NOMINAL[m]))
+    return (max if HIGHER_IS_BETTER.get(m, False) else min)(vals, key=vals.get)
+
+
+def table_md(metrics: dict[str, dict[str, float]]) -> str:
+    """Markdown table in the layout of Stock-R1 Table 2 (+ probabilistic columns); best in bold."""
+    head = "| Model | " + " | ".join(h for h, *_ in TABLE_COLUMNS) + " |"
+    lines = [head, "|" + "---|" * (len(TABLE_COLUMNS) + 1)]
+    best = {m: _best(metrics, m) for _, m, _, _ in TABLE_COLUMNS}
+    for name, vals in metrics.items():
+        cells = []
+        for _, m, scale, dec in TABLE_COLUMNS:
+            if m not in vals:
+                cells.append("–")
+                continue
+            cell = f"{vals[m] * scale:.{dec}f}"
+            cells.append(f"**{cell}**" if best[m] == name else cell)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def differences_md(rows: list[dict]) -> str:
+    lines = [
+        "| Reference vs | Metric | Reference | Baseline | Diff (ref − base) | 95% CI | Verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['baseline']} | {r['metric']} | {r['reference_value']:.5g} | {r['baseline_value']:.5g} | "
+            f"{r['diff']:+.4g} | [{r['ci_lo']:+.4g}, {r['ci_hi']:+.4g}] | {r['verdict']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="stockr1 bench forecast", description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default="sample", help="sample | OHLCV csv/parquet file | dir of them | built dataset dir")
+    p.add_argument("--checkpoint", default=None, help="TS encoder checkpoint (omit: baselines only)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--max-windows", type=int, default=None, help="score at most N evenly spaced test windows")
+    p.add_argument("--baselines", default=",".join(DEFAULT_BASELINES), help="comma list; '' for none")
+    p.add_argument("--n-samples", type=int, default=100)
+    p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--lookback", type=int, default=90)
+    p.add_argument("--horizon", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
+    p.add_argument("--no-plots", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args([] if argv is None else argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    windows = load_data(args.data, args.lookback, args.horizon)
+    test = subsample(windows.split_of("test"), args.max_windows)
+    if len(test) < 2:
+        raise ValueError(f"--data {args.data!r}: the test split has {len(test)} windows; need at least 2")
+    names = [b for b in args.baselines.split(",") if b]
+    if not names and not args.checkpoint:
+        raise ValueError("nothing to score: give --checkpoint and/or at least one baseline")
+    t0 = time.perf_counter()
+    forecasts, info = run_forecasters(windows, test, names, args.checkpoint, args.n_samples, args.seed)
+    parts = {k: per_window(f, test) for k, f in forecasts.items()}
+    metrics = {k: reduce(p) for k, p in parts.items()}
+    reference = MODEL_NAME if args.checkpoint else names[0]
+    rows = differences(parts, reference, test, args.n_boot, args.seed) if len(parts) > 1 else []
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    (out / "table.md").write_text(table_md(metrics))
+    (out / "differences.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (out / "differences.md").write_text(differences_md(rows))
+    run = {
+        "data": args.data, "n_test_windows": len(test), "n_train_windows": int((windows.split == "train").sum()),
+        "n_val_windows": int((windows.split == "val").sum()), "tickers": sorted(map(str, np.unique(test.ticker))),
+        "test_dates": [str(test.date.min())[:10], str(test.date.max())[:10]], "n_samples": args.n_samples,
+        "n_boot": args.n_boot, "reference": reference, "seed": args.seed, "forecasters": info,
+        "wall_s": time.perf_counter() - t0,
+    }
+    (out / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    if not args.no_plots:
+        from benchmarks.plots import calibration_curve, fan_charts
+
+        fan_charts(forecasts, test, out / "fan_charts.png")
+        calibration_curve(forecasts, test, out / "calibration.png")
+    print(table_md(metrics))
+    print(f"[bench forecast] wrote {out}/metrics.json, table.md, differences.md, run.json")
+    return 0
