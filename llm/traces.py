@@ -35,7 +35,7 @@ from llm.qa.families import TEMPLATES_BY_KEY
 from llm.qa.generator import ContextFn
 from llm.qa.prompt import user_message
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
-from stockr1.types import Forecast, Windows
+from stockr1.types import Windows
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ class TemplateTeacher:
         return f"{cite_context(d)} Weighing this evidence I set the forecast action as follows.\n"
 
     def reasoning(self, user: str, item: QAItem, d: Decision, before: str, observation: str, path: Path) -> str:
-        return "\n" + explain(item, d, path)
+        return explain(item, d, path)
 
 
 # --- OpenAI-compatible teacher ----------------------------------------------------------------
@@ -188,38 +188,34 @@ class OpenAITeacher:
     def reasoning(self, user: str, item: QAItem, d: Decision, before: str, observation: str, path: Path) -> str:
         msg = (f"{user}\n\n{before}{observation}\n\nUsing only the forecast trajectory above, compute the "
                f"answer step by step and finish with {ANSWER_OPEN}your answer{ANSWER_CLOSE}.")
-        return "\n" + self.client([{"role": "user", "content": msg}]).strip()
+        return self.client([{"role": "user", "content": msg}]).strip()
 
 
 # --- the writer -------------------------------------------------------------------------------
 
 
-class Decoder(Protocol):
-    def forecast(self, windows: Windows, actions: list, n_samples: int = ...) -> Forecast: ...
-
-
 @dataclass(frozen=True)
 class TraceConfig:
-    n_samples: int = 32
     batch_size: int = 256
     drop_trivial: bool = True
 
 
 class TraceWriter:
-    """``TraceWriter(windows, decoder, thresholds, teacher).write(items) -> (traces, report)``."""
+    """``TraceWriter(windows, tool, thresholds, teacher).write(items) -> (traces, report)``.
+
+    ``tool`` is the rollout engine's ``llm.tools.ForecastTool`` (decoder + parser + renderer): the
+    trace's observation is exactly what the tool returns at inference when the model writes a*.
+    """
 
     def __init__(
-        self, windows: Windows, decoder: Decoder, thresholds: Any, teacher: Teacher | None = None,
-        context_fn: ContextFn | None = None, render: Callable[..., str] | None = None,
-        ts_placeholder: str = "", cfg: TraceConfig | None = None,
+        self, windows: Windows, tool: Any, thresholds: Any, teacher: Teacher | None = None,
+        context_fn: ContextFn | None = None, ts_placeholder: str = "", cfg: TraceConfig | None = None,
     ) -> None:
         from llm.qa.generator import QAGenerator
 
-        if render is None:
-            from forecast_action.render import render_observation as render
-        self.windows, self.decoder, self.thresholds = windows, decoder, thresholds
+        self.windows, self.tool, self.thresholds = windows, tool, thresholds
         self.teacher = teacher or TemplateTeacher()
-        self.render, self.ts_placeholder = render, ts_placeholder
+        self.ts_placeholder = ts_placeholder
         self.cfg = cfg or TraceConfig()
         self._gen = QAGenerator(windows, context_fn)
 
@@ -239,19 +235,22 @@ class TraceWriter:
         traces: list[Trace] = []
         for s in range(0, len(items), self.cfg.batch_size):
             batch = list(items[s : s + self.cfg.batch_size])
-            idx = np.array([it.window for it in batch])
-            actions = self.target_actions(idx)
-            fc = self.decoder.forecast(self.windows.select(idx), actions, n_samples=self.cfg.n_samples)
-            for j, (it, a) in enumerate(zip(batch, actions, strict=True)):
-                tr = self._one(it, a, fc, j, report)
+            actions = self.target_actions([it.window for it in batch])
+            results = self.tool.call_batch([it.window for it in batch], [a.to_text() for a in actions])
+            for it, a, res in zip(batch, actions, results, strict=True):
+                tr = self._one(it, a, res, report)
                 if tr is not None:
                     traces.append(tr)
         report.kept = len(traces)
         return traces, report
 
-    def _one(self, it: QAItem, action: Any, fc: Forecast, j: int, report: TraceReport) -> Trace | None:
+    def _one(self, it: QAItem, action: Any, res: Any, report: TraceReport) -> Trace | None:
+        fc = getattr(res.payload, "forecast", None)
+        if res.error is not None or fc is None:
+            report.dropped["tool_error"] += 1
+            return None
         d = self._gen.decision(it.window)
-        path = forecast_path(fc, j)
+        path = forecast_path(fc, 0)
         t = TEMPLATES_BY_KEY[it.template]
         if not is_correct(it, t.answer(path, d, it.params)):
             report.dropped["trajectory_contradicts_answer"] += 1
@@ -260,14 +259,12 @@ class TraceWriter:
             report.dropped["trivial_random_walk"] += 1
             return None
         user = user_message(it, self.context_text(it.window), self.ts_placeholder)
-        action_block = action.to_block()
-        before = self.teacher.rationale(user, it, d, action.to_text()) + action_block
-        observation = self.render(fc, j)
-        after = self.teacher.reasoning(user, it, d, before, observation, path)
+        before = self.teacher.rationale(user, it, d, action.to_text()) + action.to_block()
+        after = self.teacher.reasoning(user, it, d, before, res.observation, path)
         if not is_correct(it, normalize_answer(it, extract_answer(after))):
             report.dropped["teacher_answer_wrong"] += 1
             return None
-        return Trace(it.id, it.window, user, ((before, True), (observation, False), (after, True)),
+        return Trace(it.id, it.window, user, ((before, True), (res.observation, False), (after, True)),
                      action.present(), it.answer)
 
 

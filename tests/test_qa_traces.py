@@ -6,6 +6,7 @@ import numpy as np
 
 from forecast_action.derive import ActionThresholds
 from llm.qa import QAConfig, QAGenerator
+from llm.tools import ForecastTool
 from llm.traces import OpenAITeacher, TemplateTeacher, TraceConfig, TraceWriter, load_traces, save_traces
 from stockr1.types import Forecast, Windows
 from tests.test_qa_generator import context_fn, make_windows
@@ -41,7 +42,7 @@ def setup(n: int = 60):
 def test_traces_use_executed_trajectory_and_filter() -> None:
     w, items, th = setup()
     dec = LinearDecoder()
-    traces, rep = TraceWriter(w, dec, th, context_fn=context_fn, render=render,
+    traces, rep = TraceWriter(w, ForecastTool(dec, w, 8, render=render), th, context_fn=context_fn,
                               cfg=TraceConfig(drop_trivial=False)).write(items)
     assert rep.n_items == len(items) and rep.kept == len(traces) > 0
     assert rep.kept + sum(rep.dropped.values()) == len(items)
@@ -50,7 +51,7 @@ def test_traces_use_executed_trajectory_and_filter() -> None:
     t = traces[0]
     (before, m0), (obs, m1), (after, m2) = t.segments
     assert (m0, m1, m2) == (True, False, True)
-    assert before.endswith("</forecast_action>") and obs.startswith("<forecast_ts>")
+    assert before.endswith("</forecast_action>") and obs.startswith("\n<forecast_ts>")
     assert f"{fc_close[0]:.2f}" in obs and f"{fc_close[0]:.2f}" in after  # the decoder's numbers
     real = w.future[t.window, 0, 3]
     assert f"{real:.2f}" not in after or abs(real - fc_close[0]) < 0.005  # not the realised future
@@ -67,9 +68,9 @@ def _action(trace):
 
 def test_trivial_filter_and_roundtrip(tmp_path) -> None:
     w, items, th = setup()
-    all_, rep_all = TraceWriter(w, LinearDecoder(), th, context_fn=context_fn, render=render,
+    all_, rep_all = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, context_fn=context_fn,
                                 cfg=TraceConfig(drop_trivial=False)).write(items)
-    some, rep = TraceWriter(w, LinearDecoder(), th, context_fn=context_fn, render=render).write(items)
+    some, rep = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, context_fn=context_fn).write(items)
     assert rep.dropped["trivial_random_walk"] > 0 and len(some) == len(all_) - rep.dropped["trivial_random_walk"]
     assert load_traces(save_traces(some, tmp_path / "t.jsonl")) == some
 
@@ -84,11 +85,11 @@ def test_openai_teacher_with_injected_client() -> None:
             return "Computed from the trajectory. <answer>Nope</answer>"
         return "Momentum is constructive."
 
-    traces, rep = TraceWriter(w, LinearDecoder(), th, teacher=OpenAITeacher(client), context_fn=context_fn,
-                              render=render, cfg=TraceConfig(drop_trivial=False)).write(items)
+    traces, rep = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, teacher=OpenAITeacher(client),
+                              context_fn=context_fn, cfg=TraceConfig(drop_trivial=False)).write(items)
     # the fake teacher never gives a valid answer -> every surviving sample is dropped by the filter
     assert traces == [] and rep.dropped["teacher_answer_wrong"] > 0 and seen
     good = TemplateTeacher()
-    traces2, _ = TraceWriter(w, LinearDecoder(), th, teacher=good, context_fn=context_fn, render=render,
+    traces2, _ = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, teacher=good, context_fn=context_fn,
                              cfg=TraceConfig(drop_trivial=False)).write(items)
     assert len(traces2) == rep.dropped["teacher_answer_wrong"]
