@@ -1,0 +1,115 @@
+"""Per-token log-probabilities and entropies of a sequence under the policy: the one function SFT
+and GRPO both call, so the loss sees exactly the distribution the rollout engine sampled from.
+
+Alignment: ``out[:, t]`` scores ``input_ids[:, t]`` given ``input_ids[:, :t]``; ``out[:, 0] = 0``.
+So the result lines up with ``Rollout.gen_mask`` / padded masks position by position and a loss is
+``-(logprobs * gen_mask).sum() / gen_mask.sum()``.
+
+``temperature`` and ``banned_token_ids`` reproduce the engine's sampling distribution (logits /
+T, banned ids at -inf), which GRPO's importance ratio needs; SFT leaves them at the defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+
+def pad_sequences(
+    seqs: Sequence[Sequence[int]],
+    pad_id: int,
+    masks: Sequence[Sequence[int]] | None = None,
+    side: str = "right",
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Pad token lists to ``input_ids [B, T]``, ``attention_mask [B, T]`` and (if given) ``masks [B, T]``."""
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    t = max((len(s) for s in seqs), default=0)
+    ids = torch.full((len(seqs), t), pad_id, dtype=torch.long)
+    att = torch.zeros((len(seqs), t), dtype=torch.long)
+    out_mask = torch.zeros((len(seqs), t), dtype=torch.long) if masks is not None else None
+    for i, s in enumerate(seqs):
+        sl = slice(t - len(s), t) if side == "left" else slice(0, len(s))
+        ids[i, sl] = torch.as_tensor(list(s), dtype=torch.long)
+        att[i, sl] = 1
+        if masks is not None:
+            if len(masks[i]) != len(s):
+                raise ValueError(f"row {i}: mask length {len(masks[i])} != sequence length {len(s)}")
+            out_mask[i, sl] = torch.as_tensor(list(masks[i]), dtype=torch.long)
+    return ids, att, out_mask
+
+
+def _logits(policy, input_ids: Tensor, attention_mask: Tensor, ts_tokens: Tensor | None,
+            temperature: float, banned_token_ids: Sequence[int] | None) -> Tensor:
+    """[B, T-1, V] float32 logits predicting input_ids[:, 1:]."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0 for log-probs, got {temperature}")
+    logits = policy(input_ids, attention_mask, ts_tokens).logits[:, :-1].float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    if banned_token_ids:
+        logits[..., list(banned_token_ids)] = float("-inf")
+    return logits
+
+
+def _per_row(logits: Tensor, targets: Tensor, entropy: bool) -> tuple[Tensor, Tensor | None]:
+    """Row by row so only one [T, V] log-softmax is alive at a time (V is 152k for Qwen)."""
+    lps, ents = [], []
+    for lg, tg in zip(logits, targets, strict=True):
+        logp = torch.log_softmax(lg, dim=-1)
+        lps.append(logp.gather(-1, tg.unsqueeze(-1)).squeeze(-1))
+        if entropy:
+            p = logp.exp()
+            ents.append(-(p * logp.masked_fill(p == 0, 0.0)).sum(-1))
+    return torch.stack(lps), (torch.stack(ents) if entropy else None)
+
+
+def _finish(x: Tensor, attention_mask: Tensor) -> Tensor:
+    """Shift to [B, T]; zero position 0, padding, and banned (tool-only, -inf) targets.
+
+    Banned tokens only ever come from the tool, so gen_mask is 0 there; zeroing them keeps a
+    masked loss finite (-inf * 0 would be NaN).
+    """
+    x = torch.cat([x.new_zeros(x.shape[0], 1), x], dim=1)
+    return torch.where(attention_mask.bool() & torch.isfinite(x), x, torch.zeros_like(x))
+
+
+def token_logprobs(
+    policy,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    ts_tokens: Tensor | None = None,
+    *,
+    temperature: float = 1.0,
+    banned_token_ids: Sequence[int] | None = None,
+) -> Tensor:
+    """input_ids [B, T], attention_mask [B, T], ts_tokens [B, K, d_ts] -> log p(token_t | <t) [B, T].
+
+    Position 0, padded positions and banned-token positions are 0.
+    """
+    lp, _ = _per_row(_logits(policy, input_ids, attention_mask, ts_tokens, temperature, banned_token_ids),
+                     input_ids[:, 1:], entropy=False)
+    return _finish(lp, attention_mask)
+
+
+def token_logprobs_and_entropy(
+    policy,
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    ts_tokens: Tensor | None = None,
+    *,
+    temperature: float = 1.0,
+    banned_token_ids: Sequence[int] | None = None,
+) -> tuple[Tensor, Tensor]:
+    """As `token_logprobs`, plus the entropy [B, T] of the distribution that produced token t."""
+    lp, ent = _per_row(_logits(policy, input_ids, attention_mask, ts_tokens, temperature, banned_token_ids),
+                       input_ids[:, 1:], entropy=True)
+    return _finish(lp, attention_mask), _finish(ent, attention_mask)
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    """Mean of x over mask == 1 (0 when the mask is empty)."""
+    mask = mask.to(x.dtype)
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)

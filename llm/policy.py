@@ -1,0 +1,333 @@
+"""The policy LLM: any HF causal LM (+ optional LoRA) with time-series soft tokens.
+
+Soft tokens (Stock-R1 §3.2): the TS encoder's ``h_ts [B, K, d_ts]`` goes through a trainable
+projector to the LLM width and *replaces* the embeddings of the ``K`` ``<ts>`` placeholders in
+the prompt, the way LLaVA-style VLMs insert image features. The replacement happens in
+`Policy.embed`, which every forward (training, log-probs, generation prefill) goes through; decode
+steps with a KV cache only feed newly sampled tokens, which are never placeholders (the rollout
+engine bans sampling ``<ts>``).
+
+Soft tokens off (ablation, Fig. 3a): the placeholders keep the ordinary ``<ts>`` token embedding,
+identical for every sample, so the prompt has the same length and layout but carries no
+time-series information; the projector is then unused. We keep the placeholders rather than
+dropping them so the two arms of the ablation see token-for-token identical text.
+
+Bases:
+- ``name_or_path="tiny"``: a random-init Qwen3 from `Qwen3Config` sized by the ``tiny_*`` fields,
+  built under a fixed seed (a pure function of the config, so `load` can rebuild it), with the
+  offline tokenizer from ``tokenizer_path``.
+- anything else: ``AutoModelForCausalLM.from_pretrained`` (hub id or local dir; respects
+  ``HF_HUB_OFFLINE``), its own tokenizer plus the protocol tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from llm.special_tokens import PROTOCOL_TOKENS, TS_PLACEHOLDER, add_protocol_tokens
+
+LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Everything needed to rebuild a policy. ``lora_r=0`` means full fine-tuning."""
+
+    name_or_path: str = "tiny"
+    tokenizer_path: str | None = None  # default: name_or_path, or checkpoints/tokenizer for "tiny"
+    dtype: str = "float32"  # float32 | bfloat16 | float16
+    # tiny random Qwen3 (only used when name_or_path == "tiny")
+    tiny_hidden: int = 64
+    tiny_layers: int = 2
+    tiny_heads: int = 4
+    tiny_kv_heads: int = 2
+    tiny_intermediate: int = 128
+    tiny_max_positions: int = 4096
+    seed: int = 0
+    # LoRA (App. C.2: r = 32, alpha = 32 on the projection and feed-forward modules)
+    lora_r: int = 32
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    train_protocol_tokens: bool = True  # under LoRA, also train the protocol tokens' embedding rows
+    # time-series soft tokens
+    soft_tokens: bool = True
+    d_ts: int = 64
+    projector: str = "mlp"  # mlp (Linear-GELU-Linear, LLaVA-1.5) | linear
+    attn_implementation: str | None = "sdpa"
+    gradient_checkpointing: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)  # passed to from_pretrained
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"PolicyConfig.dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
+        if self.projector not in ("mlp", "linear"):
+            raise ValueError(f"PolicyConfig.projector must be 'mlp' or 'linear', got {self.projector!r}")
+        if self.lora_r < 0 or self.d_ts <= 0:
+            raise ValueError(f"PolicyConfig: lora_r must be >= 0 and d_ts > 0 (got {self.lora_r}, {self.d_ts})")
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PolicyConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown PolicyConfig keys {unknown}; valid keys: {sorted(names)}")
+        return cls(**d)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> PolicyConfig:
+        import yaml
+
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        return cls.from_dict(data.get("policy", data))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["lora_targets"] = list(self.lora_targets)
+        return d
+
+
+@dataclass
+class PolicyOutput:
+    """logits: [B, T', V] (T' = T or logits_to_keep); cache: the KV cache when use_cache."""
+
+    logits: Tensor
+    cache: Any = None
+
+
+class TSProjector(nn.Module):
+    """h_ts [B, K, d_ts] -> [B, K, hidden]."""
+
+    def __init__(self, d_ts: int, hidden: int, kind: str = "mlp"):
+        super().__init__()
+        if kind == "linear":
+            self.net = nn.Linear(d_ts, hidden)
+        else:
+            self.net = nn.Sequential(nn.Linear(d_ts, hidden), nn.GELU(), nn.Linear(hidden, hidden))
+
+    def forward(self, h_ts: Tensor) -> Tensor:
+        return self.net(h_ts)
+
+
+def _tiny_model(cfg: PolicyConfig, vocab_size: int, pad_id: int):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    head_dim = cfg.tiny_hidden // cfg.tiny_heads
+    qcfg = Qwen3Config(
+        vocab_size=vocab_size,
+        hidden_size=cfg.tiny_hidden,
+        intermediate_size=cfg.tiny_intermediate,
+        num_hidden_layers=cfg.tiny_layers,
+        num_attention_heads=cfg.tiny_heads,
+        num_key_value_heads=cfg.tiny_kv_heads,
+        head_dim=head_dim,
+        max_position_embeddings=cfg.tiny_max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=pad_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = Qwen3ForCausalLM(qcfg)
+    return model.to(_DTYPES[cfg.dtype])
+
+
+class Policy(nn.Module):
+    """HF causal LM + optional LoRA + soft-token projector.
+
+    ``tokenizer`` overrides the one named by the config; ``adapter_path`` loads saved LoRA weights
+    instead of initialising fresh ones (used by `load`).
+    """
+
+    def __init__(self, cfg: PolicyConfig, tokenizer=None, adapter_path: str | Path | None = None):
+        super().__init__()
+        self.cfg = cfg
+        self.tokenizer = tokenizer if tokenizer is not None else self._load_tokenizer(cfg)
+        n_before = len(self.tokenizer)
+        self.protocol_ids = add_protocol_tokens(self.tokenizer)
+        n_new = len(self.tokenizer) - n_before
+        if cfg.name_or_path == "tiny":
+            model = _tiny_model(cfg, len(self.tokenizer), self.tokenizer.pad_token_id)
+        else:
+            from transformers import AutoModelForCausalLM
+
+            kw = dict(cfg.extra)
+            if cfg.attn_implementation:
+                kw.setdefault("attn_implementation", cfg.attn_implementation)
+            model = AutoModelForCausalLM.from_pretrained(cfg.name_or_path, dtype=_DTYPES[cfg.dtype], **kw)
+            self._fit_vocab(model, n_new)
+        self._cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        if cfg.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.ts_token_id: int = self.tokenizer.convert_tokens_to_ids(TS_PLACEHOLDER)
+        self.model = self._wrap_lora(model, cfg, adapter_path)
+        hidden = model.get_input_embeddings().weight.shape[1]
+        self.projector = TSProjector(cfg.d_ts, hidden, cfg.projector)
+        self.projector.requires_grad_(cfg.soft_tokens)
+
+    # ------------------------------------------------------------------ construction helpers
+    @staticmethod
+    def _load_tokenizer(cfg: PolicyConfig):
+        from llm.tokenizer import load_tokenizer
+
+        path = cfg.tokenizer_path or ("checkpoints/tokenizer" if cfg.name_or_path == "tiny" else cfg.name_or_path)
+        if cfg.name_or_path == "tiny" and not Path(path).exists():
+            raise FileNotFoundError(
+                f"tiny policy needs the offline tokenizer at {path!r}; build it with `stockr1 tokenizer build`"
+            )
+        return load_tokenizer(path)
+
+    def _fit_vocab(self, model, n_new: int) -> None:
+        """Make room for added tokens; new rows start at the mean embedding (not random)."""
+        if n_new == 0:
+            return
+        rows = model.get_input_embeddings().weight.shape[0]
+        if len(self.tokenizer) > rows:
+            model.resize_token_embeddings(len(self.tokenizer), mean_resizing=True)
+            return
+        # Qwen pads its embedding matrix, so new ids land on unused rows: initialise them.
+        new_ids = torch.arange(len(self.tokenizer) - n_new, len(self.tokenizer))
+        with torch.no_grad():
+            for emb in {id(e): e for e in (model.get_input_embeddings(), model.get_output_embeddings())}.values():
+                if emb is None:
+                    continue
+                w = emb.weight
+                keep = torch.ones(w.shape[0], dtype=torch.bool)
+                keep[new_ids] = False
+                w[new_ids] = w[: len(self.tokenizer)][keep[: len(self.tokenizer)]].mean(0, keepdim=True)
+
+    def _wrap_lora(self, model, cfg: PolicyConfig, adapter_path: str | Path | None):
+        if adapter_path is None and cfg.lora_r == 0:
+            return model  # full fine-tuning: everything trainable
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        if adapter_path is not None:
+            return PeftModel.from_pretrained(model, str(adapter_path), is_trainable=True)
+        trainable_tokens = None
+        if cfg.train_protocol_tokens:
+            ids = [self.tokenizer.convert_tokens_to_ids(t) for t in PROTOCOL_TOKENS]
+            trainable_tokens = {"embed_tokens": ids}
+            if not model.config.get_text_config().tie_word_embeddings:
+                trainable_tokens["lm_head"] = ids
+        lcfg = LoraConfig(
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,
+            lora_dropout=cfg.lora_dropout,
+            target_modules=list(cfg.lora_targets),
+            task_type="CAUSAL_LM",
+            trainable_token_indices=trainable_tokens,
+        )
+        return get_peft_model(model, lcfg)
+
+    # ------------------------------------------------------------------ forward
+    @property
+    def device(self) -> torch.device:
+        return next(self.projector.parameters()).device
+
+    def embed(self, input_ids: Tensor, ts_tokens: Tensor | None = None) -> Tensor:
+        """input_ids [B, T], ts_tokens [B, K, d_ts] -> inputs_embeds [B, T, H].
+
+        Row b's k-th ``<ts>`` (left to right) gets ``projector(ts_tokens[b, k])``. Every row with
+        placeholders must have exactly K of them; rows without any (e.g. decode steps) are fine
+        only when no row has any.
+        """
+        emb = self.model.get_input_embeddings()(input_ids)
+        is_ts = input_ids == self.ts_token_id
+        if not self.cfg.soft_tokens or ts_tokens is None or not bool(is_ts.any()):
+            return emb
+        b, k, d = ts_tokens.shape
+        if b != input_ids.shape[0] or d != self.cfg.d_ts:
+            raise ValueError(f"ts_tokens must be [B={input_ids.shape[0]}, K, d_ts={self.cfg.d_ts}], got {tuple(ts_tokens.shape)}")
+        counts = is_ts.sum(1)
+        bad = (counts != k).nonzero().flatten().tolist()
+        if bad:
+            raise ValueError(
+                f"rows {bad} have {counts[bad].tolist()} '{TS_PLACEHOLDER}' placeholders but ts_tokens has K={k}"
+            )
+        w = next(self.projector.parameters())
+        proj = self.projector(ts_tokens.to(w.device, w.dtype)).to(emb.dtype)
+        # masked_scatter fills masked positions in row-major order: row b's placeholders get proj[b, 0..K-1].
+        return emb.masked_scatter(is_ts.unsqueeze(-1), proj.reshape(-1, proj.shape[-1]))
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        ts_tokens: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        cache: Any = None,
+        use_cache: bool = False,
+        logits_to_keep: int = 0,
+    ) -> PolicyOutput:
+        """input_ids [B, T] (new tokens only when ``cache`` is given), attention_mask [B, T_past + T].
+
+        Position ids follow the attention mask (left padding safe) unless given.
+        """
+        if attention_mask is None:
+            attention_mask = torch.ones(input_ids.shape[0], input_ids.shape[1], dtype=torch.long, device=input_ids.device)
+        if position_ids is None:
+            position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1] :]
+        out = self.model(
+            inputs_embeds=self.embed(input_ids, ts_tokens),
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=use_cache,
+            logits_to_keep=logits_to_keep,
+            **{self._cache_kw: cache},
+        )
+        new_cache = getattr(out, self._cache_kw, None) if use_cache else None
+        return PolicyOutput(logits=out.logits, cache=new_cache)
+
+    # ------------------------------------------------------------------ persistence
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return [p for p in self.parameters() if p.requires_grad]
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write policy_config.json, tokenizer/, projector.pt and adapter/ (LoRA) or model/ (full)."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "policy_config.json").write_text(json.dumps(self.cfg.to_dict(), indent=1))
+        self.tokenizer.save_pretrained(out / "tokenizer")
+        torch.save(self.projector.state_dict(), out / "projector.pt")
+        if self.is_lora:
+            self.model.save_pretrained(out / "adapter")
+        else:
+            self.model.save_pretrained(out / "model")
+        return out
+
+    @property
+    def is_lora(self) -> bool:
+        from peft import PeftModel
+
+        return isinstance(self.model, PeftModel)
+
+    @classmethod
+    def load(cls, path: str | Path, **overrides: Any) -> Policy:
+        """Rebuild a saved policy. ``overrides`` replace config fields (e.g. soft_tokens=False)."""
+        from llm.tokenizer import load_tokenizer
+
+        path = Path(path)
+        cfg_file = path / "policy_config.json"
+        if not cfg_file.exists():
+            raise FileNotFoundError(f"{path} is not a saved policy (no policy_config.json)")
+        cfg = PolicyConfig.from_dict({**json.loads(cfg_file.read_text()), **overrides})
+        adapter = path / "adapter"
+        if (path / "model").exists():
+            cfg_build = dataclasses.replace(cfg, name_or_path=str(path / "model"), lora_r=0)
+        else:
+            cfg_build = dataclasses.replace(cfg, lora_r=0)
+        policy = cls(cfg_build, tokenizer=load_tokenizer(path / "tokenizer"),
+                     adapter_path=adapter if adapter.exists() else None)
+        policy.cfg = cfg
+        policy.projector.load_state_dict(torch.load(path / "projector.pt", map_location="cpu", weights_only=True))
+        policy.projector.requires_grad_(cfg.soft_tokens)
+        return policy

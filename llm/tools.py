@@ -1,0 +1,129 @@
+"""`ForecastTool`: the Stock-R1 tool. Parses the model's ``<forecast_action>`` text, runs the
+action-conditioned decoder on that sample's history, and returns the ``<forecast_ts>`` observation.
+
+Malformed action (the parser found no usable field): the decoder still runs *unconditioned*
+(action None) and the observation carries both the error and that trajectory, so the model can
+finish its answer and the reward scores the failed action (`Rollout.action` is None, the parser's
+errors are in `Rollout.action_errors`). A decoder that raises yields an error-only observation.
+
+``sample_ref`` is an int index into the tool's ``windows`` or a one-row `Windows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from llm.rollout import FORECAST_TOOL_NAME, ToolResult
+from llm.special_tokens import (
+    FORECAST_ACTION_CLOSE,
+    FORECAST_ACTION_OPEN,
+    FORECAST_TS_CLOSE,
+    FORECAST_TS_OPEN,
+)
+from stockr1.types import Forecast, Windows
+
+
+@dataclass(frozen=True)
+class ForecastObservation:
+    """Payload of one forecast call. forecast: the one-row decoded `Forecast` (None if it failed)."""
+
+    action: Any  # forecast_action.schema.ForecastAction | None
+    errors: list = field(default_factory=list)
+    forecast: Forecast | None = None
+    uncertainty: float | None = None
+
+
+def forecast_row(fc: Forecast, i: int) -> Forecast:
+    """Row ``i`` of a batched Forecast as a one-row Forecast."""
+    unc = fc.uncertainty[i : i + 1] if fc.uncertainty is not None else None
+    return Forecast(fc.close[i : i + 1], fc.close_samples[i : i + 1], fc.high[i : i + 1], fc.low[i : i + 1],
+                    fc.volume[i : i + 1], unc)
+
+
+def concat_windows(parts: Sequence[Windows]) -> Windows:
+    """Stack Windows row-wise (context kept only when every part has one per row)."""
+    has_ctx = all(len(w.context) == len(w) for w in parts)
+    return Windows(
+        ticker=np.concatenate([w.ticker for w in parts]),
+        date=np.concatenate([w.date for w in parts]),
+        x=np.concatenate([w.x for w in parts]),
+        y=np.concatenate([w.y for w in parts]),
+        hist=np.concatenate([w.hist for w in parts]),
+        future=np.concatenate([w.future for w in parts]),
+        split=np.concatenate([w.split for w in parts]),
+        context=np.concatenate([w.context for w in parts]) if has_ctx else np.array([], dtype=object),
+    )
+
+
+def _wrap(obs: str) -> str:
+    obs = obs.strip("\n")
+    if not obs.startswith(FORECAST_TS_OPEN):
+        obs = f"{FORECAST_TS_OPEN}{obs}{FORECAST_TS_CLOSE}"
+    return f"\n{obs}\n"
+
+
+class ForecastTool:
+    """decoder: anything with ``.forecast(windows, actions, n_samples) -> Forecast``
+    (`forecast_action.decoder.ActionConditionedDecoder`). ``parse``/``render`` default to
+    `forecast_action.parser.parse_action` and `forecast_action.render.render_observation`."""
+
+    name = FORECAST_TOOL_NAME
+    open_tag = FORECAST_ACTION_OPEN
+    close_tag = FORECAST_ACTION_CLOSE
+
+    def __init__(
+        self,
+        decoder,
+        windows: Windows | None = None,
+        n_samples: int = 100,
+        parse: Callable[[str], Any] | None = None,
+        render: Callable[..., str] | None = None,
+    ):
+        if parse is None:
+            from forecast_action.parser import parse_action as parse
+        if render is None:
+            from forecast_action.render import render_observation as render
+        self.decoder, self.windows, self.n_samples = decoder, windows, n_samples
+        self.parse, self.render = parse, render
+
+    def __call__(self, sample_ref: Any, call_text: str) -> ToolResult:
+        return self.call_batch([sample_ref], [call_text])[0]
+
+    def _windows(self, refs: Sequence[Any]) -> Windows:
+        if all(isinstance(r, Windows) for r in refs):
+            return concat_windows(list(refs))
+        if self.windows is None:
+            raise ValueError("ForecastTool got int sample_refs but was built without `windows`")
+        try:
+            return self.windows.select(np.asarray(refs, dtype=int))
+        except (TypeError, ValueError, IndexError) as e:
+            raise ValueError(f"ForecastTool: sample_refs must be ints into windows (n={len(self.windows)}) "
+                             f"or one-row Windows; got {refs!r}") from e
+
+    def call_batch(self, sample_refs: Sequence[Any], call_texts: Sequence[str]) -> list[ToolResult]:
+        """One decoder call for all rows: [n] refs and call texts -> [n] ToolResults."""
+        parsed = [self.parse(t) for t in call_texts]
+        actions = [p.action for p in parsed]
+        errors = [list(p.errors) for p in parsed]
+        try:
+            fc = self.decoder.forecast(self._windows(sample_refs), actions, self.n_samples)
+        except Exception as e:  # the decoder failing must not lose the rollout
+            msg = f"decoder failed: {type(e).__name__}: {e}"
+            return [ToolResult(_wrap(f"error: {msg}"), ForecastObservation(a, errs + [msg]), error=msg)
+                    for a, errs in zip(actions, errors, strict=True)]
+        out = []
+        for i, (a, errs) in enumerate(zip(actions, errors, strict=True)):
+            err = None if a is not None else "invalid forecast action: " + "; ".join(_msg(e) for e in errs)
+            row = forecast_row(fc, i)
+            unc = float(row.uncertainty[0]) if row.uncertainty is not None else None
+            obs = _wrap(self.render(fc, i, error=err))
+            out.append(ToolResult(obs, ForecastObservation(a, errs, row, unc), error=err))
+        return out
+
+
+def _msg(e: Any) -> str:
+    return getattr(e, "message", None) or str(e)
