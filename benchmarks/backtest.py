@@ -214,19 +214,18 @@ def _oracle(windows: Windows) -> Forecast:
                     low=windows.future[:, :, 2], volume=windows.future[:, :, 4])
 
 
-def _model_forecasts(train: Windows, test: Windows, checkpoint: str | None, n_samples: int) -> dict[str, Forecast]:
-    """Baselines of benchmarks/baselines.py and the TS encoder, each imported only when present."""
+def _model_forecasts(
+    train: Windows, val: Windows, test: Windows, checkpoint: str | None, n_samples: int, names: list[str] | None
+) -> dict[str, Forecast]:
+    """Baselines of benchmarks/baselines (fit on train, tuned on val) and the TS encoder if given."""
+    from benchmarks.baselines import BASELINES
+
     out: dict[str, Forecast] = {}
-    try:
-        from benchmarks import baselines
-    except ImportError as err:  # the baselines module is optional for this benchmark
-        print(f"[backtest] benchmarks.baselines unavailable ({err}); running without TS baselines")
-    else:
-        run = getattr(baselines, "run_baselines", None)
-        if run is None:
-            print("[backtest] benchmarks.baselines has no run_baselines(train, test, n_samples); skipping")
-        else:
-            out.update(run(train, test, n_samples=n_samples))
+    for name in names or list(BASELINES):
+        if name not in BASELINES:
+            raise ValueError(f"unknown baseline {name!r}; choose from {sorted(BASELINES)}")
+        print(f"[backtest] fitting {name}", flush=True)
+        out[name] = BASELINES[name]().fit(train, val).predict(test, n_samples=n_samples, seed=0)
     if checkpoint:
         from ts_encoder.module import TSForecastModule
 
@@ -269,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="test")
     ap.add_argument("--benchmark", default=None, help="ticker whose buy-and-hold defines beta")
     ap.add_argument("--n-samples", type=int, default=100)
+    ap.add_argument("--baselines", nargs="*", default=None, help="subset of benchmarks.baselines.BASELINES")
     for f in BacktestConfig.__dataclass_fields__.values():
         ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
     a = ap.parse_args(argv)
@@ -276,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     import stockr1.data as data
 
     windows = data.sample_windows() if a.data == "sample" else data.load_windows(a.data)
-    train, test = windows.split_of("train"), windows.split_of(a.split)
-    forecasts = _model_forecasts(train, test, a.checkpoint, a.n_samples)
+    train, val, test = windows.split_of("train"), windows.split_of("val"), windows.split_of(a.split)
+    forecasts = _model_forecasts(train, val, test, a.checkpoint, a.n_samples, a.baselines)
     mean, per, curves = run_models(forecasts, test, cfg, a.benchmark)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

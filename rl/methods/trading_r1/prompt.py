@@ -94,6 +94,19 @@ def _fmt(v: float) -> str:
     return "nan" if v is None or not np.isfinite(v) else f"{v:.4g}"
 
 
+_LABELS = {"positive": 1.0, "bullish": 1.0, "neutral": 0.0, "negative": -1.0, "bearish": -1.0}
+
+
+def _sentiment(v) -> float | None:
+    """A news item's sentiment as a number: numeric scores as given, labels mapped to +1/0/-1."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return _LABELS.get(v.strip().lower())
+    f = float(v)
+    return f if np.isfinite(f) else None
+
+
 def snapshot_blocks(store, ticker: str, t, cfg: PromptConfig = PromptConfig()) -> dict[str, str]:
     """Tag -> text of each snapshot block for (ticker, t)."""
     t = pd.Timestamp(t)
@@ -118,7 +131,7 @@ def snapshot_blocks(store, ticker: str, t, cfg: PromptConfig = PromptConfig()) -
     )
     news = store.news_before(ticker, t, cfg.n_news)
     blocks["news"] = "\n".join(f"- {pd.Timestamp(n['time']).date()} {n['title']}" for n in news) or "none available"
-    scores = [float(n["sentiment"]) for n in news if n.get("sentiment") is not None and np.isfinite(float(n["sentiment"]))]
+    scores = [v for v in (_sentiment(n.get("sentiment")) for n in news) if v is not None]
     blocks["sentiment"] = (
         f"mean news sentiment {np.mean(scores):+.3f} over {len(scores)} items" if scores else "none available"
     )

@@ -1,0 +1,190 @@
+"""`stockr1 curriculum`: Trading-R1's three-stage easy-to-hard curriculum (Table 1, §3.3).
+
+Stages structure -> claims -> decision; each is an SFT warm start on format-teacher theses
+(``prompt.template_thesis`` at that stage) followed by RFT (GRPO) with that stage's reward heads,
+and each stage starts from the previous stage's checkpoint. The config (YAML) is the sequence; this
+module is the runner. Training itself is delegated to a ``Backend`` (SFT + GRPO of the shared
+stack), so the curriculum logic is testable without a model. A finished stage writes
+``<out>/<stage>/DONE`` with its checkpoint path, and a rerun skips it (resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from rl.methods.trading_r1 import rewards as R
+from rl.methods.trading_r1.labels import labels_for_windows
+from rl.methods.trading_r1.prompt import PromptConfig, build_prompt, snapshot_blocks, template_thesis
+
+REWARD_HEADS: dict[str, Callable[..., list[float | None]]] = {
+    "structure": R.structure_rewards,
+    "evidence": R.evidence_rewards,
+    "decision": R.decision_rewards,
+    "outcome": R.outcome_rewards,
+    "placement": R.placement_rewards,
+}
+STAGE_TARGET = {"structure": 1, "claims": 2, "decision": 3}
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    name: str
+    rewards: dict[str, float]
+    sft: dict[str, Any] = field(default_factory=dict)
+    rft: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        bad = sorted(set(self.rewards) - set(REWARD_HEADS))
+        if bad:
+            raise ValueError(f"stage {self.name!r}: unknown reward heads {bad}; valid: {sorted(REWARD_HEADS)}")
+
+
+@dataclass(frozen=True)
+class CurriculumConfig:
+    name: str
+    policy: str
+    out: str
+    stages: tuple[StageConfig, ...]
+    n_train: int = 64
+    lora: dict[str, Any] | None = None
+
+
+def load_config(path: str | Path) -> CurriculumConfig:
+    d = yaml.safe_load(Path(path).read_text())
+    stages = tuple(StageConfig(**s) for s in d.pop("stages"))
+    if [s.name for s in stages] != ["structure", "claims", "decision"]:
+        raise ValueError(f"{path}: Trading-R1 stages must be structure, claims, decision in order")
+    return CurriculumConfig(stages=stages, **d)
+
+
+def stage_reward(weights: dict[str, float]) -> Callable[..., list[float | None]]:
+    """TRL-style weighted sum of the stage's heads. A head that is undefined for a sample (None,
+    e.g. no label) contributes nothing; if every head is undefined the sample is None."""
+
+    def reward(prompts, completions, **columns) -> list[float | None]:
+        parts = [(w, REWARD_HEADS[h](prompts, completions, **columns)) for h, w in weights.items()]
+        out: list[float | None] = []
+        for i in range(len(completions)):
+            vals = [(w, v[i]) for w, v in parts if v[i] is not None]
+            out.append(sum(w * v for w, v in vals) if vals else None)
+        return out
+
+    reward.__name__ = "trading_r1_" + "+".join(weights)
+    return reward
+
+
+def excess_returns(frames: dict[str, pd.DataFrame], ticker: str, dates: Sequence, horizon: int = 10,
+                   benchmark: str | None = None) -> np.ndarray:
+    """[N] H-day log return of ``ticker`` after each date minus the benchmark's (NaN past the end)."""
+    def fwd(t: str) -> pd.Series:
+        c = np.log(frames[t]["close"])
+        return c.shift(-horizon) - c
+
+    e = fwd(ticker)
+    if benchmark is not None and benchmark != ticker:
+        e = e - fwd(benchmark).reindex(e.index)
+    return e.reindex(pd.DatetimeIndex(dates)).to_numpy(dtype=float)
+
+
+def build_examples(store, windows, frames, n: int, benchmark: str | None = None,
+                   prompt_cfg: PromptConfig = PromptConfig(), seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` train-split examples: prompt, label, excess_return and the three stage targets."""
+    labels = labels_for_windows(windows, frames)
+    ok = np.flatnonzero((windows.split == "train") & (labels >= 0))
+    pick = np.sort(np.random.default_rng(seed).choice(ok, size=min(n, len(ok)), replace=False))
+    out = []
+    for i in pick:
+        tk, t = str(windows.ticker[i]), pd.Timestamp(windows.date[i])
+        blocks = snapshot_blocks(store, tk, t, prompt_cfg)
+        out.append({
+            "ticker": tk, "date": str(t.date()), "label": int(labels[i]),
+            "excess_return": float(excess_returns(frames, tk, [t], benchmark=benchmark)[0]),
+            "prompt": build_prompt(store, tk, t, prompt_cfg),
+            **{f"target_{s}": template_thesis(blocks, int(labels[i]), k) for s, k in STAGE_TARGET.items()},
+        })
+    return out
+
+
+class Backend(Protocol):
+    """The shared stack's trainers: each returns the path of the checkpoint it wrote."""
+
+    def sft(self, examples: list[dict[str, Any]], target: str, init: str, stage: StageConfig, out: Path) -> str: ...
+
+    def rft(self, examples: list[dict[str, Any]], reward: Callable, init: str, stage: StageConfig, out: Path) -> str: ...
+
+
+def run_curriculum(cfg: CurriculumConfig, examples: list[dict[str, Any]], backend: Backend) -> list[dict[str, Any]]:
+    """SFT -> RFT per stage, chaining checkpoints; finished stages (DONE marker) are skipped."""
+    ckpt, log = cfg.policy, []
+    for stage in cfg.stages:
+        out = Path(cfg.out) / stage.name
+        done = out / "DONE"
+        if done.exists():
+            ckpt = json.loads(done.read_text())["checkpoint"]
+            log.append({"stage": stage.name, "skipped": True, "checkpoint": ckpt})
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        sft_ckpt = backend.sft(examples, f"target_{stage.name}", ckpt, stage, out / "sft")
+        reward = stage_reward(stage.rewards)
+        targets = reward([e["prompt"] for e in examples], [e[f"target_{stage.name}"] for e in examples],
+                         label=[e["label"] for e in examples], excess_return=[e["excess_return"] for e in examples])
+        ckpt = backend.rft(examples, reward, sft_ckpt, stage, out / "rft")
+        entry = {"stage": stage.name, "sft": sft_ckpt, "checkpoint": ckpt,
+                 "target_reward_mean": float(np.mean([t for t in targets if t is not None]))}
+        done.write_text(json.dumps(entry))
+        log.append(entry)
+    return log
+
+
+class SharedStackBackend:
+    """SFT and GRPO through the shared stack (``rl.trainer``); imported lazily, so the curriculum
+    runs wherever that trainer is installed (text-only GRPO with ``reward_funcs``)."""
+
+    def sft(self, examples, target, init, stage, out):
+        from rl.trainer import text_sft  # the RL engineer's text-only SFT entry point
+
+        return text_sft([e["prompt"] for e in examples], [e[target] for e in examples], init=init, out=str(out), **stage.sft)
+
+    def rft(self, examples, reward, init, stage, out):
+        from rl.trainer import text_grpo  # the RL engineer's text-only GRPO entry point
+
+        cols = {"label": [e["label"] for e in examples], "excess_return": [e["excess_return"] for e in examples]}
+        return text_grpo([e["prompt"] for e in examples], reward_funcs=[reward], columns=cols, init=init,
+                         out=str(out), **stage.rft)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="stockr1 curriculum", description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="configs/methods/trading_r1/curriculum.yaml")
+    ap.add_argument("--out", default=None, help="override the config's out dir")
+    ap.add_argument("--dry-run", action="store_true", help="build the stage datasets and score the targets only")
+    a = ap.parse_args(argv)
+    cfg = load_config(a.config)
+    if a.out:
+        cfg = CurriculumConfig(cfg.name, cfg.policy, a.out, cfg.stages, cfg.n_train, cfg.lora)
+    from stockr1.data import load_source, sample_windows
+    from stockr1.data.context import sample_store
+
+    frames = load_source("sample")
+    examples = build_examples(sample_store(frames), sample_windows(), frames, cfg.n_train, benchmark="SP500")
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "examples.jsonl").write_text("\n".join(json.dumps(e) for e in examples))
+    if a.dry_run:
+        for stage in cfg.stages:
+            r = stage_reward(stage.rewards)([e["prompt"] for e in examples], [e[f"target_{stage.name}"] for e in examples],
+                                            label=[e["label"] for e in examples],
+                                            excess_return=[e["excess_return"] for e in examples])
+            print(f"{stage.name}: {len(examples)} examples, mean reward of SFT targets {np.nanmean(np.array(r, float)):.3f}")
+        return 0
+    print(json.dumps(run_curriculum(cfg, examples, SharedStackBackend()), indent=1))
+    return 0
