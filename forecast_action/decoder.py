@@ -1,0 +1,98 @@
+"""The action-conditioned decoder p_φ(y | H_ts, e_ψ(a)) (Stock-R1 §3.3).
+
+One ``TSEncoder`` (built with ``cond_dim > 0``) plus the action encoder e_ψ. The history representation
+``hidden`` / ``h_ts`` is the encoder's own and does not see the action (the LLM receives the same
+``h_ts`` tokens with or without an action); z_a = e_ψ(a) enters through the encoder's FiLM hook on the
+aggregated state that feeds every distributional head: h ← h ⊙ (1 + γ(z_a)) + β(z_a).
+
+Why FiLM rather than an extra action token: (1) the heads read one pooled state, so FiLM reaches μ, σ
+and both quantile heads directly, which is what an action must move (direction shifts μ, volatility
+scales σ and the quantiles); an extra token would only act through attention, would have to be routed
+into the last-patch pool, and would change ``hidden``/``h_ts`` that the LLM also consumes; (2) FiLM is
+zero-initialised, so a decoder built from a pretrained encoder starts as exactly that encoder and the
+no-action forecast is unchanged at step 0; (3) it costs one small MLP, no extra attention length.
+
+"No action" is the all-missing action (every field at its missing index), trained by action dropout,
+so the same network forecasts with and without an action through one code path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from forecast_action.encoder import ActionBatch, ActionEncoder, ActionEncoderConfig, featurize
+from forecast_action.schema import ForecastAction
+from stockr1.types import Forecast, Windows
+from ts_encoder.config import TSEncoderConfig
+from ts_encoder.model import TSEncoder, TSOutput
+from ts_encoder.sampling import to_forecast
+from ts_encoder.uncertainty import UncertaintyNormalizer
+
+
+def concat_forecasts(parts: Sequence[Forecast]) -> Forecast:
+    """Stack Forecasts of consecutive window batches along N."""
+    unc = [p.uncertainty if p.uncertainty is not None else np.full(len(p.close), np.nan) for p in parts]
+    return Forecast(
+        close=np.concatenate([p.close for p in parts]),
+        close_samples=np.concatenate([p.close_samples for p in parts]),
+        high=np.concatenate([p.high for p in parts]),
+        low=np.concatenate([p.low for p in parts]),
+        volume=np.concatenate([p.volume for p in parts]),
+        uncertainty=np.concatenate(unc),
+    )
+
+
+class ActionConditionedDecoder(nn.Module):
+    """``forward(x [B, 5, L], actions: ActionBatch) -> TSOutput``; ``forecast(windows, actions) -> Forecast``."""
+
+    def __init__(self, ts_cfg: TSEncoderConfig, act_cfg: ActionEncoderConfig | None = None) -> None:
+        super().__init__()
+        act_cfg = act_cfg or ActionEncoderConfig()
+        self.ts_cfg = replace(ts_cfg, cond_dim=act_cfg.cond_dim)
+        self.act_cfg = act_cfg
+        self.encoder = TSEncoder(self.ts_cfg)
+        self.action_encoder = ActionEncoder(act_cfg)
+        self.normalizer = UncertaintyNormalizer()
+
+    def load_encoder_state(self, state: dict[str, Tensor]) -> None:
+        """Initialise from an unconditioned encoder's state dict (FiLM keeps its identity init)."""
+        missing, unexpected = self.encoder.load_state_dict(state, strict=False)
+        bad = [k for k in missing if not k.startswith("film.")]
+        if bad or unexpected:
+            raise ValueError(f"encoder state does not fit: missing {bad}, unexpected {list(unexpected)}")
+
+    def forward(self, x: Tensor, actions: ActionBatch) -> TSOutput:
+        if len(actions) != x.shape[0]:
+            raise ValueError(f"{len(actions)} actions for a batch of {x.shape[0]} windows")
+        return self.encoder(x, self.action_encoder(actions))
+
+    @torch.no_grad()
+    def forecast(
+        self,
+        windows: Windows,
+        actions: Sequence[ForecastAction | None] | None = None,
+        n_samples: int = 100,
+        generator: torch.Generator | None = None,
+        batch_size: int = 1024,
+    ) -> Forecast:
+        """Forecast every window conditioned on its action (None, or a None entry = no action)."""
+        n = len(windows)
+        actions = list(actions) if actions is not None else [None] * n
+        if len(actions) != n:
+            raise ValueError(f"{len(actions)} actions for {n} windows")
+        was_training = self.training
+        self.eval()
+        dev = next(self.parameters()).device
+        parts = []
+        for lo in range(0, n, batch_size):
+            w = windows.select(np.arange(lo, min(n, lo + batch_size)))
+            batch = featurize(actions[lo : lo + batch_size], w.last_close).to(dev)
+            out = self(torch.as_tensor(w.x, dtype=torch.float32, device=dev), batch)
+            parts.append(to_forecast(out, w.hist[:, -1, :], n_samples, self.normalizer, generator))
+        self.train(was_training)
+        return concat_forecasts(parts)
