@@ -1,0 +1,154 @@
+"""Baselines: valid Forecasts, calibration on data with a known answer, no look-ahead."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.baselines import BASELINES, GARCH11, AutoARIMA, DLinear, HistoricalDrift, PatchTST, RandomWalk
+from benchmarks.baselines.neural import DLinearNet, PatchTSTNet
+from benchmarks.baselines.synthetic import random_walk_windows
+from stockr1.metrics.forecast import forecast_metrics
+from stockr1.types import CLOSE, Forecast
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def rw():
+    return random_walk_windows(n_tickers=4, n_days=1000, sigma=0.01, seed=11)
+
+
+def _valid(f: Forecast, w, m: int) -> None:
+    n, s = len(w), w.future.shape[1]
+    assert f.close.shape == (n, s) and f.close_samples.shape == (n, m, s)
+    for name in ("close", "close_samples", "high", "low", "volume"):
+        assert np.all(np.isfinite(getattr(f, name))), name
+    assert np.all(f.close_samples > 0)
+    med = np.median(f.close_samples, axis=1)
+    assert np.all(f.high >= med) and np.all(f.low <= med)
+
+
+def _no_lookahead(b, w) -> None:
+    """Changing every label (future, y) must leave the forecast unchanged."""
+    rng = np.random.default_rng(0)
+    w2 = dataclasses.replace(w, future=w.future * rng.uniform(0.5, 2.0, w.future.shape), y=w.y + 1.0)
+    f1, f2 = b.predict(w, n_samples=16, seed=3), b.predict(w2, n_samples=16, seed=3)
+    np.testing.assert_array_equal(f1.close_samples, f2.close_samples)
+    np.testing.assert_array_equal(f1.high, f2.high)
+
+
+def test_registry_names_match():
+    assert set(BASELINES) == {"random_walk", "drift", "auto_arima", "garch11", "dlinear", "patchtst"}
+
+
+@pytest.mark.parametrize("cls", [RandomWalk, HistoricalDrift])
+def test_simple_baselines_calibrated_on_random_walk(rw, cls):
+    b = cls().fit(rw.split_of("train"), rw.split_of("val"))
+    te = rw.split_of("test")
+    f = b.predict(te, n_samples=200, seed=0)
+    _valid(f, te, 200)
+    m = forecast_metrics(f, te)
+    assert 0.85 <= m["cov_close90"] <= 0.95
+    assert 0.91 <= m["cov_high95"] <= 0.985
+    assert 0.015 <= m["cov_low05"] <= 0.09
+    _no_lookahead(b, te)
+
+
+def test_random_walk_is_a_martingale_and_flat(rw):
+    te = rw.split_of("test").select(np.arange(0, 800, 10))
+    f = RandomWalk(90).predict(te, n_samples=4000, seed=1)
+    np.testing.assert_allclose(f.close, np.repeat(te.last_close[:, None], 10, 1))
+    # E[C_{t+10}] = C_t: the sample mean ratio is 1 up to Monte Carlo error
+    ratio = f.close_samples[:, :, -1].mean(1) / te.last_close
+    assert abs(ratio.mean() - 1.0) < 1e-3
+    # trailing vol picks up the true σ = 1%
+    logret = np.log(f.close_samples[:, :, 0] / te.last_close[:, None])
+    assert logret.std(1).mean() == pytest.approx(0.01, rel=0.1)
+
+
+def test_drift_uses_training_mean_only(rw):
+    tr = rw.split_of("train")
+    shifted = dataclasses.replace(tr, x=tr.x + np.float32(0.002))
+    d0 = HistoricalDrift().fit(tr)
+    d1 = HistoricalDrift().fit(shifted)
+    assert d1.mu["SYN0"] - d0.mu["SYN0"] == pytest.approx(0.002, rel=1e-4)
+    te = rw.split_of("test")
+    assert np.all(d1.predict(te, 8).close[:, -1] > d0.predict(te, 8).close[:, -1])
+
+
+def test_garch_recovers_persistence_and_is_calibrated():
+    w = random_walk_windows(n_tickers=2, n_days=2500, garch=(2e-6, 0.08, 0.9), seed=5)
+    g = GARCH11().fit(w.split_of("train"))
+    _, _, al, be = g.params["*"]
+    assert 0.9 < al + be < 1.0
+    te = w.split_of("test")
+    f = g.predict(te, n_samples=200)
+    _valid(f, te, 200)
+    assert 0.85 <= forecast_metrics(f, te)["cov_close90"] <= 0.95
+    _no_lookahead(g, te.select(np.arange(20)))
+
+
+def test_garch_spread_tracks_recent_volatility(rw):
+    g = GARCH11().fit(random_walk_windows(n_tickers=1, n_days=2500, garch=(2e-6, 0.08, 0.9), seed=2).split_of("train"))
+    te = rw.split_of("test").select(np.arange(40))
+    calm = g.predict(te, 200)
+    loud = g.predict(dataclasses.replace(te, x=te.x * np.float32(3.0)), 200)
+    spread = lambda f: np.log(f.close_samples[:, :, 0]).std(1).mean()  # noqa: E731
+    assert spread(loud) > 2.0 * spread(calm)
+
+
+def test_auto_arima_intervals_match_random_walk_scale(rw):
+    te = rw.split_of("test").select(np.arange(0, 400, 25))  # 16 windows: ~1-2 s
+    a = AutoARIMA().fit(rw.split_of("train"))
+    f = a.predict(te, n_samples=100)
+    _valid(f, te, 100)
+    sd10 = np.log(f.close_samples[:, :, -1] / te.last_close[:, None]).std(1)
+    # a random walk's 10-day log-return sd is 0.01·√10; ARIMA's interval should be of that order
+    assert 0.5 * 0.0316 < np.median(sd10) < 2.0 * 0.0316
+
+
+def test_dlinear_learns_and_is_calibrated(rw):
+    tr, va, te = rw.split_of("train"), rw.split_of("val"), rw.split_of("test")
+    b = DLinear(max_epochs=8, patience=2).fit(tr, va)
+    assert b.epochs_trained >= 1 and np.all(np.diff(b.g) >= 0)
+    f = b.predict(te, n_samples=200)
+    _valid(f, te, 200)
+    m = forecast_metrics(f, te)
+    assert 0.85 <= m["cov_close90"] <= 0.95
+    _no_lookahead(b, te.select(np.arange(20)))
+
+
+def test_neural_nets_shapes_and_dlinear_fits_linear_signal():
+    x = torch.randn(4, 5, 90)
+    assert DLinearNet(90, 10)(x).shape == (4, 5, 10)
+    assert PatchTSTNet(90, 10, d_model=16, n_layers=1, n_heads=2)(x).shape == (4, 5, 10)
+    # a learnable linear map: y = mean of the last 5 inputs; DLinear must get near-zero error
+    torch.manual_seed(0)
+    net = DLinearNet(90, 10)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    xs = torch.randn(512, 1, 90)
+    ys = xs[..., -5:].mean(-1, keepdim=True).expand(512, 1, 10)
+    first = None
+    for _ in range(300):
+        loss = torch.nn.functional.mse_loss(net(xs), ys)
+        first = float(loss.detach()) if first is None else first
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert float(loss.detach()) < 0.05 * first
+
+
+def test_patchtst_baseline_runs(rw):
+    sub = rw.select(np.arange(0, len(rw), 3))
+    b = PatchTST(max_epochs=1).fit(sub.split_of("train"), sub.split_of("val"))
+    te = sub.split_of("test")
+    f = b.predict(te, n_samples=32)
+    _valid(f, te, 32)
+    assert f.volume.shape == te.future[:, :, CLOSE].shape
+
+
+def test_predict_before_fit_is_a_clear_error(rw):
+    with pytest.raises(RuntimeError, match="fit"):
+        DLinear().predict(rw.split_of("test"))
