@@ -1,0 +1,144 @@
+"""Point-in-time invariance checks: replace everything after t with garbage, rebuild, and require the
+inputs for every decision day <= t to be bit-identical. Labels (y, future) are kept aside: they are
+allowed to change.
+
+Perturbation boundaries follow the rules in windows.py / context.py:
+- windows (x, hist): OHLCV rows and corporate actions dated > t;
+- context: OHLCV rows dated >= t-1 (news is cut at the close of t-1, and price-derived headlines
+  of day t-1 are stamped after that close), macro observations dated >= t, statements published
+  >= t, news stamped >= the close of t-1.
+A correct build passes; ``leak_days=1`` on build_windows or PointInTimeStore makes it fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from stockr1.data.context import MARKET_CLOSE, PointInTimeStore
+from stockr1.data.providers.base import MacroSeries, publication_dates
+from stockr1.data.windows import build_windows
+from stockr1.types import Windows
+
+
+def perturb_frames(frames: dict[str, pd.DataFrame], t, inclusive: bool = False, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """Copies whose rows after t (or from t when ``inclusive``) hold random but valid OHLCV, with a
+    3-for-1 split and a dividend injected where the frame has action columns."""
+    t = pd.Timestamp(t)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for tk, f in frames.items():
+        f = f.copy()
+        m = (f.index >= t) if inclusive else (f.index > t)
+        n = int(m.sum())
+        if n:
+            scale = rng.uniform(0.5, 2.0, n)
+            f.loc[m, "close"] = f.loc[m, "close"].to_numpy() * scale
+            f.loc[m, "open"] = f.loc[m, "open"].to_numpy() * scale[::-1]
+            f.loc[m, "high"] = np.maximum(f.loc[m, ["open", "close"]].max(axis=1), f.loc[m, "high"].to_numpy() * scale) * 1.01
+            f.loc[m, "low"] = np.minimum(f.loc[m, ["open", "close"]].min(axis=1), f.loc[m, "low"].to_numpy() * scale) * 0.99
+            f.loc[m, "volume"] = rng.integers(1, 10**9, n).astype(float)
+            first = f.index[m][0]
+            if "splits" in f:
+                f.loc[m, "splits"] = 0.0
+                f.loc[first, "splits"] = 3.0
+            if "dividends" in f:
+                f.loc[m, "dividends"] = 0.0
+                f.loc[f.index[m][-1], "dividends"] = 0.01 * f.loc[f.index[m][-2], "close"] if n > 1 else 0.0
+        out[tk] = f
+    return out
+
+
+def _garble(df: pd.DataFrame, mask: np.ndarray, seed: int, keep: tuple[str, ...]) -> pd.DataFrame:
+    df = df.copy()
+    rng = np.random.default_rng(seed)
+    for c in df.columns:
+        if c in keep or not mask.any():
+            continue
+        if pd.api.types.is_numeric_dtype(df[c]):
+            df.loc[mask, c] = df.loc[mask, c].to_numpy() * rng.uniform(0.3, 3.0, int(mask.sum()))
+        elif df[c].dtype == object:
+            df.loc[mask, c] = [f"PERTURBED {c} {i}" for i in range(int(mask.sum()))]
+    return df
+
+
+def perturb_macro(macro: dict[str, MacroSeries], t, seed: int = 0) -> dict[str, MacroSeries]:
+    """Observations dated >= t scaled at random."""
+    t = pd.Timestamp(t)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for k, s in macro.items():
+        v = s.values.copy()
+        m = v.index >= t
+        v[m] = v[m].to_numpy() * rng.uniform(0.3, 3.0, int(m.sum()))
+        out[k] = replace(s, values=v)
+    return out
+
+
+def perturb_fundamentals(table: pd.DataFrame | None, t, filing_lag_days: int = 45, seed: int = 0) -> pd.DataFrame | None:
+    if table is None or not len(table):
+        return table
+    mask = (publication_dates(table, filing_lag_days) >= pd.Timestamp(t)).to_numpy()
+    return _garble(table, mask, seed, keep=("ticker", "period_end", "filed"))
+
+
+def perturb_news(table: pd.DataFrame | None, cutoff, seed: int = 0) -> pd.DataFrame | None:
+    """Items stamped at or after ``cutoff`` get garbage text (tickers kept so they still match)."""
+    if table is None or not len(table):
+        return table
+    mask = (pd.DatetimeIndex(table["time"]) >= pd.Timestamp(cutoff))
+    df = _garble(table, np.asarray(mask), seed, keep=("ticker", "time"))
+    df.loc[mask, "title"] = df.loc[mask, "ticker"].astype(str) + " " + df.loc[mask, "title"]
+    return df
+
+
+def compare_inputs(a: Windows, b: Windows, t) -> list[str]:
+    """Differences in (ticker, date, x, hist, context) between two builds, over decision days <= t."""
+    t64 = pd.Timestamp(t).to_datetime64()
+    a, b = a.select(a.date <= t64), b.select(b.date <= t64)
+    if len(a) != len(b) or not (a.ticker == b.ticker).all() or not (a.date == b.date).all():
+        return [f"different windows up to {t}: {len(a)} vs {len(b)}"]
+    out = []
+    for name in ("x", "hist", "context"):
+        va, vb = getattr(a, name), getattr(b, name)
+        if len(va) != len(vb):
+            out.append(f"{name}: length {len(va)} vs {len(vb)}")
+            continue
+        diff = np.flatnonzero([not np.array_equal(p, q) for p, q in zip(va, vb, strict=True)])
+        out += [f"{name} differs for {a.ticker[i]} {pd.Timestamp(a.date[i]).date()}" for i in diff[:5]]
+    return out
+
+
+def check_windows_invariance(frames: dict[str, pd.DataFrame], t, seed: int = 0, **build_kw) -> list[str]:
+    """Rebuild with every row after t replaced; returns the mismatches (empty = point-in-time)."""
+    base = build_windows(frames, **build_kw)
+    return compare_inputs(base, build_windows(perturb_frames(frames, t, seed=seed), **build_kw), t)
+
+
+def check_context_invariance(make_store: Callable[..., PointInTimeStore], frames: dict[str, pd.DataFrame], t,
+                             tables: dict | None = None, n_days: int = 20, seed: int = 0) -> list[str]:
+    """``make_store(frames, **tables)`` builds a store; tables may hold macro/fundamentals/news.
+    Renders the context of the last ``n_days`` trading days <= t for every ticker, before and after
+    perturbing everything the context rules forbid, and returns the mismatches."""
+    t = pd.Timestamp(t)
+    tables = dict(tables or {})
+    base = make_store(frames, **tables)
+    prev = {tk: f.index[f.index < t] for tk, f in frames.items()}
+    t_prev = min(p[-1] for p in prev.values())
+    pert_tables = dict(tables)
+    if "macro" in tables:
+        pert_tables["macro"] = perturb_macro(tables["macro"], t, seed)
+    if "fundamentals" in tables:
+        pert_tables["fundamentals"] = perturb_fundamentals(tables["fundamentals"], t, base.filing_lag_days, seed)
+    if "news" in tables:
+        pert_tables["news"] = perturb_news(tables["news"], t_prev.normalize() + MARKET_CLOSE, seed)
+    other = make_store(perturb_frames(frames, t_prev, inclusive=True, seed=seed), **pert_tables)
+    out = []
+    for tk, f in sorted(frames.items()):
+        for d in f.index[f.index <= t][-n_days:]:
+            if base.render_context(tk, d) != other.render_context(tk, d):
+                out.append(f"context differs for {tk} {d.date()}")
+    return out
