@@ -1,0 +1,73 @@
+"""End to end: `stockr1 bench forecast` on a tiny user CSV writes every file with stable names."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.forecast import DIFF_METRICS, main, table_md
+from stockr1.metrics.forecast import METRICS
+
+
+def _write_csv(path, n=420, seed=0):
+    rng = np.random.default_rng(seed)
+    close = 100 * np.exp(np.cumsum(rng.normal(0.0003, 0.01, n)))
+    open_ = close * np.exp(rng.normal(0, 0.002, n))
+    df = pd.DataFrame({
+        "Date": pd.bdate_range("2015-01-02", periods=n),
+        "Open": open_,
+        "High": np.maximum(open_, close) * (1 + np.abs(rng.normal(0, 0.004, n))),
+        "Low": np.minimum(open_, close) * (1 - np.abs(rng.normal(0, 0.004, n))),
+        "Close": close,
+        "Volume": np.exp(rng.normal(15, 0.3, n)).round(),
+    })
+    df.to_csv(path, index=False)
+
+
+def test_bench_forecast_on_tiny_csv(tmp_path):
+    csv = tmp_path / "MYCO.csv"
+    _write_csv(csv)
+    out = tmp_path / "out"
+    rc = main([
+        "--data", str(csv), "--out", str(out), "--baselines", "random_walk,drift,garch11,dlinear,auto_arima",
+        "--max-windows", "12", "--n-samples", "32", "--n-boot", "50",
+    ])
+    assert rc == 0
+    for f in ("metrics.json", "table.md", "differences.md", "differences.json", "run.json",
+              "fan_charts.png", "calibration.png"):
+        assert (out / f).stat().st_size > 0, f
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(metrics) == ["random_walk", "drift", "garch11", "dlinear", "auto_arima"]
+    for vals in metrics.values():
+        assert tuple(vals) == METRICS
+        assert all(np.isfinite(v) for v in vals.values())
+    run = json.loads((out / "run.json").read_text())
+    assert run["n_test_windows"] == 12 and run["reference"] == "random_walk" and run["tickers"] == ["MYCO"]
+    rows = json.loads((out / "differences.json").read_text())
+    assert {r["baseline"] for r in rows} == {"drift", "garch11", "dlinear", "auto_arima"}
+    assert {r["metric"] for r in rows} == set(DIFF_METRICS)
+    for r in rows:
+        assert r["ci_lo"] <= r["ci_hi"] and r["verdict"] in {"win", "tie", "loss"}
+        if r["ci_lo"] <= 0 <= r["ci_hi"]:
+            assert r["verdict"] == "tie"
+    table = (out / "table.md").read_text()
+    assert "| Price (MAPE) | Price (rMSE) | Volume (MAPE)" in table and "CRPS" in table
+    assert table.count("\n") == 2 + len(metrics)
+
+
+def test_table_bolds_best_and_nominal_closest():
+    m = {"a": {"crps": 0.01, "cov_close90": 0.80}, "b": {"crps": 0.02, "cov_close90": 0.91}}
+    t = table_md(m)
+    row_a = next(r for r in t.splitlines() if r.startswith("| a |"))
+    row_b = next(r for r in t.splitlines() if r.startswith("| b |"))
+    assert "**1.000**" in row_a and "**91.0**" in row_b and "**80.0**" not in row_a
+
+
+def test_bad_data_and_unknown_baseline_are_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        main(["--data", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o")])
+    csv = tmp_path / "X.csv"
+    _write_csv(csv)
+    with pytest.raises(ValueError, match="unknown baseline"):
+        main(["--data", str(csv), "--out", str(tmp_path / "o"), "--baselines", "nope", "--no-plots"])
