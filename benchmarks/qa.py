@@ -1,0 +1,78 @@
+"""`stockr1 bench qa --checkpoint RUN_DIR [--ablation-checkpoint RUN_DIR] --out DIR`
+
+QA accuracy per task family and overall (Stock-R1 Table 1 layout) on held-out test questions, with
+action success rate, answer parse rate and tokens per answer, beside the majority-class and
+random-walk baselines. ``--ablation-checkpoint`` is a second SFT run trained from the same init
+with soft tokens off (same budget); both are evaluated on the same questions in this one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
+EXTRA_COLS = ("action_success_rate", "answer_parse_rate", "action_and_answer_rate", "tokens_per_answer")
+
+
+def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int) -> tuple[dict[str, float], list]:
+    from llm.policy import Policy
+    from llm.qa.evaluate import grade_rollouts, rollout_items
+    from llm.sft import load_decoder
+
+    policy = Policy.load(run_dir / "policy").eval()
+    decoder = load_decoder(run_dir / "decoder.pt")
+    pairs = rollout_items(policy, decoder, windows, items, max_new_tokens=max_new_tokens)
+    return grade_rollouts(pairs), pairs
+
+
+def table(metrics: dict[str, dict[str, float]]) -> str:
+    from llm.qa.core import FAMILY_TITLES
+
+    cols = [FAMILY_TITLES[f] for f in FAMILY_COLS] + ["Avg."] + list(EXTRA_COLS)
+    lines = ["| model | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for name, m in metrics.items():
+        vals = [m.get(f) for f in FAMILY_COLS] + [m.get("overall")] + [m.get(c) for c in EXTRA_COLS]
+        lines.append(f"| {name} | " + " | ".join("–" if v is None else f"{v:.2f}" for v in vals) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from llm.qa import load_items
+    from llm.qa.baselines import baseline_table
+    from llm.sft import load_data, load_yaml
+
+    ap = argparse.ArgumentParser(prog="stockr1 bench qa", description=__doc__.split("\n")[0])
+    ap.add_argument("--checkpoint", required=True, help="SFT run dir (policy/, decoder.pt, qa.jsonl, config)")
+    ap.add_argument("--ablation-checkpoint", default=None, help="the same SFT with soft tokens off")
+    ap.add_argument("--config", default=None, help="SFT config (for the data section); default: run's")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n", type=int, default=200, help="test questions evaluated (balanced slice)")
+    ap.add_argument("--max-new-tokens", type=int, default=384)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    run = Path(args.checkpoint)
+    cfg = load_yaml(args.config or run / "config.yaml")
+    windows, _ = load_data(cfg.get("data", {}))
+    items = load_items(run / "qa.jsonl")
+    train = [i for i in items if i.split == "train"]
+    test = [i for i in items if i.split == "test"][: args.n]
+    metrics = {k: dict(v) for k, v in baseline_table(train, test, windows).items()}
+    samples = {}
+    for name, path in (("stock-r1-sft", run), ("stock-r1-sft-no-ts-tokens", args.ablation_checkpoint)):
+        if path is None:
+            continue
+        metrics[name], pairs = evaluate_run(Path(path), test, windows, args.max_new_tokens)
+        samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
+                         for it, r in pairs[:5]]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    (out / "table.md").write_text(table(metrics))
+    (out / "samples.json").write_text(json.dumps(samples, indent=1))
+    print(table(metrics))
+    return 0

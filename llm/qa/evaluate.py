@@ -1,0 +1,61 @@
+"""Run the policy on QA items through the one rollout engine and grade the rollouts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from llm.qa.answers import is_correct, normalize_answer
+from llm.qa.baselines import accuracy_by_family
+from llm.qa.core import QAItem
+from llm.qa.prompt import SYSTEM_PROMPT, user_message
+
+
+def rollout_items(policy, decoder, windows, items: Sequence[QAItem], max_new_tokens: int = 512,
+                  batch_size: int = 16, n_samples: int = 32, temperature: float = 0.0) -> list[tuple[QAItem, object]]:
+    """Greedy (default) rollouts for ``items``; the prompt carries K ``<ts>`` placeholders filled
+    with the decoder encoder's ``h_ts`` (ignored by a policy with soft tokens off)."""
+    from llm.rollout import RolloutEngine
+    from llm.special_tokens import ts_placeholders
+    from llm.tokenizer import chat_prompt
+    from llm.tools import ForecastTool
+
+    tok = policy.tokenizer
+    engine = RolloutEngine(policy, tok, [ForecastTool(decoder, windows, n_samples)], max_new_tokens=max_new_tokens,
+                           temperature=temperature, seed=0)
+    ph = ts_placeholders(decoder.ts_cfg.n_tokens)
+    ctx = windows.context
+    out = []
+    for s in range(0, len(items), batch_size):
+        batch = list(items[s : s + batch_size])
+        idx = np.array([it.window for it in batch])
+        prompts = [chat_prompt(tok, user_message(it, str(ctx[it.window]) if len(ctx) else "", ph), SYSTEM_PROMPT)
+                   for it in batch]
+        with torch.no_grad():
+            h_ts = decoder.encoder(torch.as_tensor(windows.x[idx])).h_ts
+        rolls = engine.generate(prompts, h_ts, sample_refs=[int(i) for i in idx])
+        out += list(zip(batch, rolls, strict=True))
+    return out
+
+
+def grade_rollouts(pairs: Sequence[tuple[QAItem, object]]) -> dict[str, float]:
+    """Accuracy per family + overall (Table 1), action success (complete parseable action), answer
+    parse rate, both-parseable rate, and model tokens per rollout."""
+    from forecast_action.score import completeness
+
+    answers = {it.id: normalize_answer(it, r.answer) for it, r in pairs}
+    acc = accuracy_by_family([it for it, _ in pairs], lambda it: answers[it.id])
+    act_ok = [r.action is not None and completeness(r.action) >= 1.0 for _, r in pairs]
+    ans_ok = [answers[it.id] is not None for it, _ in pairs]
+    return {
+        **acc,
+        "action_success_rate": 100.0 * float(np.mean(act_ok)),
+        "answer_parse_rate": 100.0 * float(np.mean(ans_ok)),
+        "action_and_answer_rate": 100.0 * float(np.mean([a and b for a, b in zip(act_ok, ans_ok, strict=True)])),
+        "tokens_per_answer": float(np.mean([r.n_generated for _, r in pairs])),
+        "n": float(len(pairs)),
+        "correct_of_parsed": 100.0 * float(np.mean([is_correct(it, answers[it.id]) for it, _ in pairs
+                                                    if answers[it.id] is not None] or [0.0])),
+    }

@@ -1,0 +1,436 @@
+"""Joint SFT (Stock-R1 §3.4): ``L_total = L_SFT + λ_ts · L_TS``.
+
+- ``L_SFT``: next-token loss on tokens the model writes (rationale + action, final reasoning +
+  answer + end of turn). Prompt tokens and the tool's ``<forecast_ts>`` observation are masked.
+- ``L_TS``: the encoder's distribution-aware loss (``ts_encoder.loss.ts_loss``) of the
+  action-conditioned decoder, conditioned on the target action a* of the same window.
+- The soft tokens ``h_ts`` come from the same decoder's encoder forward, so ``L_SFT`` also reaches
+  the encoder and the projector; LoRA (or the full tiny model), projector and decoder train together.
+
+``stockr1 sft --config configs/sft/tiny.yaml``: builds QA + traces (cached under the run dir),
+trains with Lightning Fabric, checkpoints ``checkpoints/sft/<run>/last.ckpt`` every ``ckpt_every``
+steps (rerun the same command to resume), and finally writes ``policy/`` and ``decoder.pt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from llm.logprobs import masked_mean, pad_sequences, token_logprobs
+from llm.qa.prompt import SYSTEM_PROMPT
+from llm.special_tokens import IM_END
+from llm.traces import Trace
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    lr: float = 2e-5  # App. C.2
+    decoder_lr: float = 1e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    max_steps: int = 1000
+    batch_size: int = 8
+    lambda_ts: float = 0.1
+    max_len: int = 2048
+    ckpt_every: int = 50
+    log_every: int = 10
+    seed: int = 0
+    grad_clip: float = 1.0
+    precision: str = "32-true"
+    accelerator: str = "auto"
+
+
+# --- batches ----------------------------------------------------------------------------------
+
+
+def encode_trace(tokenizer, trace: Trace, system: str = SYSTEM_PROMPT) -> tuple[list[int], list[int]]:
+    """Token ids and loss mask (1 = model-written) of one trace.
+
+    Segments are tokenized one by one, as the rollout engine does (the tool's observation is inserted
+    as its own token run), so SFT and rollouts see the same token boundaries.
+    """
+    from llm.rollout import encode_segments
+    from llm.tokenizer import chat_prompt
+
+    ids = tokenizer(chat_prompt(tokenizer, trace.user, system), add_special_tokens=False).input_ids
+    mask = [0] * len(ids)
+    seg_ids, seg_mask = encode_segments(tokenizer, trace.segments)
+    ids, mask = ids + seg_ids, mask + seg_mask
+    ids.append(tokenizer.convert_tokens_to_ids(IM_END))
+    mask.append(1)
+    return ids, mask
+
+
+@dataclass
+class SFTBatch:
+    """input_ids, attention_mask, loss_mask: [B, T]; x: [B, 5, L]; y: [B, 5, S]; start: [B] close at t;
+    actions: the B target actions a*."""
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    loss_mask: Tensor
+    x: Tensor
+    y: Tensor
+    start: np.ndarray
+    actions: list
+
+
+class SFTData:
+    """Encoded traces + their windows; ``batches(rng)`` yields shuffled ``SFTBatch`` es forever."""
+
+    def __init__(self, traces: Sequence[Trace], windows, tokenizer, max_len: int) -> None:
+        from forecast_action.schema import ForecastAction
+
+        self.windows, self.pad_id = windows, tokenizer.pad_token_id
+        enc = [encode_trace(tokenizer, t) for t in traces]
+        keep = [k for k, (ids, _) in enumerate(enc) if len(ids) <= max_len]
+        self.n_too_long = len(traces) - len(keep)
+        if not keep:
+            raise ValueError(f"no trace fits max_len={max_len}; longest is {max(len(e[0]) for e in enc)} tokens")
+        self.enc = [enc[k] for k in keep]
+        self.win = np.array([traces[k].window for k in keep])
+        self.actions = [ForecastAction(**traces[k].action) for k in keep]
+
+    def __len__(self) -> int:
+        return len(self.enc)
+
+    def batch(self, idx: Sequence[int]) -> SFTBatch:
+        ids, att, mask = pad_sequences([self.enc[i][0] for i in idx], self.pad_id, [self.enc[i][1] for i in idx])
+        w = self.win[list(idx)]
+        return SFTBatch(ids, att, mask, torch.as_tensor(self.windows.x[w]), torch.as_tensor(self.windows.y[w]),
+                        self.windows.last_close[w], [self.actions[i] for i in idx])
+
+
+# --- the joint model --------------------------------------------------------------------------
+
+
+@dataclass
+class SFTLoss:
+    total: Tensor
+    sft: Tensor
+    ts: Tensor
+    n_tokens: int
+
+
+def decoder_output(decoder: nn.Module, x: Tensor, actions: list, start: np.ndarray):
+    """TSOutput of ``forecast_action.decoder.ActionConditionedDecoder`` for x [B, 5, L] and B actions."""
+    from forecast_action.encoder import featurize
+
+    return decoder(x, featurize(actions, start).to(x.device))
+
+
+class JointSFT(nn.Module):
+    """Policy + action-conditioned decoder, one loss (see module docstring)."""
+
+    def __init__(self, policy: nn.Module, decoder: nn.Module, lambda_ts: float = 0.1, ts_weights=None) -> None:
+        super().__init__()
+        self.policy, self.decoder = policy, decoder
+        self.lambda_ts, self.ts_weights = lambda_ts, ts_weights
+
+    def forward(self, b: SFTBatch) -> SFTLoss:
+        from ts_encoder.loss import ts_loss
+
+        out = decoder_output(self.decoder, b.x, b.actions, b.start)  # conditioned on a*; h_ts is not
+        l_ts, _ = ts_loss(out, b.y, self.ts_weights)
+        lp = token_logprobs(self.policy, b.input_ids, b.attention_mask, out.h_ts)
+        l_sft = -masked_mean(lp, b.loss_mask)
+        return SFTLoss(l_sft + self.lambda_ts * l_ts, l_sft.detach(), l_ts.detach(), int(b.loss_mask.sum()))
+
+
+def param_groups(model: JointSFT, cfg: TrainConfig) -> list[dict[str, Any]]:
+    pol = [p for p in model.policy.parameters() if p.requires_grad]
+    dec = [p for p in model.decoder.parameters() if p.requires_grad]
+    return [{"params": pol, "lr": cfg.lr}, {"params": dec, "lr": cfg.decoder_lr}]
+
+
+def lr_lambda(cfg: TrainConfig):
+    """Linear warmup then cosine decay to 10% (App. C.2: cosine with warmup)."""
+
+    def f(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        frac = (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+
+    return f
+
+
+class SFTTrainer:
+    """Fabric loop with resume. ``fit(data)`` runs to ``cfg.max_steps``; state in ``run_dir/last.ckpt``."""
+
+    def __init__(self, model: JointSFT, cfg: TrainConfig, run_dir: str | Path, logger=None) -> None:
+        from lightning.fabric import Fabric
+
+        self.cfg, self.run_dir, self.logger = cfg, Path(run_dir), logger
+        self.fabric = Fabric(accelerator=cfg.accelerator, devices=1, precision=cfg.precision)
+        opt = torch.optim.AdamW(param_groups(model, cfg), weight_decay=cfg.weight_decay)
+        self.model, self.opt = self.fabric.setup(model, opt)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg))
+        self.step = 0
+        self.history: list[dict[str, float]] = []
+
+    @property
+    def ckpt_path(self) -> Path:
+        return self.run_dir / "last.ckpt"
+
+    def state(self) -> dict[str, Any]:
+        return {"model": self.model, "optimizer": self.opt, "scheduler": self.sched.state_dict(),
+                "step": self.step, "history": self.history}
+
+    def save(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.run_dir / "last.ckpt.tmp"
+        self.fabric.save(tmp, self.state())
+        os.replace(tmp, self.ckpt_path)  # atomic: a kill mid-save keeps the previous checkpoint
+
+    def maybe_resume(self) -> bool:
+        if not self.ckpt_path.exists():
+            return False
+        st = self.state()
+        rest = self.fabric.load(self.ckpt_path, st)
+        self.sched.load_state_dict(st["scheduler"] if "scheduler" not in rest else rest["scheduler"])
+        self.step, self.history = int(st["step"]), list(st["history"])
+        return True
+
+    def train_step(self, batch: SFTBatch) -> SFTLoss:
+        self.model.train()
+        loss = self.model(batch)
+        self.opt.zero_grad(set_to_none=True)
+        self.fabric.backward(loss.total)
+        if self.cfg.grad_clip:
+            self.fabric.clip_gradients(self.model, self.opt, max_norm=self.cfg.grad_clip)
+        self.opt.step()
+        self.sched.step()
+        self.step += 1
+        return loss
+
+    def fit(self, data: SFTData) -> list[dict[str, float]]:
+        cfg = self.cfg
+        rng = np.random.default_rng([cfg.seed, self.step])  # resumed runs draw fresh batches
+        t0 = time.time()
+        while self.step < cfg.max_steps:
+            idx = rng.choice(len(data), size=min(cfg.batch_size, len(data)), replace=False)
+            loss = self.train_step(data.batch(idx))
+            rec = {"step": self.step, "loss": float(loss.total.detach()), "l_sft": float(loss.sft),
+                   "l_ts": float(loss.ts), "lr": self.sched.get_last_lr()[0], "sec": time.time() - t0}
+            self.history.append(rec)
+            if self.logger is not None:
+                self.logger.log(rec, step=self.step)
+            if self.step % cfg.log_every == 0:
+                print(f"step {self.step}: loss {rec['loss']:.4f} (sft {rec['l_sft']:.4f}, ts {rec['l_ts']:.4f})",
+                      flush=True)
+            if self.step % cfg.ckpt_every == 0 or self.step == cfg.max_steps:
+                self.save()
+        return self.history
+
+
+def from_dict(cls, d: dict[str, Any]):
+    names = {f.name for f in dataclasses.fields(cls)}
+    bad = sorted(set(d) - names)
+    if bad:
+        raise ValueError(f"unknown {cls.__name__} keys {bad}; valid: {sorted(names)}")
+    return cls(**d)
+
+
+def warmup_decoder(decoder: nn.Module, windows, thresholds, steps: int, batch_size: int = 64, lr: float = 1e-3,
+                   seed: int = 0) -> list[float]:
+    """Fit the decoder alone (L_TS conditioned on a*) on train windows before traces are written, so
+    the executed trajectories in the traces come from a decoder that follows its action. Use a
+    pretrained decoder checkpoint instead when one exists (``decoder.checkpoint``)."""
+    from forecast_action.derive import actions_from_windows
+    from ts_encoder.loss import ts_loss
+
+    train = windows.split_of("train")
+    actions = actions_from_windows(train, thresholds)
+    opt = torch.optim.AdamW(decoder.parameters(), lr=lr, weight_decay=0.01)
+    rng = np.random.default_rng(seed)
+    losses = []
+    decoder.train()
+    for _ in range(steps):
+        idx = rng.choice(len(train), size=min(batch_size, len(train)), replace=False)
+        out = decoder_output(decoder, torch.as_tensor(train.x[idx]), [actions[i] for i in idx], train.last_close[idx])
+        loss, _ = ts_loss(out, torch.as_tensor(train.y[idx]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    decoder.eval()
+    return losses
+
+
+def save_decoder(decoder: nn.Module, path: str | Path) -> None:
+    torch.save({"ts_cfg": dataclasses.asdict(decoder.ts_cfg), "act_cfg": dataclasses.asdict(decoder.act_cfg),
+                "state_dict": decoder.state_dict()}, path)
+
+
+def load_decoder(path: str | Path) -> nn.Module:
+    from forecast_action.decoder import ActionConditionedDecoder
+    from forecast_action.encoder import ActionEncoderConfig
+    from ts_encoder.config import TSEncoderConfig
+
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=False)
+        dec = ActionConditionedDecoder(TSEncoderConfig(**ck["ts_cfg"]), ActionEncoderConfig(**ck["act_cfg"]))
+        dec.load_state_dict(ck["state_dict"])
+    except (OSError, KeyError, RuntimeError, TypeError) as e:
+        raise ValueError(f"cannot load a decoder from {path}: {e}") from e
+    return dec.eval()
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        return yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"cannot read SFT config {path}: {e}") from e
+
+
+def load_data(dcfg: dict[str, Any]):
+    """(windows with rendered context, context_fn) for the configured source."""
+    from llm.qa.context import store_context
+    from stockr1.data import sample_windows, synthetic_windows
+    from stockr1.data.context import sample_store, synthetic_store
+    from stockr1.data.sources import load_source
+
+    src, lb, hz = dcfg.get("source", "sample"), int(dcfg.get("lookback", 90)), int(dcfg.get("horizon", 10))
+    if src == "sample":
+        return sample_windows(lb, hz, context=True), store_context(sample_store())
+    if src == "synthetic":
+        kw = {k: dcfg[k] for k in ("n_tickers", "n_days", "seed") if k in dcfg}
+        frames = load_source("synthetic", **kw)
+        return (synthetic_windows(lookback=lb, horizon=hz, context=True, **kw),
+                store_context(synthetic_store(frames, seed=kw.get("seed", 0))))
+    raise ValueError(f"data.source must be 'sample' or 'synthetic', got {src!r}")
+
+
+def build_decoder(dcfg: dict[str, Any]) -> nn.Module:
+    from forecast_action.decoder import ActionConditionedDecoder
+    from forecast_action.encoder import ActionEncoderConfig
+    from ts_encoder.config import TSEncoderConfig
+
+    if dcfg.get("checkpoint"):
+        return load_decoder(dcfg["checkpoint"])
+    torch.manual_seed(int(dcfg.get("seed", 0)))
+    return ActionConditionedDecoder(TSEncoderConfig(**dcfg.get("ts", {})), ActionEncoderConfig(**dcfg.get("action", {})))
+
+
+def prepare(cfg: dict[str, Any], run_dir: Path):
+    """Windows, QA items, decoder, thresholds and traces; QA/traces cached in ``run_dir``."""
+    from forecast_action.derive import ActionThresholds
+    from llm.qa import QAConfig, generate_qa, load_items, save_items
+    from llm.special_tokens import ts_placeholders
+    from llm.tools import ForecastTool
+    from llm.traces import TraceConfig, TraceWriter, load_traces, save_traces
+
+    windows, context_fn = load_data(cfg.get("data", {}))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    qa_path = run_dir / "qa.jsonl"
+    if qa_path.exists():
+        items = load_items(qa_path)
+    else:
+        items, rep = generate_qa(windows, from_dict(QAConfig, cfg.get("qa", {})), context_fn)
+        save_items(items, qa_path)
+        (run_dir / "qa_report.json").write_text(json.dumps(rep.as_dict(), indent=1))
+    thresholds = ActionThresholds.fit(windows)
+    thresholds.save(run_dir / "thresholds.json")
+    dcfg = cfg.get("decoder", {})
+    decoder = build_decoder(dcfg)
+    dec_path = run_dir / "decoder_init.pt"
+    if dec_path.exists():
+        decoder = load_decoder(dec_path)
+    elif int(dcfg.get("warmup_steps", 0)) > 0:
+        losses = warmup_decoder(decoder, windows, thresholds, int(dcfg["warmup_steps"]))
+        print(f"decoder warm-up: L_TS {losses[0]:.3f} -> {np.mean(losses[-20:]):.3f}", flush=True)
+        save_decoder(decoder, dec_path)
+    tr_path = run_dir / "traces.jsonl"
+    tcfg = cfg.get("traces", {})
+    if tr_path.exists():
+        traces = load_traces(tr_path)
+    else:
+        tool = ForecastTool(decoder, windows, int(tcfg.get("n_samples", 32)))
+        writer = TraceWriter(windows, tool, thresholds, context_fn=context_fn,
+                             ts_placeholder=ts_placeholders(decoder.ts_cfg.n_tokens),
+                             cfg=TraceConfig(drop_trivial=bool(tcfg.get("drop_trivial", True))))
+        traces, rep = writer.write([it for it in items if it.split == "train"])
+        save_traces(traces, tr_path)
+        (run_dir / "trace_report.json").write_text(json.dumps(rep.as_dict(), indent=1))
+    return windows, items, decoder, traces
+
+
+def _logger(cfg: dict[str, Any], run: str, run_dir: Path):
+    wcfg = cfg.get("wandb", {})
+    if os.environ.get("WANDB_MODE", wcfg.get("mode", "offline")) == "disabled":
+        return None
+    import wandb
+
+    return wandb.init(project=wcfg.get("project", "stockr1"), name=f"sft-{run}", dir=str(run_dir), config=cfg,
+                      mode=os.environ.get("WANDB_MODE", wcfg.get("mode", "offline")), resume="allow", id=f"sft-{run}")
+
+
+def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = None,
+            out_root: str | Path = "checkpoints/sft") -> dict[str, Any]:
+    """The whole stage: data -> traces -> joint training (resumable) -> policy/ + decoder.pt."""
+    from llm.policy import Policy, PolicyConfig
+
+    cfg = load_yaml(config)
+    run = run or cfg.get("run", Path(config).stem)
+    run_dir = Path(out_root) / run
+    tcfg = from_dict(TrainConfig, {**cfg.get("train", {}), **({"max_steps": max_steps} if max_steps else {})})
+    torch.manual_seed(tcfg.seed)
+    windows, items, decoder, traces = prepare(cfg, run_dir)
+    (run_dir / "config.yaml").write_text(Path(config).read_text())
+    policy = Policy(PolicyConfig.from_dict(cfg.get("policy", {})))
+    data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len)
+    logger = _logger(cfg, run, run_dir)
+    trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger)
+    resumed = trainer.maybe_resume()
+    print(f"SFT {run}: {len(data)} traces ({data.n_too_long} too long), "
+          f"{'resumed at step ' + str(trainer.step) if resumed else 'fresh start'}", flush=True)
+    history = trainer.fit(data)
+    policy.save(run_dir / "policy")
+    save_decoder(decoder, run_dir / "decoder.pt")
+    if logger is not None:
+        _log_rollouts(logger, policy, decoder, windows, [it for it in items if it.split == "val"][:8])
+        logger.finish()
+    summary = {"run": run, "run_dir": str(run_dir), "steps": trainer.step, "n_traces": len(data),
+               "final": history[-1] if history else None}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def _log_rollouts(logger, policy, decoder, windows, items) -> None:
+    """A W&B table of sample rollouts on validation questions (via the one rollout engine)."""
+    import wandb
+
+    from llm.qa.evaluate import rollout_items
+
+    rows = rollout_items(policy, decoder, windows, items, max_new_tokens=256)
+    logger.log({"sample_rollouts": wandb.Table(columns=["question", "answer", "completion"],
+                                               data=[[it.question, it.answer, r.completion] for it, r in rows])})
+
+
+def main(argv: list[str] | None = None) -> int:
+
+    ap = argparse.ArgumentParser(prog="stockr1 sft", description=__doc__.split("\n")[0])
+    ap.add_argument("--config", required=True, help="YAML config (configs/sft/*.yaml)")
+    ap.add_argument("--run", default=None, help="run name (default: config's run)")
+    ap.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
+    ap.add_argument("--out", default="checkpoints/sft", help="root of run directories")
+    args = ap.parse_args(argv)
+    summary = run_sft(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out)
+    print(json.dumps(summary, indent=1))
+    return 0

@@ -1,0 +1,113 @@
+"""Joint SFT: loss masks, which parameters one step moves, resume from the last checkpoint."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from forecast_action.decoder import ActionConditionedDecoder
+from forecast_action.derive import ActionThresholds
+from forecast_action.encoder import ActionEncoderConfig
+from llm.policy import Policy, PolicyConfig
+from llm.qa import QAConfig, QAGenerator
+from llm.sft import JointSFT, SFTData, SFTTrainer, TrainConfig, encode_trace
+from llm.special_tokens import ts_placeholders
+from llm.tokenizer import train_tokenizer
+from llm.tools import ForecastTool
+from llm.traces import TraceConfig, TraceWriter
+from tests.test_qa_generator import L, context_fn, make_windows
+from tests.test_qa_traces import LinearDecoder, render
+from ts_encoder.config import TSEncoderConfig
+
+TS_CFG = TSEncoderConfig(lookback=L, horizon=10, patch_len=5, d_model=16, n_layers=1, n_heads=2, ffn_dim=32,
+                         dropout=0.0, d_llm=16, cond_dim=8)
+
+
+def Decoder() -> ActionConditionedDecoder:
+    torch.manual_seed(0)
+    return ActionConditionedDecoder(TS_CFG, ActionEncoderConfig(cond_dim=8, emb_dim=4, hidden=16))
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    w = make_windows(120)
+    w = dataclasses.replace(w, x=rng.normal(0, 0.01, w.x.shape).astype(np.float32),
+                            y=rng.normal(0, 0.01, w.y.shape).astype(np.float32))
+    items, _ = QAGenerator(w, context_fn).generate(QAConfig(n_train=30, n_val=0, n_test=0, seed=0))
+    tool = ForecastTool(LinearDecoder(), w, 4, render=render)
+    traces, _ = TraceWriter(w, tool, ActionThresholds.fit(w), context_fn=context_fn,
+                            ts_placeholder=ts_placeholders(TS_CFG.n_tokens),
+                            cfg=TraceConfig(drop_trivial=False)).write(items)
+    tok = train_tokenizer([t.user + t.completion for t in traces], 600, tmp_path_factory.mktemp("tok"))
+    return w, traces, tok
+
+
+def make_model(tok, lora_r: int = 4) -> JointSFT:
+    pcfg = PolicyConfig(tiny_hidden=32, tiny_layers=1, tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64,
+                        lora_r=lora_r, lora_alpha=8, lora_dropout=0.0, d_ts=TS_CFG.d_llm)
+    return JointSFT(Policy(pcfg, tokenizer=tok), Decoder(), lambda_ts=0.5)
+
+
+def test_loss_mask_covers_model_tokens_only(setup) -> None:
+    _, traces, tok = setup
+    t = traces[0]
+    ids, mask = encode_trace(tok, t)
+    model_text = tok.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    other_text = tok.decode([i for i, m in zip(ids, mask, strict=True) if not m])
+    assert "</forecast_action>" in model_text and "<answer>" in model_text and model_text.endswith("<|im_end|>")
+    assert "<forecast_ts>" not in model_text and "Close: [" not in model_text  # tool observation masked
+    assert "<forecast_ts>" in other_text and "Question:" in other_text  # prompt masked too
+    assert "Question:" not in model_text
+
+
+def test_step_moves_trainable_and_keeps_frozen(setup) -> None:
+    w, traces, tok = setup
+    model = make_model(tok)
+    data = SFTData(traces, w, tok, max_len=4096)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    tr = SFTTrainer(model, TrainConfig(lr=1e-2, decoder_lr=1e-2, warmup_steps=1, max_steps=2, batch_size=4,
+                                       accelerator="cpu"), "unused")
+    b = data.batch([0, 1, 2, 3])
+    assert int(b.loss_mask.sum()) < int(b.attention_mask.sum())
+    for _ in range(2):
+        loss = tr.train_step(b)
+    assert torch.isfinite(loss.total) and loss.n_tokens > 0
+    moved = {n for n, p in model.named_parameters() if not torch.equal(p.detach(), before[n])}
+    frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
+    assert frozen and not (moved & frozen)  # base weights untouched
+    assert any("lora_" in n for n in moved)
+    assert any(n.startswith("policy.projector") for n in moved)
+    assert any(n.startswith("decoder.encoder") for n in moved)
+    assert any(n.startswith("decoder.action_encoder") for n in moved)
+    assert any("base_layer" in n or "embed_tokens" in n for n in frozen)
+
+
+def test_soft_tokens_reach_the_loss(setup) -> None:
+    w, traces, tok = setup
+    model = make_model(tok)
+    b = SFTData(traces, w, tok, max_len=4096).batch([0, 1])
+    l1 = model(b).sft
+    with torch.no_grad():
+        for p in model.policy.projector.parameters():
+            p.add_(0.5)
+    assert not torch.allclose(l1, model(b).sft)
+
+
+def test_resume_continues_from_last_checkpoint(setup, tmp_path) -> None:
+    w, traces, tok = setup
+    data = SFTData(traces, w, tok, max_len=4096)
+    cfg = TrainConfig(lr=1e-3, warmup_steps=1, max_steps=2, batch_size=2, ckpt_every=1, accelerator="cpu")
+    tr = SFTTrainer(make_model(tok), cfg, tmp_path)
+    tr.fit(data)
+    assert (tmp_path / "last.ckpt").exists() and tr.step == 2
+    saved = {n: p.detach().clone() for n, p in tr.model.named_parameters()}
+    tr2 = SFTTrainer(make_model(tok), dataclasses.replace(cfg, max_steps=3), tmp_path)
+    assert tr2.maybe_resume() and tr2.step == 2 and len(tr2.history) == 2
+    for n, p in tr2.model.named_parameters():
+        assert torch.equal(p.detach(), saved[n]), n
+    tr2.fit(data)
+    assert tr2.step == 3 and [h["step"] for h in tr2.history] == [1, 2, 3]
