@@ -4,6 +4,7 @@ Contract: ``load_source``, ``build_windows``, ``sample_windows``, ``synthetic_wi
 ``load_windows``; the text/tabular context lives in ``stockr1.data.context.PointInTimeStore``.
 """
 
+from stockr1.data.build import BuildConfig, build_dataset, content_hash, load_windows
 from stockr1.data.presets import sample_windows, synthetic_windows
 from stockr1.data.returns import invert_close_returns, log_returns
 from stockr1.data.sources import SOURCES, load_source
@@ -11,6 +12,10 @@ from stockr1.data.splits import PAPER_SPLIT, SAMPLE_SPLIT, SplitSpec, assign_spl
 from stockr1.data.windows import build_windows, split_counts, trading_calendar
 
 __all__ = [
+    "BuildConfig",
+    "build_dataset",
+    "content_hash",
+    "load_windows",
     "PAPER_SPLIT",
     "SAMPLE_SPLIT",
     "SOURCES",

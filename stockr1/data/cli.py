@@ -1,0 +1,61 @@
+"""`stockr1 data build | info`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from stockr1.data.build import BuildConfig, build_dataset
+from stockr1.data.quality import DataQualityError
+
+
+def _summary_text(man: dict) -> str:
+    s = man["summary"]
+    lines = [
+        f"source     {s['source']}  ({s['n_tickers']} tickers: {', '.join(s['tickers'][:8])}{' ...' if s['n_tickers'] > 8 else ''})",
+        f"days       {s['days']}  ({s['first_day']} -> {s['last_day']})",
+        f"windows    {s['n_windows']}  " + "  ".join(f"{k}={v}" for k, v in s["windows"].items()),
+        "split days " + "  ".join(f"{k}={a}..{b}" for k, (a, b) in s["split_dates"].items()),
+        f"repairs    {json.dumps(s['repairs']) if s['repairs'] else 'none'}  (details: issues.csv)",
+        f"context    {'yes' if s['with_context'] else 'no'}",
+        f"hash       {man['content_hash']}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="stockr1 data", description="point-in-time market datasets")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build windows + context shards and a manifest")
+    b.add_argument("--source", choices=["sample", "yfinance", "csv", "synthetic"], default="sample")
+    b.add_argument("--path", help="csv/parquet file or directory (--source csv)")
+    b.add_argument("--tickers", nargs="+")
+    b.add_argument("--start")
+    b.add_argument("--end")
+    b.add_argument("--lookback", type=int, default=90)
+    b.add_argument("--horizon", type=int, default=10)
+    b.add_argument("--stride", type=int, default=1)
+    b.add_argument("--no-context", action="store_true", help="skip the text context")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--n-days", type=int, default=600)
+    b.add_argument("--cache-dir", default="data/yfinance")
+    b.add_argument("--jump-policy", choices=["error", "report"], default="error")
+    b.add_argument("--out", required=True)
+    i = sub.add_parser("info", help="print the summary of a built dataset")
+    i.add_argument("dir")
+    a = p.parse_args(argv)
+    if a.cmd == "info":
+        print(_summary_text(json.loads((Path(a.dir) / "manifest.json").read_text())))
+        return 0
+    cfg = BuildConfig(source=a.source, path=a.path, tickers=tuple(a.tickers) if a.tickers else None, start=a.start,
+                      end=a.end, lookback=a.lookback, horizon=a.horizon, stride=a.stride, context=not a.no_context,
+                      seed=a.seed, n_days=a.n_days, cache_dir=a.cache_dir, jump_policy=a.jump_policy)
+    try:
+        man = build_dataset(cfg, a.out)
+    except (DataQualityError, ValueError, FileNotFoundError) as e:
+        print(f"stockr1 data build: {e}")
+        return 1
+    print(_summary_text(man))
+    print(f"wrote      {a.out}")
+    return 0
