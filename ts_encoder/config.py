@@ -1,0 +1,105 @@
+"""Configs of the time-series encoder: architecture (``TSEncoderConfig``) and loss weights.
+
+Task and optimiser settings (lr, warmup, batch size, data source) live on the LightningModule /
+DataModule, so a checkpoint's architecture is exactly this dataclass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TSEncoderConfig:
+    """Architecture of ``ts_encoder.model.TSEncoder`` (Stock-R1 §3.2, App. B.1, C.2).
+
+    lookback:   L, days of history per window (90 in the paper); must be a multiple of patch_len
+    horizon:    S, forecast steps (10)
+    patch_len:  days per patch (5); one token per (patch, variable), K = (L / patch_len) * n_vars
+    n_vars:     input channels (5: open, high, low, close, volume)
+    d_model, n_layers, n_heads, ffn_dim: transformer sizes (Table 4 for small/base/large)
+    dropout:    residual, attention and embedding dropout (0.1)
+    d_llm:      width of the soft tokens ``h_ts`` handed to the LLM (Qwen3-4B: 2560)
+    cond_dim:   width of the optional conditioning vector fed through FiLM (0 = unconditioned)
+    rope_base:  RoPE frequency base
+    min_sigma:  floor added to softplus(σ) in normalised units, keeps the NLL finite
+    input_clip: normalised inputs are clipped to ±input_clip (data errors in volume reach 20 σ)
+    """
+
+    lookback: int = 90
+    horizon: int = 10
+    patch_len: int = 5
+    n_vars: int = 5
+    d_model: int = 512
+    n_layers: int = 8
+    n_heads: int = 8
+    ffn_dim: int = 2048
+    dropout: float = 0.1
+    d_llm: int = 2560
+    cond_dim: int = 0
+    rope_base: float = 10000.0
+    min_sigma: float = 1e-3
+    input_clip: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.lookback % self.patch_len:
+            raise ValueError(f"lookback={self.lookback} must be a multiple of patch_len={self.patch_len}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"head dim {self.d_model // self.n_heads} must be even for RoPE")
+        for name in ("lookback", "horizon", "patch_len", "n_vars", "n_layers", "ffn_dim", "d_llm"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.cond_dim < 0:
+            raise ValueError(f"cond_dim must be >= 0, got {self.cond_dim}")
+
+    @property
+    def n_patches(self) -> int:
+        return self.lookback // self.patch_len
+
+    @property
+    def n_tokens(self) -> int:
+        """K, the number of time-series tokens."""
+        return self.n_patches * self.n_vars
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_any(cls, value: TSEncoderConfig | dict[str, Any] | None) -> TSEncoderConfig:
+        """Accept a config, a plain dict (as stored in a checkpoint) or None (defaults)."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        known = {f.name for f in fields(cls)}
+        unknown = set(value) - known
+        if unknown:
+            raise ValueError(f"unknown TSEncoderConfig fields {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**value)
+
+
+@dataclass(frozen=True)
+class LossWeights:
+    """λ_i of L_TS (Stock-R1 Eq. in §3.2): Gaussian NLL for O, C, V and pinball for H (τ=.95), L (τ=.05)."""
+
+    open: float = 1.0
+    close: float = 1.0
+    volume: float = 1.0
+    high: float = 1.0
+    low: float = 1.0
+    tau_high: float = 0.95
+    tau_low: float = 0.05
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_any(cls, value: LossWeights | dict[str, Any] | None) -> LossWeights:
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        return cls(**value)

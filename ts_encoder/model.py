@@ -1,0 +1,214 @@
+"""Causal multichannel time-series transformer with distributional heads (Stock-R1 §3.2, App. B.1).
+
+Tokens. ``x [B, V=5, L]`` is cut into ``P = L / patch_len`` patches per variable; one token per
+(patch, variable), flattened in time order: token ``k = p * V + v`` (K = P * V). A token's time index
+is its patch index ``p`` - the paper's "timestamp τ" at patch resolution, since a patch is the
+smallest unit the model sees.
+
+Attention (App. B.1). ``softmax(q̃·k̃/√d_h + M + B) v`` with
+  * RoPE whose angle depends on the patch index only, so the 5 variables of one patch share it;
+  * ``M`` the block-causal mask: token (τ, v) sees every (τ', v') with τ' ≤ τ, i.e. also the other
+    variables of its own patch (all of them are observed by the end of patch τ);
+  * ``B`` = ``b_intra`` where v = v', ``b_inter`` otherwise; two learnable scalars shared across
+    layers. Only ``b_intra - b_inter`` changes the softmax; both are kept, as in the paper.
+M + B is one additive float mask passed to ``F.scaled_dot_product_attention``.
+
+Heads. ``h_t`` (the paper's "aggregated latent state at time t") is the mean of the final hidden
+states of the V tokens of the last patch: each of them has seen the whole window, and the mean keeps
+the heads independent of the token order. Optional ``cond [B, cond_dim]`` modulates ``h_t`` by FiLM,
+``h ← h ⊙ (1 + γ(cond)) + β(cond)``, with γ, β zero-initialised so the model is unconditioned at
+start; the action-conditioned decoder feeds its action embedding here. Linear heads give, per
+horizon step, μ and softplus σ for the O, C, V log returns and the τ=.95 / τ=.05 quantiles of the
+H / L log returns.
+
+Scale. Inputs are standardised per channel with ``x_loc`` / ``x_scale`` (buffers fitted on the
+training split, saved in the state dict) and the heads work in those units; outputs are mapped
+back, so ``TSOutput`` is in raw log-return units and the loss is the paper's, in raw units.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from stockr1.types import CLOSE, HIGH, LOW, OPEN, VOLUME
+from ts_encoder.config import TSEncoderConfig
+
+GAUSSIAN_CHANNELS: tuple[int, ...] = (OPEN, CLOSE, VOLUME)  # rows of mu / sigma
+_SOFTPLUS_ONE = math.log(math.e - 1.0)  # softplus(_SOFTPLUS_ONE) == 1
+_Z95 = 1.6448536269514722
+
+
+@dataclass
+class TSOutput:
+    """mu, sigma: [B, 3, S] for (open, close, volume) log returns; q_high, q_low: [B, S];
+    hidden: [B, K, d_model]; h_ts: [B, K, d_llm]; state: [B, d_model] (h_t after FiLM)."""
+
+    mu: Tensor
+    sigma: Tensor
+    q_high: Tensor
+    q_low: Tensor
+    hidden: Tensor
+    h_ts: Tensor
+    state: Tensor
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE on [B, H, K, d_h] with one position per token (here: the token's patch index)."""
+
+    def __init__(self, head_dim: int, positions: Tensor, base: float) -> None:
+        super().__init__()
+        inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        angles = positions.float()[:, None] * inv_freq[None, :]  # [K, d_h/2]
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
+        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+        return out.flatten(-2)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: TSEncoderConfig, rope: RotaryEmbedding) -> None:
+        super().__init__()
+        self.n_heads, self.dropout = cfg.n_heads, cfg.dropout
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model)
+        self.rope = rope
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """x: [B, K, d]; mask: [K, K] additive float mask (M + B)."""
+        b, k, d = x.shape
+        q, kk, v = self.qkv(x).view(b, k, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        q, kk = self.rope(q), self.rope(kk)
+        y = F.scaled_dot_product_attention(
+            q, kk, v, attn_mask=mask.to(q.dtype), dropout_p=self.dropout if self.training else 0.0
+        )
+        return self.out(y.transpose(1, 2).reshape(b, k, d))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block."""
+
+    def __init__(self, cfg: TSEncoderConfig, rope: RotaryEmbedding) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.attn = Attention(cfg, rope)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, cfg.ffn_dim), nn.GELU(), nn.Linear(cfg.ffn_dim, cfg.d_model)
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        x = x + self.drop(self.attn(self.ln1(x), mask))
+        return x + self.drop(self.mlp(self.ln2(x)))
+
+
+class FiLM(nn.Module):
+    """h ⊙ (1 + γ(c)) + β(c); the last layer is zero-initialised so FiLM starts as the identity."""
+
+    def __init__(self, cond_dim: int, d_model: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(cond_dim, d_model), nn.SiLU(), nn.Linear(d_model, 2 * d_model))
+        nn.init.zeros_(self.net[-1].weight)
+        nn.init.zeros_(self.net[-1].bias)
+
+    def forward(self, h: Tensor, cond: Tensor) -> Tensor:
+        gamma, beta = self.net(cond).chunk(2, dim=-1)
+        return h * (1.0 + gamma) + beta
+
+
+class TSEncoder(nn.Module):
+    """``forward(x [B, 5, L], cond [B, cond_dim] | None) -> TSOutput`` (raw log-return units)."""
+
+    def __init__(self, cfg: TSEncoderConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        v, p, s, d = cfg.n_vars, cfg.n_patches, cfg.horizon, cfg.d_model
+        time_idx = torch.arange(p).repeat_interleave(v)  # [K] patch index of token k = p * V + v
+        var_idx = torch.arange(v).repeat(p)  # [K]
+        self.register_buffer("causal", torch.where(time_idx[None, :] <= time_idx[:, None], 0.0, -math.inf),
+                             persistent=False)
+        self.register_buffer("same_var", var_idx[:, None] == var_idx[None, :], persistent=False)
+        self.register_buffer("x_loc", torch.zeros(v))
+        self.register_buffer("x_scale", torch.ones(v))
+        self.b_intra = nn.Parameter(torch.zeros(()))
+        self.b_inter = nn.Parameter(torch.zeros(()))
+
+        self.patch_embed = nn.Linear(cfg.patch_len, d)
+        self.var_embed = nn.Parameter(torch.randn(v, d) * 0.02)
+        self.drop = nn.Dropout(cfg.dropout)
+        rope = RotaryEmbedding(d // cfg.n_heads, time_idx, cfg.rope_base)
+        self.blocks = nn.ModuleList(Block(cfg, rope) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.proj = nn.Linear(d, cfg.d_llm)
+        self.film = FiLM(cfg.cond_dim, d) if cfg.cond_dim > 0 else None
+        self.head_mu = nn.Linear(d, 3 * s)
+        self.head_sigma = nn.Linear(d, 3 * s)
+        self.head_high = nn.Linear(d, s)
+        self.head_low = nn.Linear(d, s)
+        # start at the unconditional standardised answer: μ = mean, σ = channel std, q = ±1.645 std
+        for head, bias in ((self.head_mu, 0.0), (self.head_sigma, _SOFTPLUS_ONE),
+                           (self.head_high, _Z95), (self.head_low, -_Z95)):
+            nn.init.normal_(head.weight, std=0.01)
+            nn.init.constant_(head.bias, bias)
+
+    @torch.no_grad()
+    def set_input_stats(self, loc: Tensor, scale: Tensor) -> None:
+        """Per-channel location / scale [5] of the log-return inputs (fit on the training split)."""
+        if loc.shape != self.x_loc.shape or scale.shape != self.x_scale.shape:
+            raise ValueError(f"stats must be [{self.cfg.n_vars}], got {tuple(loc.shape)}, {tuple(scale.shape)}")
+        if not torch.all(scale > 0):
+            raise ValueError(f"x_scale must be positive, got {scale.tolist()}")
+        self.x_loc.copy_(loc)
+        self.x_scale.copy_(scale)
+
+    def attn_mask(self) -> Tensor:
+        """[K, K] additive mask M + B (−inf above the block-causal boundary)."""
+        return self.causal + torch.where(self.same_var, self.b_intra, self.b_inter)
+
+    def forward(self, x: Tensor, cond: Tensor | None = None) -> TSOutput:
+        cfg = self.cfg
+        if x.ndim != 3 or x.shape[1] != cfg.n_vars or x.shape[2] != cfg.lookback:
+            raise ValueError(f"x must be [B, {cfg.n_vars}, {cfg.lookback}], got {tuple(x.shape)}")
+        b = x.shape[0]
+        z = ((x - self.x_loc[:, None]) / self.x_scale[:, None]).clamp(-cfg.input_clip, cfg.input_clip)
+        patches = z.view(b, cfg.n_vars, cfg.n_patches, cfg.patch_len).transpose(1, 2)  # [B, P, V, patch]
+        h = self.patch_embed(patches) + self.var_embed  # [B, P, V, d]
+        h = self.drop(h.reshape(b, cfg.n_tokens, cfg.d_model))  # time-major: k = p * V + v
+        mask = self.attn_mask()
+        for block in self.blocks:
+            h = block(h, mask)
+        hidden = self.ln_f(h)
+        state = hidden[:, -cfg.n_vars:].mean(dim=1)  # [B, d] aggregated state at the last patch time
+        if cond is not None:
+            if self.film is None:
+                raise ValueError("cond given but the encoder was built with cond_dim=0")
+            if cond.shape != (b, cfg.cond_dim):
+                raise ValueError(f"cond must be [B={b}, {cfg.cond_dim}], got {tuple(cond.shape)}")
+            state = self.film(state, cond)
+        return self._heads(state, hidden)
+
+    def _heads(self, state: Tensor, hidden: Tensor) -> TSOutput:
+        b, s = state.shape[0], self.cfg.horizon
+        gi = list(GAUSSIAN_CHANNELS)
+        loc, scale = self.x_loc[gi][None, :, None], self.x_scale[gi][None, :, None]  # [1, 3, 1]
+        mu = loc + scale * self.head_mu(state).view(b, 3, s)
+        sigma = scale * (F.softplus(self.head_sigma(state).view(b, 3, s)) + self.cfg.min_sigma)
+        q_high = self.x_loc[HIGH] + self.x_scale[HIGH] * self.head_high(state)
+        q_low = self.x_loc[LOW] + self.x_scale[LOW] * self.head_low(state)
+        return TSOutput(mu=mu, sigma=sigma, q_high=q_high, q_low=q_low, hidden=hidden,
+                        h_ts=self.proj(hidden), state=state)
+
+
+def count_parameters(cfg: TSEncoderConfig) -> int:
+    """Trainable parameters of ``TSEncoder(cfg)``, built on the meta device (no memory, no time)."""
+    with torch.device("meta"):
+        model = TSEncoder(cfg)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,81 @@
+"""From the encoder's distributional heads to a price-space ``stockr1.types.Forecast``.
+
+Choices (the paper gives marginals per step and no sampling recipe):
+* Close paths: r^C_{t+s} ~ N(μ_s, σ_s²) independently across s (index returns are close to
+  serially uncorrelated); C_{t+s} = C_t exp(Σ_{s'≤s} r^C). The point forecast ``close`` is the mean
+  log-return path C_t exp(Σ μ), i.e. the median of the sampled price at each step.
+* Volume: (V_{t+s} + 1) = (V_t + 1) exp(Σ μ^V) - the inverse of the volume channel definition.
+* High / Low: the heads give the τ quantile of r^H = ln(H_{t+s} / C_{t+s-1}), conditional on the
+  previous close. The Forecast wants the unconditional quantile of H_{t+s}. With a = E ln C_{t+s-1}
+  (mean path) and sd = std ln C_{t+s-1} = sqrt(Σ_{s'<s} σ_C²), treating both the close path and
+  the day's excursion as Gaussian pieces with zero median excursion gives
+      ln Ĥ = a + sqrt((z_τ sd)² + max(q_H, 0)²) + min(q_H, 0)
+  (and symmetrically for the low). At s = 1 (sd = 0) this is exactly C_t exp(q_H).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from stockr1.types import CLOSE, VOLUME, Forecast
+from ts_encoder.model import TSOutput
+from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
+
+_Z95 = 1.6448536269514722
+_C, _V = 1, 2  # rows of mu / sigma for close and volume
+
+
+def _quantile_path(a: Tensor, sd_prev: Tensor, q: Tensor, upper: bool) -> Tensor:
+    spread = _Z95 * sd_prev
+    if upper:
+        return a + torch.sqrt(spread**2 + q.clamp_min(0) ** 2) + q.clamp_max(0)
+    return a - torch.sqrt(spread**2 + q.clamp_max(0) ** 2) + q.clamp_min(0)
+
+
+@torch.no_grad()
+def to_forecast(
+    out: TSOutput,
+    last_ohlcv: Tensor | np.ndarray,
+    n_samples: int = 100,
+    normalizer: UncertaintyNormalizer | None = None,
+    generator: torch.Generator | None = None,
+) -> Forecast:
+    """out: encoder output for B windows; last_ohlcv: [B, 5] raw OHLCV at the decision day t.
+
+    Returns a Forecast with close [B, S], close_samples [B, n_samples, S], high/low/volume [B, S]
+    and uncertainty [B] (normalised when ``normalizer`` is fitted, NaN otherwise).
+    """
+    mu, sigma = out.mu.detach().double().cpu(), out.sigma.detach().double().cpu()
+    b, _, s = mu.shape
+    last = torch.as_tensor(np.asarray(last_ohlcv, dtype=np.float64)) if not torch.is_tensor(last_ohlcv) \
+        else last_ohlcv.detach().double().cpu()
+    if last.shape != (b, 5):
+        raise ValueError(f"last_ohlcv must be [B={b}, 5], got {tuple(last.shape)}")
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+    log_c0 = last[:, CLOSE].log()[:, None]  # [B, 1]
+    mean_log = log_c0 + mu[:, _C].cumsum(-1)  # [B, S]
+    eps = torch.randn(b, n_samples, s, generator=generator, dtype=torch.float64)
+    paths = log_c0[:, None] + (mu[:, None, _C] + sigma[:, None, _C] * eps).cumsum(-1)  # [B, M, S]
+
+    a_prev = torch.cat([log_c0, mean_log[:, :-1]], dim=1)  # E ln C_{t+s-1}
+    var_prev = torch.cat([torch.zeros(b, 1, dtype=torch.float64), sigma[:, _C].pow(2).cumsum(-1)[:, :-1]], 1)
+    sd_prev = var_prev.sqrt()
+    high = _quantile_path(a_prev, sd_prev, out.q_high.detach().double().cpu(), upper=True)
+    low = _quantile_path(a_prev, sd_prev, out.q_low.detach().double().cpu(), upper=False)
+    volume = (last[:, VOLUME, None] + 1.0) * mu[:, _V].cumsum(-1).exp() - 1.0
+
+    if normalizer is not None and bool(normalizer.fitted):
+        unc = normalizer(raw_uncertainty(out).detach().cpu()).double().numpy()
+    else:
+        unc = np.full(b, np.nan)
+    return Forecast(
+        close=mean_log.exp().numpy(),
+        close_samples=paths.exp().numpy(),
+        high=high.exp().numpy(),
+        low=low.exp().numpy(),
+        volume=volume.clamp_min(0).numpy(),
+        uncertainty=unc,
+    )
