@@ -1,0 +1,90 @@
+"""AlphaQuanter environment: prompts, agent episodes on the shared rollout engine, the backtest.
+
+Portfolio rules (§5.2; Table 3 of the paper is not in our copy, so the usual single-asset rules
+of that line of work are used and documented here): long-only, all-in. BUY when flat buys with all
+equity at the close of t; SELL when long sells everything at the close; every other (state,
+action) pair keeps the position. ``cost_bps`` is paid on each buy and sell. Metrics: ARR
+(geometric annualised return), Sharpe (rf 4%) and MDD from ``stockr1.metrics.trading``, plus the
+mean number of model-generated tokens per decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rl.methods.alphaquanter.rewards import parse_episode
+from rl.methods.alphaquanter.tools import AlphaQuanterTool, system_prompt
+from stockr1.metrics.trading import trading_metrics
+
+
+def episode_prompt(ticker: str, t, max_calls: int) -> str:
+    """The initial state s_0: instructions, stock symbol and date (§3)."""
+    return f"{system_prompt(max_calls)}\n\nStock: {ticker}\nDate: {pd.Timestamp(t).date()}\n"
+
+
+def make_engine(policy, tokenizer, store, max_calls: int = 5, **engine_kw):
+    """The shared RolloutEngine with the AlphaQuanter data tool (one call at a time, at most ``max_calls``)."""
+    from llm.rollout import RolloutEngine
+
+    return RolloutEngine(policy, tokenizer, [AlphaQuanterTool(store)], max_tool_calls=max_calls, **engine_kw)
+
+
+def run_episodes(engine, refs: Sequence[tuple[str, Any]], max_calls: int, chat=None) -> list[dict[str, Any]]:
+    """One greedy/sampled episode per (ticker, t): decision, tool calls, tokens generated."""
+    prompts = [episode_prompt(tk, t, max_calls) for tk, t in refs]
+    if chat is not None:
+        prompts = [chat(p) for p in prompts]
+    out = []
+    for ro in engine.generate(prompts, sample_refs=list(refs)):
+        ep = parse_episode(ro.completion)
+        out.append({"ref": ro.sample_ref, "action": ep.action, "n_calls": len(ro.tool_calls),
+                    "tokens": ro.n_generated, "completion": ro.completion})
+    return out
+
+
+@dataclass(frozen=True)
+class PortfolioResult:
+    returns: pd.Series
+    equity: pd.Series
+    n_trades: int
+    metrics: dict[str, float]
+
+
+def portfolio_backtest(actions: pd.Series, prices: pd.Series, cost_bps: float = 10.0,
+                       benchmark: pd.Series | None = None) -> PortfolioResult:
+    """actions: 'BUY'/'SELL'/'HOLD' (or None) on decision days; prices: [T] daily closes."""
+    act = actions.reindex(prices.index).to_numpy(dtype=object)
+    p = prices.to_numpy(dtype=np.float64)
+    c = cost_bps * 1e-4
+    equity = np.empty(len(p))
+    cash, shares, entry_val, trade_rets, dirs, under = 1.0, 0.0, 0.0, [], [], []
+    entry_px = 0.0
+    for i in range(len(p)):
+        a = act[i]
+        if a == "BUY" and shares == 0.0 and i < len(p) - 1:
+            entry_val, entry_px = cash, p[i]
+            shares, cash = cash * (1 - c) / p[i], 0.0
+        elif a == "SELL" and shares > 0.0:
+            cash, shares = shares * p[i] * (1 - c), 0.0
+            trade_rets.append(cash / entry_val - 1.0)
+            dirs.append(1.0)
+            under.append(p[i] / entry_px - 1.0)
+        equity[i] = cash + shares * p[i]
+    if shares > 0.0:  # mark the open position to market as a closed trade for the trade stats
+        trade_rets.append(equity[-1] / entry_val - 1.0)
+        dirs.append(1.0)
+        under.append(p[-1] / entry_px - 1.0)
+    rets = np.diff(np.concatenate([[1.0], equity])) / np.concatenate([[1.0], equity[:-1]])
+    b = (prices if benchmark is None else benchmark.reindex(prices.index)).to_numpy(dtype=np.float64)
+    m = trading_metrics(rets, np.concatenate([[0.0], b[1:] / b[:-1] - 1.0]), np.array(trade_rets),
+                        np.array(dirs), np.array(under))
+    return PortfolioResult(pd.Series(rets, prices.index), pd.Series(equity, prices.index), len(trade_rets), m)
+
+
+def tokens_per_decision(episodes: Sequence[dict[str, Any]]) -> float:
+    return float(np.mean([e["tokens"] for e in episodes])) if episodes else float("nan")
