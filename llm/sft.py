@@ -393,7 +393,16 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     torch.manual_seed(tcfg.seed)
     windows, items, decoder, traces = prepare(cfg, run_dir)
     (run_dir / "config.yaml").write_text(Path(config).read_text())
-    policy = Policy(PolicyConfig.from_dict(cfg.get("policy", {})))
+    pcfg = PolicyConfig.from_dict(cfg.get("policy", {}))
+    if pcfg.name_or_path == "tiny" and not Path(pcfg.tokenizer_path or "checkpoints/tokenizer").exists():
+        # no offline tokenizer built yet (`stockr1 tokenizer build`): train one on this run's corpus
+        from llm.qa.prompt import SYSTEM_PROMPT as sys_prompt
+        from llm.tokenizer import build_or_load_tokenizer
+
+        corpus = [sys_prompt] + [t.user + t.completion for t in traces]
+        build_or_load_tokenizer(corpus, int(cfg.get("tokenizer_vocab", 2000)), run_dir / "tokenizer")
+        pcfg = dataclasses.replace(pcfg, tokenizer_path=str(run_dir / "tokenizer"))
+    policy = Policy(pcfg)
     data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len)
     logger = _logger(cfg, run, run_dir)
     trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger)
