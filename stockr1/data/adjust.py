@@ -13,8 +13,7 @@ and ``dividends`` (cash per share on the ex-date) columns. Each action on day e 
 so history days d <= t use only actions on days (d, t] -- never one after t -- and the decision-day
 close is the as-traded close. Label days d > t are put on the same basis (multiplied by
 prod_{t < e <= d} 1/f_e), which uses future actions, but only for labels. Volume is adjusted for
-splits only (``logGv``). Log returns depend only on the action *on* their own day, so they are the
-same on every basis and can be computed once from the fully adjusted series.
+splits only. Log returns are computed from these as-of-t prices, so x is consistent with hist.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from stockr1.types import CHANNELS, VOLUME
+from stockr1.types import VOLUME
 
 
 def action_log_factors(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -54,23 +53,16 @@ def action_log_factors(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return log_f, log_fv
 
 
-def cumulative_after(log_f: np.ndarray) -> np.ndarray:
-    """logG_d = sum_{e > d} log_f_e: [T] -> [T]."""
-    total = np.cumsum(log_f[::-1])[::-1]  # sum_{e >= d}
-    return total - log_f
+def window_prices(raw: np.ndarray, log_f: np.ndarray, log_fv: np.ndarray, rows: np.ndarray, t_pos: int) -> np.ndarray:
+    """Rows ``rows`` [N, K] of ``raw`` [T, 5] on the basis of the row at column ``t_pos`` -> [N, K, 5].
 
-
-def adjusted_arrays(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(raw [T,5], logG [T], logGv [T]) for a frame with as-traded prices."""
-    raw = frame[list(CHANNELS)].to_numpy(dtype=np.float64)
-    log_f, log_fv = action_log_factors(frame)
-    return raw, cumulative_after(log_f), cumulative_after(log_fv)
-
-
-
-def asof_prices(raw: np.ndarray, log_g: np.ndarray, log_gv: np.ndarray, rows: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Rows ``rows`` [N, K] of ``raw`` [T, 5] on the adjustment basis of days ``t`` [N] -> [N, K, 5]."""
+    The factor of day d is exp(sum of log f over (d, t]) (or its inverse for d > t), summed forward
+    *within the window*, so history values depend only on the actions inside the window up to t and
+    are bit-identical whatever happens after t.
+    """
+    c = np.cumsum(log_f[rows], axis=1)
+    cv = np.cumsum(log_fv[rows], axis=1)
     out = raw[rows].copy()
-    out[..., :VOLUME] *= np.exp(log_g[rows] - log_g[t][:, None])[..., None]
-    out[..., VOLUME] *= np.exp(log_gv[rows] - log_gv[t][:, None])
+    out[..., :VOLUME] *= np.exp(c[:, t_pos : t_pos + 1] - c)[..., None]
+    out[..., VOLUME] *= np.exp(cv[:, t_pos : t_pos + 1] - cv)
     return out

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from stockr1.data.adjust import adjusted_arrays, asof_prices
+from stockr1.data.adjust import action_log_factors, window_prices
 from stockr1.data.providers.base import (
     MacroObs,
     MacroSeries,
@@ -102,10 +102,10 @@ class PointInTimeStore:
         f = self.frames[ticker].loc[: self._shift(ticker, pd.Timestamp(t))]
         if not len(f):
             return f
-        raw, lg, lgv = adjusted_arrays(f)
-        rows = np.arange(len(f))[None]
+        raw = f[list(CHANNELS)].to_numpy(dtype=np.float64)
+        log_f, log_fv = action_log_factors(f)
         out = f.copy()
-        out[list(CHANNELS)] = asof_prices(raw, lg, lgv, rows, np.array([len(f) - 1]))[0]
+        out[list(CHANNELS)] = window_prices(raw, log_f, log_fv, np.arange(len(f))[None], len(f) - 1)[0]
         return out
 
     def macro_asof(self, t) -> dict[str, MacroObs]:

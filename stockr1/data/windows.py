@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from stockr1.data.adjust import adjusted_arrays, asof_prices
+from stockr1.data.adjust import action_log_factors, window_prices
 from stockr1.data.returns import log_returns
 from stockr1.data.splits import SAMPLE_SPLIT, SplitSpec, assign_splits
-from stockr1.types import SPLITS, Windows
+from stockr1.types import CHANNELS, SPLITS, Windows
 
 if TYPE_CHECKING:
     from stockr1.data.context import PointInTimeStore
@@ -57,7 +57,8 @@ def build_windows(
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ticker", "date", "x", "y", "hist", "future")}
     for ticker in sorted(frames):
         frame = frames[ticker]
-        raw, log_g, log_gv = adjusted_arrays(frame)
+        raw = frame[list(CHANNELS)].to_numpy(dtype=np.float64)
+        log_f, log_fv = action_log_factors(frame)
         t_rows = np.arange(lookback, len(frame) - horizon - leak_days, stride)
         dates = pd.DatetimeIndex(frame.index)
         if start is not None:
@@ -66,17 +67,15 @@ def build_windows(
             t_rows = t_rows[dates[t_rows] <= pd.Timestamp(end)]
         if len(t_rows) == 0:
             continue
-        full = raw * np.exp(np.concatenate([np.repeat(log_g[:, None], 4, 1), log_gv[:, None]], 1))
-        rets = log_returns(full)  # rets[k] is the return of row k+1
-        inp = t_rows + leak_days
-        hist_rows = inp[:, None] + np.arange(-lookback + 1, 1)[None]  # [N, L]
-        fut_rows = t_rows[:, None] + np.arange(1, horizon + 1)[None]  # [N, S]
+        offsets = np.arange(-lookback, horizon + 1)[None]  # rows t-L .. t+S, t at column L
+        inputs = window_prices(raw, log_f, log_fv, (t_rows + leak_days)[:, None] + offsets, lookback)
+        labels = inputs if leak_days == 0 else window_prices(raw, log_f, log_fv, t_rows[:, None] + offsets, lookback)
         parts["ticker"].append(np.full(len(t_rows), ticker, dtype=object))
         parts["date"].append(dates[t_rows].to_numpy(dtype="datetime64[ns]"))
-        parts["x"].append(rets[hist_rows - 1].transpose(0, 2, 1))
-        parts["y"].append(rets[fut_rows - 1].transpose(0, 2, 1))
-        parts["hist"].append(asof_prices(raw, log_g, log_gv, hist_rows, inp))
-        parts["future"].append(asof_prices(raw, log_g, log_gv, fut_rows, t_rows))
+        parts["x"].append(log_returns(inputs[:, : lookback + 1]).transpose(0, 2, 1))
+        parts["y"].append(log_returns(labels[:, lookback:]).transpose(0, 2, 1))
+        parts["hist"].append(inputs[:, 1 : lookback + 1])
+        parts["future"].append(labels[:, lookback + 1 :])
     if not parts["ticker"]:
         raise ValueError(
             f"no windows: every ticker has fewer than lookback+horizon+1 = {lookback + horizon + 1} rows "
