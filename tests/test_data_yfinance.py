@@ -11,9 +11,15 @@ import pytest
 from stockr1.data import build_windows, load_source
 from stockr1.data.context import PointInTimeStore, yfinance_store
 from stockr1.data.leakage import check_context_invariance, check_windows_invariance
-from stockr1.data.providers.yfinance import check_yield_units, yf_fundamentals, yf_news, yf_profiles, yf_treasury
-from stockr1.data.splits import SplitSpec
+from stockr1.data.providers.yfinance import (
+    check_yield_units,
+    yf_fundamentals,
+    yf_news,
+    yf_profiles,
+    yf_treasury,
+)
 from stockr1.data.sources.yfinance import DataFetchError, fetch, sp500_constituents
+from stockr1.data.splits import SplitSpec
 
 FIX = Path(__file__).parent / "fixtures" / "data" / "yfinance"
 SPLIT = SplitSpec(val_start="2020-10-01", test_start="2020-11-16")
