@@ -1,7 +1,8 @@
 """Per-token log-probabilities and entropies of a sequence under the policy: the one function SFT
 and GRPO both call, so the loss sees exactly the distribution the rollout engine sampled from.
 
-Alignment: ``out[:, t]`` scores ``input_ids[:, t]`` given ``input_ids[:, :t]``; ``out[:, 0] = 0``.
+Alignment: ``out[:, t]`` scores ``input_ids[:, t]`` given ``input_ids[:, :t]``; a row's first real
+token (position 0, or the first after left padding) scores 0.
 So the result lines up with ``Rollout.gen_mask`` / padded masks position by position and a loss is
 ``-(logprobs * gen_mask).sum() / gen_mask.sum()``.
 
@@ -73,7 +74,9 @@ def _finish(x: Tensor, attention_mask: Tensor) -> Tensor:
     masked loss finite (-inf * 0 would be NaN).
     """
     x = torch.cat([x.new_zeros(x.shape[0], 1), x], dim=1)
-    return torch.where(attention_mask.bool() & torch.isfinite(x), x, torch.zeros_like(x))
+    m = attention_mask.bool()
+    has_context = torch.cat([torch.zeros_like(m[:, :1]), m[:, :-1]], dim=1)  # first real token has none
+    return torch.where(m & has_context & torch.isfinite(x), x, torch.zeros_like(x))
 
 
 def token_logprobs(
@@ -87,7 +90,7 @@ def token_logprobs(
 ) -> Tensor:
     """input_ids [B, T], attention_mask [B, T], ts_tokens [B, K, d_ts] -> log p(token_t | <t) [B, T].
 
-    Position 0, padded positions and banned-token positions are 0.
+    Each row's first real token, padded positions and banned-token positions are 0.
     """
     lp, _ = _per_row(_logits(policy, input_ids, attention_mask, ts_tokens, temperature, banned_token_ids),
                      input_ids[:, 1:], entropy=False)

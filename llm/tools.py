@@ -109,15 +109,18 @@ class ForecastTool:
         parsed = [self.parse(t) for t in call_texts]
         actions = [p.action for p in parsed]
         errors = [list(p.errors) for p in parsed]
+        windows = self._windows(sample_refs)  # a bad ref is the caller's bug: raise, don't hide it
         try:
-            fc = self.decoder.forecast(self._windows(sample_refs), actions, self.n_samples)
+            fc = self.decoder.forecast(windows, actions, self.n_samples)
         except Exception as e:  # the decoder failing must not lose the rollout
             msg = f"decoder failed: {type(e).__name__}: {e}"
             return [ToolResult(_wrap(f"error: {msg}"), ForecastObservation(a, errs + [msg]), error=msg)
                     for a, errs in zip(actions, errors, strict=True)]
         out = []
         for i, (a, errs) in enumerate(zip(actions, errors, strict=True)):
-            err = None if a is not None else "invalid forecast action: " + "; ".join(_msg(e) for e in errs)
+            err = None if a is not None else (
+                "invalid forecast action (" + ("; ".join(_msg(e) for e in errs) or "no fields")
+                + "); this is the unconditioned forecast")
             row = forecast_row(fc, i)
             unc = float(row.uncertainty[0]) if row.uncertainty is not None else None
             obs = _wrap(self.render(fc, i, error=err))

@@ -1,0 +1,80 @@
+"""ForecastTool with the real parser/renderer and a fake decoder: batching, refs, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llm.special_tokens import FORECAST_TS_CLOSE, FORECAST_TS_OPEN
+from llm.tools import ForecastTool, concat_windows, forecast_row
+from stockr1.types import Forecast, Windows
+
+
+def _windows(n: int = 4, s: int = 3) -> Windows:
+    hist = np.ones((n, 6, 5))
+    hist[:, -1, 3] = 100.0 * (1 + np.arange(n))
+    return Windows(ticker=np.array([f"T{i}" for i in range(n)]), date=np.arange(n).astype("datetime64[D]").astype("datetime64[ns]"),
+                   x=np.zeros((n, 5, 6), np.float32), y=np.zeros((n, 5, s), np.float32), hist=hist,
+                   future=np.ones((n, s, 5)), split=np.array(["test"] * n))
+
+
+class Decoder:
+    """close path = last close * (1 + 0.1 * [direction == 'up']), uncertainty = row / 10."""
+
+    def __init__(self, fail: bool = False):
+        self.fail, self.seen = fail, []
+
+    def forecast(self, windows, actions, n_samples):
+        if self.fail:
+            raise RuntimeError("weights missing")
+        self.seen.append((windows.last_close.tolist(), [a.direction if a else None for a in actions], n_samples))
+        up = np.array([1.1 if a is not None and a.direction == "up" else 1.0 for a in actions])
+        close = (windows.last_close * up)[:, None] * np.ones((1, 3))
+        n = len(windows)
+        return Forecast(close, np.repeat(close[:, None], 4, 1), close, close, close, np.arange(n) / 10)
+
+
+def test_batch_call_parses_runs_decoder_once_and_renders():
+    dec = Decoder()
+    tool = ForecastTool(dec, _windows(), n_samples=5)
+    res = tool.call_batch([3, 1], ['{"direction": "up"}', "direction: down"])
+    assert dec.seen == [([400.0, 200.0], ["up", "down"], 5)]
+    a, b = res
+    assert a.error is None and a.payload.action.direction == "up" and a.payload.errors == []
+    assert a.observation.startswith(f"\n{FORECAST_TS_OPEN}") and a.observation.endswith(f"{FORECAST_TS_CLOSE}\n")
+    assert "440.00" in a.observation and "200.00" in b.observation
+    assert a.payload.forecast.close.shape == (1, 3) and a.payload.forecast.close[0, 0] == pytest.approx(440.0)
+    assert a.payload.uncertainty == 0.0 and b.payload.uncertainty == pytest.approx(0.1)
+
+
+def test_one_row_windows_refs_and_single_call():
+    w = _windows()
+    tool = ForecastTool(Decoder(), None, n_samples=2)
+    r = tool(w.select([2]), "direction: up")
+    assert r.payload.forecast.close[0, 0] == pytest.approx(330.0)
+    both = concat_windows([w.select([0]), w.select([3])])
+    assert both.last_close.tolist() == [100.0, 400.0]
+    with pytest.raises(ValueError, match="without `windows`"):
+        tool.call_batch([0], ["direction: up"])
+
+
+def test_malformed_action_runs_unconditioned_with_error_line():
+    dec = Decoder()
+    r = ForecastTool(dec, _windows())(0, "the market will do something")
+    assert r.payload.action is None and r.payload.errors and "invalid forecast action" in r.error
+    assert dec.seen[0][1] == [None] and r.payload.forecast.close[0, 0] == pytest.approx(100.0)
+    assert f"{FORECAST_TS_OPEN}\nError: invalid forecast action" in r.observation
+
+
+def test_decoder_failure_becomes_error_observation():
+    (r,) = ForecastTool(Decoder(fail=True), _windows()).call_batch([0], ["direction: up"])
+    assert r.payload.forecast is None and r.payload.action.direction == "up"
+    assert "RuntimeError: weights missing" in r.error and "weights missing" in r.observation
+    assert r.observation.strip().startswith(FORECAST_TS_OPEN)
+
+
+def test_forecast_row_slices_every_field():
+    f = Forecast(np.arange(6.0).reshape(2, 3), np.zeros((2, 4, 3)), np.ones((2, 3)), np.ones((2, 3)),
+                 np.ones((2, 3)), np.array([0.1, 0.9]))
+    r = forecast_row(f, 1)
+    assert r.close.tolist() == [[3.0, 4.0, 5.0]] and r.uncertainty.tolist() == [0.9] and r.close_samples.shape == (1, 4, 3)
