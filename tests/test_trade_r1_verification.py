@@ -80,3 +80,16 @@ def test_llm_judge_reply_parsing_never_raises():
     assert bad.s == 0.0 and "malformed" in bad.error
     dead = OpenAIJudge("http://127.0.0.1:9", "m", timeout=0.5).score(["e"], "r", "BUY")
     assert isinstance(dead, TriangularScores) and dead.error.startswith("judge call failed")
+
+
+def test_method_registry_rewards(monkeypatch):
+    from rl.methods import METHODS, reward_functions
+
+    monkeypatch.delenv("STOCKR1_JUDGE_URL", raising=False)  # offline judge
+    (fsr,) = reward_functions("trade_r1_fsr").values()
+    out = fsr(None, [GOOD], context=[CONTEXT], ticker=["AAPL"], excess_return=[0.02])
+    assert out == G.gated_reward("fsr")(None, [GOOD], context=[CONTEXT], ticker=["AAPL"], excess_return=[0.02])
+    assert set(reward_functions("trading_r1")) == {"structure", "evidence", "decision", "outcome", "placement"}
+    assert all(reward_functions(m) for m in METHODS)
+    with pytest.raises(ValueError, match="unknown method"):
+        reward_functions("stock_r2")

@@ -1,0 +1,37 @@
+"""The sibling methods on the shared stack, each a set of labels, prompts and TRL-style rewards.
+
+``reward_functions(method)`` returns ``{name: (prompts, completions, **columns) -> list[float | None]}``
+for GRPO / ``stockr1 bench compare``; the columns each reward needs are listed in ``COLUMNS``.
+Modules are imported lazily so importing this package stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+METHODS: tuple[str, ...] = ("trading_r1", "trade_r1_fsr", "trade_r1_dsr", "trade_r1_market_only", "trade_r1_naive",
+                            "alphaquanter")
+
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "trading_r1": ("label", "excess_return"),  # class index (labels.ACTIONS order), H-day excess log return
+    "trade_r1": ("context", "ticker", "excess_return"),  # + optional "universe"; r of App. A.3
+    "alphaquanter": ("smoothed_return",),  # rewards.smoothed_return over the future path
+}
+
+
+def reward_functions(method: str) -> dict[str, Callable[..., list[float | None]]]:
+    if method == "trading_r1":
+        from rl.methods.trading_r1 import rewards as r
+
+        return {"structure": r.structure_rewards, "evidence": r.evidence_rewards, "decision": r.decision_rewards,
+                "outcome": r.outcome_rewards, "placement": r.placement_rewards}
+    if method.startswith("trade_r1_"):
+        from rl.methods.trade_r1.gates import gated_reward
+        from rl.methods.trade_r1.judge import judge_from_env
+
+        return {method: gated_reward(method.removeprefix("trade_r1_"), judge_from_env())}
+    if method == "alphaquanter":
+        from rl.methods.alphaquanter.rewards import alphaquanter_rewards
+
+        return {"total": alphaquanter_rewards}
+    raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
