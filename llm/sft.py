@@ -338,6 +338,13 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
 
     windows, context_fn = load_data(cfg.get("data", {}))
     run_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.get("prepare_from"):  # share QA, decoder init and traces with another run (ablation arms)
+        import shutil
+
+        for name in ("qa.jsonl", "decoder_init.pt", "traces.jsonl", "qa_report.json", "trace_report.json"):
+            src = Path(cfg["prepare_from"]) / name
+            if src.exists() and not (run_dir / name).exists():
+                shutil.copy(src, run_dir / name)
     qa_path = run_dir / "qa.jsonl"
     if qa_path.exists():
         items = load_items(qa_path)

@@ -1,0 +1,59 @@
+"""QA evaluation through the real rollout engine with a scripted policy: metrics by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.qa import table
+from forecast_action.decoder import ActionConditionedDecoder
+from forecast_action.derive import ActionThresholds
+from forecast_action.encoder import ActionEncoderConfig
+from llm.qa import QAConfig, QAGenerator
+from llm.qa.evaluate import grade_rollouts, rollout_items
+from llm.qa.prompt import SYSTEM_PROMPT, user_message
+from llm.scripted import ScriptedPolicy
+from llm.special_tokens import ts_placeholders
+from llm.tokenizer import chat_prompt, train_tokenizer
+from llm.tools import ForecastTool
+from llm.traces import TraceConfig, TraceWriter
+from tests.test_qa_generator import L, context_fn, make_windows
+from tests.test_qa_traces import LinearDecoder, render
+from ts_encoder.config import TSEncoderConfig
+
+
+def test_grade_scripted_rollouts(tmp_path) -> None:
+    w = make_windows(120)
+    w = type(w)(w.ticker, w.date, np.random.default_rng(0).normal(0, 0.01, w.x.shape).astype(np.float32),
+                w.y, w.hist, w.future, w.split, w.context)
+    items, _ = QAGenerator(w, context_fn).generate(QAConfig(n_train=0, n_val=0, n_test=20, seed=0))
+    torch.manual_seed(0)
+    dec = ActionConditionedDecoder(TSEncoderConfig(lookback=L, horizon=10, patch_len=5, d_model=16, n_layers=1,
+                                                   n_heads=2, ffn_dim=32, d_llm=8, cond_dim=8),
+                                   ActionEncoderConfig(cond_dim=8, emb_dim=4, hidden=16))
+    ph = ts_placeholders(dec.ts_cfg.n_tokens)
+    traces, _ = TraceWriter(w, ForecastTool(LinearDecoder(), w, 4, render=render), ActionThresholds.fit(w),
+                            context_fn=context_fn, ts_placeholder=ph, cfg=TraceConfig(drop_trivial=False)).write(items)
+    by_id = {t.item_id: t for t in traces}
+    kept = [it for it in items if it.id in by_id][:6]
+    assert len(kept) >= 4
+    tok = train_tokenizer([t.user + t.completion for t in traces] + [SYSTEM_PROMPT], 600, tmp_path / "tok")
+    scripts = {}
+    for k, it in enumerate(kept):
+        t = by_id[it.id]
+        prompt = chat_prompt(tok, user_message(it, "", ph), SYSTEM_PROMPT)
+        before, after = t.segments[0][0], t.segments[2][0]
+        if k == 0:  # a malformed action and a missing answer
+            before, after = "no action here <forecast_action>{oops}</forecast_action>", "I cannot tell."
+        scripts[prompt] = [before, after + "<|im_end|>"]
+    pol = ScriptedPolicy(tok, scripts, filler="<|endoftext|>")
+    pol.tokenizer = tok
+    pairs = rollout_items(pol, dec, w, kept, max_new_tokens=600, n_samples=4)
+    m = grade_rollouts(pairs)
+    n = len(kept)
+    assert m["answer_parse_rate"] == pytest.approx(100.0 * (n - 1) / n)
+    assert m["action_success_rate"] == pytest.approx(100.0 * (n - 1) / n)
+    assert m["correct_of_parsed"] == 100.0  # the scripts copy answers computed from trajectories
+    assert m["tokens_per_answer"] > 10
+    assert "| model |" in table({"x": m}) and "Avg." in table({"x": m})
