@@ -23,6 +23,8 @@ from llm.special_tokens import (
     CHAT_SPECIAL_TOKENS,
     ENDOFTEXT,
     EOS_TOKEN,
+    IM_END,
+    IM_START,
     PAD_TOKEN,
     add_protocol_tokens,
 )
@@ -116,6 +118,12 @@ def build_or_load_tokenizer(texts: Iterable[str], vocab_size: int, out_dir: str 
     return train_tokenizer(texts, vocab_size, out_dir)
 
 
+def format_chat(messages: Iterable[dict[str, str]], add_generation_prompt: bool = True) -> str:
+    """`CHAT_TEMPLATE` in plain Python (for corpus text, where no tokenizer exists yet)."""
+    text = "".join(f"{IM_START}{m['role']}\n{m['content']}{IM_END}\n" for m in messages)
+    return text + (f"{IM_START}assistant\n" if add_generation_prompt else "")
+
+
 def chat_prompt(tokenizer, user: str, system: str | None = None) -> str:
     """The generation prompt string for one user turn (ends with ``<|im_start|>assistant\\n``)."""
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
@@ -127,6 +135,7 @@ __all__ = [
     "ENDOFTEXT",
     "build_or_load_tokenizer",
     "chat_prompt",
+    "format_chat",
     "corpus_hash",
     "load_tokenizer",
     "train_tokenizer",

@@ -13,7 +13,7 @@ from llm.special_tokens import (
     TS_PLACEHOLDER,
     ts_placeholders,
 )
-from llm.tokenizer import build_or_load_tokenizer, chat_prompt, load_tokenizer, train_tokenizer
+from llm.tokenizer import build_or_load_tokenizer, chat_prompt, format_chat, load_tokenizer, train_tokenizer
 
 
 def _corpus(n: int = 200) -> list[str]:
@@ -53,6 +53,9 @@ def test_chat_template_matches_qwen_format(tmp_path: Path):
     tok = train_tokenizer(_corpus(), 500, tmp_path)
     p = chat_prompt(tok, "hi", system="sys")
     assert p == "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
+    for gen in (True, False):
+        assert format_chat(msgs, gen) == tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen)
     reloaded = load_tokenizer(tmp_path)
     assert reloaded(p).input_ids == tok(p).input_ids
 
