@@ -109,3 +109,29 @@ def test_sample_windows_carry_context():
     i = int(np.flatnonzero((w.ticker == "SP500") & (w.date == np.datetime64("2008-10-15")))[0])
     assert "S&P 500 surges 11.6% to 1,003.35" in w.context[i]  # the 10-13 wrap; 10-14's is after the 10-14 close
     assert "2008-10-14:" not in w.context[i] and "[price-derived market wrap]" in w.context[i]
+
+
+class FakeFred:
+    """Stands in for fredapi.Fred: daily yields and ALFRED vintages of monthly series."""
+
+    def get_series(self, sid, observation_start=None, observation_end=None):
+        return pd.Series([4.0, 4.1, np.nan, 4.2], index=pd.bdate_range("2010-01-04", periods=4))
+
+    def get_series_all_releases(self, sid):
+        dates = pd.to_datetime(["2009-01-01", "2009-01-01", "2009-12-01", "2010-01-01", "2010-01-01"])
+        rel = pd.to_datetime(["2009-02-13", "2009-06-01", "2010-01-15", "2010-02-12", "2010-03-01"])
+        return pd.DataFrame({"realtime_start": rel, "date": dates, "value": [100.0, 999.0, 102.0, 103.0, 888.0]})
+
+
+def test_fred_uses_first_release_dates_and_values():
+    from stockr1.data.providers.fred import fred_macro
+
+    macro = fred_macro(FakeFred())
+    s = PointInTimeStore(_frames(), macro={"lvl": MacroSeries("lvl", "CPI", macro["cpilfesl"].values, release="explicit",
+                                                              released=macro["cpilfesl"].released)})
+    assert s.macro_asof("2010-02-12")["lvl"].value == 102.0  # Jan 2010 first released on 02-12: not before
+    assert s.macro_asof("2010-02-13")["lvl"].value == 103.0  # the first release, not the 03-01 revision
+    assert s.macro_asof("2010-03-02")["lvl"].value == 103.0
+    yoy = PointInTimeStore(_frames(), macro={"cpi": macro["cpilfesl"]}).macro_asof("2010-02-13")["cpi"]
+    assert yoy.value == pytest.approx(100 * (103 / 100 - 1))  # vs the first release of Jan 2009 (100, not 999)
+    assert macro["dgs10"].values.index[-1] == pd.Timestamp("2010-01-07") and macro["dgs10"].values.notna().all()
