@@ -44,7 +44,7 @@ Scores and penalties (choices, each tested in tests/test_rl_rewards.py)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,29 +223,44 @@ class RewardBreakdown:
     total: np.ndarray
 
 
+def combine_rewards(prompts: list, completions: list, funcs: Mapping[str, Callable[..., list[float | None]]],
+                    weights: Mapping[str, float], **columns: Any) -> RewardBreakdown:
+    """Run TRL-style reward functions and sum them with weights (TRL's ``sum_then_normalize``).
+
+    A None from a function is NaN in its component and adds nothing to the total; a completion whose
+    every component is None has total NaN (unscorable: advantage 0).
+    """
+    n = len(completions)
+    comps: dict[str, np.ndarray] = {}
+    for name, fn in funcs.items():
+        vals = fn(prompts, completions, **columns)
+        if len(vals) != n:
+            raise ValueError(f"reward {name!r} returned {len(vals)} values for {n} completions")
+        comps[name] = np.array([np.nan if v is None else v for v in vals], dtype=np.float64)
+    if not comps:
+        return RewardBreakdown(components={}, total=np.full(n, np.nan))
+    stacked = np.stack(list(comps.values()), axis=1)  # [N, F]
+    w = np.array([weights.get(k, 1.0) for k in comps])
+    total = np.nansum(stacked * w, axis=1)
+    total[np.isnan(stacked).all(axis=1)] = np.nan
+    return RewardBreakdown(components=comps, total=total)
+
+
 def compute_rewards(prompts: list, completions: list, weights: RewardWeights = RewardWeights(),
                     enabled: Sequence[str] = REWARD_NAMES, **columns: Any) -> RewardBreakdown:
     """Every enabled component and ``R = R_ans + alpha R_act + beta R_prec + gamma R_cons``.
 
-    Disabled components (the ablations "w/o R_act", "w/o R_prec") are NaN and add nothing. A
-    completion whose every component is not applicable has total NaN (unscorable, advantage 0).
+    Disabled components (the ablations "w/o R_act", "w/o R_prec") are NaN and add nothing.
     """
     unknown = set(enabled) - set(REWARD_NAMES)
     if unknown:
         raise ValueError(f"unknown reward components {sorted(unknown)}; expected a subset of {REWARD_NAMES}")
+    funcs = {k: REWARD_FUNCS[k] for k in REWARD_NAMES if k in enabled}
+    out = combine_rewards(prompts, completions, funcs, dict(zip(REWARD_NAMES, weights.as_list(), strict=True)),
+                          **columns)
     n = len(completions)
-    comps: dict[str, np.ndarray] = {}
-    for name in REWARD_NAMES:
-        if name in enabled:
-            vals = REWARD_FUNCS[name](prompts, completions, **columns)
-            comps[name] = np.array([np.nan if v is None else v for v in vals], dtype=np.float64)
-        else:
-            comps[name] = np.full(n, np.nan)
-    stacked = np.stack([comps[k] for k in REWARD_NAMES], axis=1)  # [N, 4]
-    w = np.array(weights.as_list())
-    total = np.nansum(stacked * w, axis=1)
-    total[np.isnan(stacked).all(axis=1)] = np.nan
-    return RewardBreakdown(components=comps, total=total)
+    comps = {k: out.components.get(k, np.full(n, np.nan)) for k in REWARD_NAMES}
+    return RewardBreakdown(components=comps, total=out.total)
 
 
 def r_total(prompts: list, completions: list, **columns: Any) -> list[float | None]:

@@ -1,0 +1,367 @@
+"""The u-GRPO engine (Stock-R1 §3.5): one compact loop on Lightning Fabric.
+
+One step::
+
+    Q queries (this rank's share)  ->  RolloutEngine: G tool-using rollouts each      (rollout)
+    -> R = R_ans + a R_act + b R_prec + g R_cons per rollout                            (score)
+    -> group-relative advantages, per-query weight w(U_q)                               (advantages)
+    -> clipped, weighted token loss on model-written tokens (+ beta KL, + lambda_ts L_TS) (loss)
+    -> clip gradients, AdamW step; every ``ckpt_every`` steps ``out_dir/last.ckpt``     (step)
+
+What is simplified relative to TRL / verl (on purpose, for a readable engine):
+- No vLLM, no async generation, no reward/model servers: the policy samples with its own KV cache.
+- One optimisation pass per generation batch by default (``num_iterations=1``), so the ratio is 1
+  at the sampled point and ``old_logp`` is the detached current log-prob, as in TRL's default.
+  ``num_iterations > 1`` reuses the batch, with ``old_logp`` taken before the first pass.
+- Groups never cross ranks: each rank rolls out all G samples of its own queries, so advantages
+  need no all-gather; DDP averages the gradients. Each rank gets ``queries_per_step`` queries.
+- No learning-rate schedule (constant LR, as is common for short GRPO runs).
+- The reference policy for the KL is a frozen copy of the starting (SFT) policy, built only when
+  ``beta > 0``.
+
+Decoder during RL (``lambda_ts``): default 0, the decoder is frozen, as in the official code. Reasons:
+R_cons compares the action with g(decoded path); if the decoder moved with the policy, the policy
+could earn consistency by dragging the decoder instead of fixing its action, and R_prec would score a
+moving target, so the rewards of different steps would not be comparable. With ``lambda_ts > 0`` the
+decoder keeps training on L_TS (``ts_encoder.loss.ts_loss`` of ``decoder.ts_output(x, emitted
+actions)`` against the realised y), so credit also crosses the interface - the paper's option.
+
+Determinism and resume: step k seeds torch (and the engine's generator) with ``(seed, k, rank)``
+and draws its queries from a permutation of epoch ``k // steps_per_epoch``, so a run resumed from
+``last.ckpt`` after step k does exactly what the uninterrupted run did from step k+1 (on CPU).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from llm.logprobs import pad_sequences, token_logprobs, token_logprobs_and_entropy
+from rl.grpo import GRPOLossConfig, UncertaintyWeightConfig, group_advantages, grpo_loss, uncertainty_weight
+from rl.logging import RunLogger, step_metrics
+from rl.rewards import REWARD_NAMES, RewardBreakdown, RewardWeights, combine_rewards, compute_rewards
+
+
+@dataclass(frozen=True)
+class GRPOSample:
+    """One query.
+
+    prompt:      chat-formatted prompt text (with K ``<ts>`` placeholders when soft tokens are on)
+    sample_ref:  what the tools get (an int row of the tool's ``Windows``)
+    columns:     reward columns of this query (``rl.rewards`` docstring): answer, answer_type,
+                 tolerance, choices, target_action, true_close, true_volume, start_close
+    ts_tokens:   [K, d_ts] encoder tokens for the soft-token slots, or None
+    uncertainty: U_q, the encoder's normalised uncertainty in [0, 1]; NaN = unknown
+    """
+
+    prompt: str
+    sample_ref: Any
+    columns: Mapping[str, Any] = field(default_factory=dict)
+    ts_tokens: Tensor | None = None
+    uncertainty: float = math.nan
+
+
+@dataclass(frozen=True)
+class GRPOTrainConfig:
+    group_size: int = 8  # G (App. C.2)
+    queries_per_step: int = 2  # per rank
+    max_steps: int = 100
+    lr: float = 1e-6
+    decoder_lr: float = 1e-5
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    num_iterations: int = 1
+    micro_batch: int = 8  # rollouts per forward/backward in the loss
+    lambda_ts: float = 0.0  # L_TS weight on the decoder during RL; 0 = frozen decoder
+    loss: GRPOLossConfig = GRPOLossConfig()
+    uncertainty: UncertaintyWeightConfig = UncertaintyWeightConfig()
+    rewards: RewardWeights = RewardWeights()
+    reward_components: tuple[str, ...] = REWARD_NAMES
+    seed: int = 0
+    ckpt_every: int = 10
+    log_every: int = 1
+    n_table_rows: int = 4
+    accelerator: str = "auto"
+    devices: int | str = 1
+    strategy: str = "auto"
+    precision: str = "32-true"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GRPOTrainConfig:
+        nested = {"loss": GRPOLossConfig, "uncertainty": UncertaintyWeightConfig, "rewards": RewardWeights}
+        names = {f.name for f in dataclasses.fields(cls)}
+        bad = sorted(set(d) - names)
+        if bad:
+            raise ValueError(f"unknown GRPOTrainConfig keys {bad}; valid: {sorted(names)}")
+        kw = {k: (nested[k](**v) if k in nested and isinstance(v, Mapping) else v) for k, v in d.items()}
+        if "reward_components" in kw:
+            kw["reward_components"] = tuple(kw["reward_components"])
+        return cls(**kw)
+
+
+def query_indices(n: int, step: int, per_step: int, seed: int, rank: int = 0, world: int = 1) -> list[int]:
+    """This rank's queries for ``step`` (0-based): disjoint slices of a per-epoch permutation."""
+    take = per_step * world
+    if take > n:
+        raise ValueError(f"{per_step} queries x {world} ranks per step needs >= {take} samples, got {n}")
+    per_epoch = n // take
+    perm = np.random.default_rng([seed, step // per_epoch]).permutation(n)
+    start = (step % per_epoch) * take + rank * per_step
+    return perm[start : start + per_step].tolist()
+
+
+def rollout_columns(rollouts: Sequence[Any], samples: Sequence[GRPOSample], thresholds: Any) -> dict[str, list]:
+    """Reward columns per rollout: the query's columns plus the decoded path and g(decoded path)."""
+    from forecast_action.derive import actions_from_forecast
+
+    keys = sorted({k for s in samples for k in s.columns})
+    cols: dict[str, list] = {k: [] for k in [*keys, "pred_close", "pred_volume", "decoded_action"]}
+    for r in rollouts:
+        s = samples[r.prompt_index]
+        for k in keys:
+            cols[k].append(s.columns.get(k))
+        fc = r.forecast
+        ok = fc is not None and bool(np.all(np.isfinite(fc.close)) and np.all(fc.close > 0))
+        cols["pred_close"].append(fc.close[0] if ok else None)
+        cols["pred_volume"].append(fc.volume[0] if ok else None)
+        start = s.columns.get("start_close")
+        decoded = actions_from_forecast(fc, np.array([start]), thresholds)[0] if ok and start and thresholds else None
+        cols["decoded_action"].append(decoded)
+    return cols
+
+
+Scorer = Callable[[Sequence[Any], Sequence[GRPOSample]], RewardBreakdown]
+
+
+@dataclass(frozen=True)
+class StockR1Scorer:
+    """The Stock-R1 reward: R = R_ans + alpha R_act + beta R_prec + gamma R_cons over rollouts."""
+
+    thresholds: Any
+    weights: RewardWeights = RewardWeights()
+    enabled: tuple[str, ...] = REWARD_NAMES
+
+    def __call__(self, rollouts: Sequence[Any], samples: Sequence[GRPOSample]) -> RewardBreakdown:
+        cols = rollout_columns(rollouts, samples, self.thresholds)
+        return compute_rewards([r.prompt for r in rollouts], [r.completion for r in rollouts], self.weights,
+                               self.enabled, **cols)
+
+
+@dataclass(frozen=True)
+class FuncScorer:
+    """Any TRL-style reward functions (sibling methods): columns are the query's ``columns``."""
+
+    funcs: Mapping[str, Callable[..., list]]
+    weights: Mapping[str, float] = field(default_factory=dict)
+
+    def __call__(self, rollouts: Sequence[Any], samples: Sequence[GRPOSample]) -> RewardBreakdown:
+        keys = sorted({k for s in samples for k in s.columns})
+        cols = {k: [samples[r.prompt_index].columns.get(k) for r in rollouts] for k in keys}
+        return combine_rewards([r.prompt for r in rollouts], [r.completion for r in rollouts], self.funcs,
+                               self.weights, **cols)
+
+
+def query_weights(samples: Sequence[GRPOSample], rollouts: Sequence[Any], cfg: UncertaintyWeightConfig,
+                  group_size: int) -> tuple[Tensor, Tensor]:
+    """(U [Q], w(U) [Q]). U_q is the sample's encoder uncertainty; if unknown, the mean over its
+    rollouts of the decoder's normalised uncertainty; if that is unknown too, w = 1."""
+    u = []
+    for q, s in enumerate(samples):
+        val = s.uncertainty
+        if not math.isfinite(val):
+            rs = [r.uncertainty for r in rollouts[q * group_size : (q + 1) * group_size]]
+            rs = [x for x in rs if x is not None and math.isfinite(x)]
+            val = float(np.mean(rs)) if rs else math.nan
+        u.append(val)
+    u_t = torch.tensor(u, dtype=torch.float64)
+    return u_t, uncertainty_weight(u_t, cfg)
+
+
+def rollout_batch(rollouts: Sequence[Any], samples: Sequence[GRPOSample], pad_id: int,
+                  device: torch.device | str = "cpu") -> dict[str, Tensor | None]:
+    """Right-padded ``ids``/``att``/``gen`` [N, T] and ``ts`` [N, K, d_ts] (None without soft tokens).
+
+    ``gen`` is the rollouts' gen_mask: prompt, tool observations and padding are 0, so they get no
+    gradient in `grpo_loss`.
+    """
+    ids, att, gen = pad_sequences([r.token_ids for r in rollouts], pad_id, [r.gen_mask for r in rollouts],
+                                  side="right")
+    ts = None
+    if samples[0].ts_tokens is not None:
+        ts = torch.stack([samples[r.prompt_index].ts_tokens for r in rollouts]).to(device)
+    return {"ids": ids.to(device), "att": att.to(device), "gen": gen.to(device), "ts": ts}
+
+
+class GRPOTrainer:
+    """policy: `llm.policy.Policy`; engine: `llm.rollout.RolloutEngine` over the same policy object;
+    samples: the training queries; scorer: rollouts -> rewards (`StockR1Scorer` for Stock-R1, or
+    `FuncScorer` over any TRL-style reward functions); decoder + windows: only for ``lambda_ts > 0``."""
+
+    def __init__(self, policy, engine, samples: Sequence[GRPOSample], scorer: Scorer, cfg: GRPOTrainConfig,
+                 out_dir: str | Path, fabric=None, decoder=None, windows=None, logger: RunLogger | None = None,
+                 on_step: Callable[[int, dict], None] | None = None):
+        from lightning.fabric import Fabric
+
+        if not samples:
+            raise ValueError("GRPOTrainer needs at least one training sample")
+        if cfg.lambda_ts > 0 and (decoder is None or windows is None):
+            raise ValueError("lambda_ts > 0 trains the decoder on L_TS: pass decoder= and windows=")
+        self.cfg, self.samples, self.scorer, self.engine = cfg, list(samples), scorer, engine
+        self.out_dir, self.on_step = Path(out_dir), on_step
+        self.fabric = fabric or Fabric(accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy,
+                                       precision=cfg.precision)
+        self.ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.loss.beta != 0 else None
+        groups = [{"params": [p for p in policy.parameters() if p.requires_grad], "lr": cfg.lr}]
+        self.decoder, self.windows = (decoder, windows) if cfg.lambda_ts > 0 else (None, None)
+        if self.decoder is not None:
+            groups.append({"params": [p for p in decoder.parameters() if p.requires_grad], "lr": cfg.decoder_lr})
+            self.decoder = self.fabric.setup_module(decoder)
+        opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+        self.policy, self.opt = self.fabric.setup(policy, opt)
+        if self.ref is not None:
+            self.ref = self.ref.to(self.fabric.device)
+        self.step, self.history = 0, []
+        self.logger = logger
+
+    # ------------------------------------------------------------------ state
+    @property
+    def ckpt_path(self) -> Path:
+        return self.out_dir / "last.ckpt"
+
+    def _state(self) -> dict[str, Any]:
+        st = {"policy": self.policy, "optimizer": self.opt, "step": self.step, "history": self.history}
+        if self.decoder is not None:
+            st["decoder"] = self.decoder
+        return st
+
+    def save(self) -> None:
+        tmp = self.out_dir / "last.ckpt.tmp"
+        self.fabric.save(tmp, self._state())
+        if self.fabric.is_global_zero:
+            os.replace(tmp, self.ckpt_path)  # atomic: a kill mid-save keeps the previous checkpoint
+        self.fabric.barrier()
+
+    def resume(self) -> bool:
+        """Load ``last.ckpt`` if present; True when a run was resumed."""
+        if not self.ckpt_path.exists():
+            return False
+        st = self._state()
+        self.fabric.load(self.ckpt_path, st)
+        self.step, self.history = int(st["step"]), list(st["history"])
+        return True
+
+    # ------------------------------------------------------------------ one step
+    def _seed(self, step: int) -> None:
+        s = int(np.random.default_rng([self.cfg.seed, step, self.fabric.global_rank]).integers(2**62))
+        torch.manual_seed(s)
+        if getattr(self.engine, "generator", None) is not None:
+            self.engine.generator.manual_seed(s)
+
+    def _logp(self, model, b: dict[str, Any], sl: slice, entropy: bool = False):
+        kw = {"temperature": max(self.engine.temperature, 1e-6), "banned_token_ids": self.engine.banned_token_ids}
+        ts = None if b["ts"] is None else b["ts"][sl]
+        if entropy:
+            return token_logprobs_and_entropy(model, b["ids"][sl], b["att"][sl], ts, **kw)
+        return token_logprobs(model, b["ids"][sl], b["att"][sl], ts, **kw)
+
+    def _ts_loss(self, rollouts: Sequence[Any]) -> Tensor:
+        """L_TS of the decoder conditioned on each rollout's emitted action (None = unconditioned)."""
+        from forecast_action.encoder import featurize
+        from ts_encoder.loss import ts_loss
+
+        w = self.windows.select(np.array([r.sample_ref for r in rollouts], dtype=int))
+        dev = self.fabric.device
+        acts = featurize([r.action for r in rollouts], w.last_close).to(dev)
+        out = self.decoder(torch.as_tensor(w.x, dtype=torch.float32, device=dev), acts)
+        return ts_loss(out, torch.as_tensor(w.y, dtype=torch.float32, device=dev), None)[0]
+
+    def train_step(self) -> dict[str, float]:
+        cfg, fab = self.cfg, self.fabric
+        self._seed(self.step)
+        idx = query_indices(len(self.samples), self.step, cfg.queries_per_step, cfg.seed, fab.global_rank,
+                            fab.world_size)
+        samples = [self.samples[i] for i in idx]
+        t0 = time.perf_counter()
+        ts = torch.stack([s.ts_tokens for s in samples]) if samples[0].ts_tokens is not None else None
+        rollouts = self.engine.generate([s.prompt for s in samples], ts, [s.sample_ref for s in samples],
+                                        num_return_sequences=cfg.group_size)
+        t_roll = time.perf_counter() - t0
+        rewards = self.scorer(rollouts, samples)
+        total = torch.tensor(rewards.total, dtype=torch.float64)
+        adv = group_advantages(total, cfg.group_size).float()
+        u, w_q = query_weights(samples, rollouts, cfg.uncertainty, cfg.group_size)
+        w = w_q.float().repeat_interleave(cfg.group_size)
+        b = rollout_batch(rollouts, samples, self.engine.pad_id, self.fabric.device)
+        n = len(rollouts)
+        chunks = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
+        old = ref = None
+        if cfg.num_iterations > 1:
+            with torch.no_grad():
+                old = torch.cat([self._logp(self.policy, b, sl) for sl in chunks])
+        if self.ref is not None:
+            with torch.no_grad():
+                ref = torch.cat([self._logp(self.ref, b, sl) for sl in chunks])
+        self.policy.train()
+        stats: dict[str, float] = {}
+        for _ in range(cfg.num_iterations):
+            self.opt.zero_grad(set_to_none=True)
+            acc = {"loss": 0.0, "kl": 0.0, "clip_low": 0.0, "clip_high": 0.0, "entropy": 0.0, "tok": 0.0}
+            for k, sl in enumerate(chunks):
+                with fab.no_backward_sync(self.policy, enabled=fab.world_size > 1 and k < len(chunks) - 1):
+                    logp, ent = self._logp(self.policy, b, sl, entropy=True)
+                    out = grpo_loss(logp, adv[sl].to(logp.device), b["gen"][sl],
+                                    None if old is None else old[sl], None if ref is None else ref[sl],
+                                    w[sl].to(logp.device), cfg.loss)
+                    fab.backward(out.loss * (sl.stop - sl.start) / n)
+                m, ntok = b["gen"][sl].float(), float(out.n_tokens)
+                acc["loss"] += float(out.loss.detach()) * (sl.stop - sl.start) / n
+                acc["entropy"] += float((ent.detach() * m).sum())
+                for key in ("kl", "clip_low", "clip_high"):
+                    acc[key] += float(getattr(out, key)) * ntok
+                acc["tok"] += ntok
+            if self.decoder is not None:
+                l_ts = self._ts_loss(rollouts)
+                fab.backward(cfg.lambda_ts * l_ts)
+                stats["decoder/l_ts"] = float(l_ts)
+            if cfg.max_grad_norm:
+                fab.clip_gradients(self.policy, self.opt, max_norm=cfg.max_grad_norm, error_if_nonfinite=False)
+            self.opt.step()
+        tok = max(acc["tok"], 1.0)
+        stats.update({"loss": acc["loss"], "policy/entropy": acc["entropy"] / tok, "policy/kl": acc["kl"] / tok,
+                      "policy/clip_low": acc["clip_low"] / tok, "policy/clip_high": acc["clip_high"] / tok,
+                      "policy/clip_region": (acc["clip_low"] + acc["clip_high"]) / tok,
+                      "time/rollout_s": t_roll, "time/step_s": time.perf_counter() - t0})
+        self.step += 1
+        return step_metrics(self.step, rollouts, samples, rewards, adv, cfg.group_size, u, w_q, stats)
+
+    # ------------------------------------------------------------------ loop
+    def fit(self, resume: bool = False) -> list[dict[str, float]]:
+        """Train to ``cfg.max_steps``; with ``resume`` continue from ``last.ckpt`` when present."""
+        if resume:
+            self.resume()
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        while self.step < self.cfg.max_steps:
+            metrics = self.train_step()
+            self.history.append(metrics["scalars"])
+            if self.logger is not None and self.fabric.is_global_zero and self.step % self.cfg.log_every == 0:
+                self.logger.log(self.step, metrics, n_rows=self.cfg.n_table_rows)
+            if self.step % self.cfg.ckpt_every == 0 or self.step == self.cfg.max_steps:
+                self.save()
+            if self.on_step is not None:
+                self.on_step(self.step, metrics["scalars"])
+        return self.history
+
+    def trainable_state(self) -> dict[str, Tensor]:
+        """Detached copies of the trainable parameters (for tests and checks)."""
+        return {n: p.detach().cpu().clone() for n, p in self.policy.named_parameters() if p.requires_grad}

@@ -1,0 +1,193 @@
+"""rl.trainer on a real tiny policy: parameters move, kill + resume reproduces the uninterrupted run,
+tool tokens get no gradient, the Stock-R1 scorer is wired to real rollouts, query sharding."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from forecast_action.derive import ActionThresholds, actions_from_forecast
+from forecast_action.parser import parse_action
+from forecast_action.schema import ForecastAction
+from forecast_action.score import score_action
+from llm.policy import Policy, PolicyConfig
+from llm.rollout import RolloutEngine
+from llm.scripted import ScriptedPolicy
+from llm.special_tokens import FORECAST_TS_CLOSE, FORECAST_TS_OPEN, ts_placeholders
+from llm.tokenizer import chat_prompt, train_tokenizer
+from llm.tools import ForecastTool
+from rl.grpo import grpo_loss
+from rl.rewards import PENALTY
+from rl.trainer import (
+    FuncScorer,
+    GRPOSample,
+    GRPOTrainConfig,
+    GRPOTrainer,
+    StockR1Scorer,
+    query_indices,
+    rollout_batch,
+)
+from stockr1.types import Forecast
+
+ACT = '<forecast_action>{"direction": "up", "volatility_level": "low"}</forecast_action>'
+BAD = "<forecast_action>gibberish</forecast_action>"
+K, D_TS = 2, 8
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("tok")
+    corpus = [f"Reasoning about day {i}: trend looks up. {ACT} so <answer>Yes</answer> {BAD} x x x" for i in range(40)]
+    train_tokenizer(corpus + ["Question: will it rise?"] * 10, 400, d)
+    return d
+
+
+def _policy(tok_dir: Path) -> Policy:
+    return Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tok_dir), tiny_hidden=32, tiny_layers=1,
+                               tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64, lora_r=0, d_ts=D_TS))
+
+
+def _samples(tok, n: int = 4) -> list[GRPOSample]:
+    g = torch.Generator().manual_seed(0)
+    return [GRPOSample(chat_prompt(tok, f"{ts_placeholders(K)} Question {i}: will it rise?"), i,
+                       ts_tokens=torch.randn(K, D_TS, generator=g), uncertainty=[0.1, 0.6, np.nan, 0.3][i % 4])
+            for i in range(n)]
+
+
+def count_e(prompts, completions, **kw):
+    """A reward that varies between random completions, so every group has signal."""
+    return [float(c.count("e")) for c in completions]
+
+
+def _trainer(tok_dir: Path, out: Path, steps: int, **kw) -> GRPOTrainer:
+    torch.manual_seed(0)  # the projector's init draws from the global RNG, as a run's start would seed it
+    pol = _policy(tok_dir)
+    eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=6, temperature=1.0)
+    cfg = GRPOTrainConfig(group_size=4, queries_per_step=2, max_steps=steps, lr=1e-2, accelerator="cpu",
+                          ckpt_every=2, micro_batch=3, **kw)
+    return GRPOTrainer(pol, eng, _samples(pol.tokenizer), FuncScorer({"e": count_e}), cfg, out)
+
+
+def test_a_few_steps_change_trainable_parameters(tok_dir, tmp_path) -> None:
+    tr = _trainer(tok_dir, tmp_path, steps=2)
+    before = tr.trainable_state()
+    hist = tr.fit()
+    after = tr.trainable_state()
+    changed = [n for n in before if not torch.equal(before[n], after[n])]
+    assert any("projector" in n for n in changed)  # soft tokens get gradient through the projector
+    assert any("layers.0" in n for n in changed) and len(changed) > len(before) // 2
+    assert len(hist) == 2 and hist[-1]["reward/frac_zero_spread"] < 1.0
+    w = hist[0]["uncertainty/weight_mean"]
+    assert 0.125 <= w < 1.0 or w == 1.0
+    assert (tmp_path / "last.ckpt").exists()
+
+
+class Kill(Exception):
+    pass
+
+
+def _kill_at(step: int):
+    def on_step(s: int, metrics: dict) -> None:
+        if s == step:
+            raise Kill
+
+    return on_step
+
+
+def test_kill_and_resume_reproduces_uninterrupted_run(tok_dir, tmp_path) -> None:
+    full = _trainer(tok_dir, tmp_path / "full", steps=4)
+    full.fit()
+    killed = _trainer(tok_dir, tmp_path / "killed", steps=4)
+    killed.on_step = _kill_at(3)  # dies after step 3; last checkpoint is from step 2
+    with pytest.raises(Kill):
+        killed.fit()
+    resumed = _trainer(tok_dir, tmp_path / "killed", steps=4)
+    resumed.fit(resume=True)
+    assert resumed.step == 4 and len(resumed.history) == 4
+    a, b = full.trainable_state(), resumed.trainable_state()
+    for n in a:
+        assert torch.allclose(a[n], b[n], rtol=0, atol=1e-7), n
+    assert [h["reward/total"] for h in full.history] == [h["reward/total"] for h in resumed.history]
+
+
+def test_query_indices_are_disjoint_across_ranks_and_cover_an_epoch() -> None:
+    got = [query_indices(12, step, 2, seed=3, rank=r, world=2) for step in range(3) for r in range(2)]
+    flat = [i for g in got for i in g]
+    assert sorted(flat) == list(range(12))  # one epoch = 3 steps x 2 ranks x 2 queries
+    assert query_indices(12, 3, 2, seed=3) != query_indices(12, 0, 2, seed=3)  # next epoch reshuffles
+    with pytest.raises(ValueError, match="needs >= 8 samples"):
+        query_indices(6, 0, 4, seed=0, world=2)
+
+
+class FakeDecoder:
+    """forecast close path = last close * (1 + 0.01 k), k = 1..S, when the action says up; flat otherwise."""
+
+    def forecast(self, windows, actions, n_samples):
+        n, s = len(windows), 5
+        c0 = windows.hist[:, -1, 3][:, None]
+        slope = np.array([[0.01 if a is not None and a.direction == "up" else 0.0] for a in actions])
+        close = c0 * (1 + slope * np.arange(1, s + 1))
+        return Forecast(close, np.repeat(close[:, None], 3, 1), close * 1.02, close * 0.98, close * 0 + 1e6,
+                        np.full(n, 0.4))
+
+
+class FakeWindows:
+    def __init__(self, hist):
+        self.hist = hist
+
+    def __len__(self):
+        return len(self.hist)
+
+    def select(self, idx):
+        return FakeWindows(self.hist[idx])
+
+
+def _render(fc, i, error=None):
+    return f"{FORECAST_TS_OPEN}close {fc.close[i, -1]:.1f}{FORECAST_TS_CLOSE}"
+
+
+def test_stock_r1_scorer_on_real_rollouts_and_tool_tokens_get_no_gradient(tok_dir) -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    p_good, p_bad = chat_prompt(tok, "Question: will it rise?"), chat_prompt(tok, "Question 2: will it rise?")
+    scripts = {p_good: ["trend looks up. " + ACT, " so <answer>Yes</answer>"], p_bad: [BAD, " <answer>No</answer>"]}
+    hist = np.zeros((2, 5, 5))
+    hist[:, -1, 3] = 100.0
+    tool = ForecastTool(FakeDecoder(), FakeWindows(hist), n_samples=3, render=_render)
+    rollouts = RolloutEngine(ScriptedPolicy(tok, scripts), tok, [tool], max_new_tokens=64).generate(
+        [p_good, p_bad], sample_refs=[0, 1], num_return_sequences=2)
+    g = np.random.default_rng(0)
+    th = ActionThresholds.fit_paths(100 * np.exp(np.cumsum(0.01 * g.standard_normal((50, 5)), 1)), np.full(50, 100.0))
+    target = ForecastAction(direction="up", volatility_level="medium")
+    true_close = 100 * (1 + 0.02 * np.arange(1, 6))
+    cols = dict(answer="Yes", answer_type="yes_no", target_action=target, true_close=true_close, start_close=100.0)
+    samples = [GRPOSample(p_good, 0, cols), GRPOSample(p_bad, 1, cols)]
+    br = StockR1Scorer(th)(rollouts, samples)
+
+    emitted = parse_action(ACT).action
+    decoded = actions_from_forecast(rollouts[0].forecast, np.array([100.0]), th)[0]
+    assert decoded.direction == "up"  # g of the decoded path the tool returned for this rollout
+    assert br.components["r_ans"].tolist() == [1.0, 1.0, 0.0, 0.0]
+    assert br.components["r_act"][:2].tolist() == [score_action(emitted, target).score] * 2
+    assert br.components["r_cons"][:2].tolist() == [score_action(emitted, decoded).score] * 2
+    assert br.components["r_act"][2:].tolist() == [PENALTY] * 2 and br.components["r_cons"][2:].tolist() == [PENALTY] * 2
+    assert (br.components["r_prec"][:2] > br.components["r_prec"][2:]).all()  # up path beats the flat one
+
+    # tool observation tokens are masked out and receive exactly zero gradient
+    b = rollout_batch(rollouts, samples, tok.pad_token_id)
+    r = rollouts[0]
+    tool_pos = [i for i, m in enumerate(r.gen_mask) if m == 0 and i >= r.prompt_len]
+    assert tool_pos and b["gen"][0, tool_pos].sum() == 0 and b["gen"][0].sum() == r.n_generated
+    logp = torch.randn(b["ids"].shape, requires_grad=True)
+    grpo_loss(logp, torch.tensor([1.0, -1.0, 0.5, -0.5]), b["gen"]).loss.backward()
+    assert torch.all(logp.grad[0, tool_pos] == 0) and torch.all(logp.grad[0, r.prompt_len:][b["gen"][0, r.prompt_len:] == 1] != 0)
+
+
+def test_config_from_dict_nested_and_rejects_unknown_keys() -> None:
+    cfg = GRPOTrainConfig.from_dict({"group_size": 4, "loss": {"beta": 0.04}, "uncertainty": {"enabled": False},
+                                     "reward_components": ["r_ans", "r_cons"]})
+    assert cfg.loss.beta == 0.04 and not cfg.uncertainty.enabled and cfg.reward_components == ("r_ans", "r_cons")
+    with pytest.raises(ValueError, match="unknown GRPOTrainConfig keys"):
+        GRPOTrainConfig.from_dict({"G": 8})
