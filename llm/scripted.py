@@ -47,6 +47,7 @@ class ScriptedPolicy(nn.Module):
             raise ValueError(f"filler {filler!r} must be one token, got {len(fill)}")
         self.filler = fill[0]
         self.confidence = confidence
+        self.prefill_ts: list[Tensor | None] = []  # ts_tokens seen at each prefill, for tests
 
     def _segment(self, ids: list[int]) -> tuple[int, ...]:
         for prompt, segs in self.scripts.items():
@@ -72,6 +73,7 @@ class ScriptedPolicy(nn.Module):
                 logits_to_keep: int = 0) -> ScriptedOutput:
         """Only the last position's logits are meaningful (what the engine reads)."""
         if cache is None:
+            self.prefill_ts.append(None if ts_tokens is None else ts_tokens.detach().clone())
             mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
             cache = _Cache([self._segment(row[m.bool()].tolist()) for row, m in zip(input_ids, mask, strict=True)])
         else:

@@ -146,6 +146,17 @@ def test_batch_with_groups_keeps_rows_apart(tok):
     assert rs[0].token_ids == rs[1].token_ids  # scripted: identical samples, no padding leaks
 
 
+def test_soft_tokens_follow_their_rows_into_every_prefill(tok):
+    p1, p2 = chat_prompt(tok, "Question: will it rise?"), chat_prompt(tok, "day 3: will it rise? trend up")
+    pol = ScriptedPolicy(tok, {p1: ["<answer>no</answer>"], p2: ["Reasoning: " + ACT, " <answer>yes</answer>"]})
+    ts = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)
+    rs = RolloutEngine(pol, tok, [_tool()], max_new_tokens=64).generate([p1, p2], ts_tokens=ts, num_return_sequences=2)
+    assert [r.answer for r in rs] == ["no", "no", "yes", "yes"]
+    first, second = pol.prefill_ts
+    assert torch.equal(first, ts.repeat_interleave(2, 0))
+    assert torch.equal(second, ts[[1, 1]])  # after the tool call only prompt 2's rows, with their h_ts
+
+
 def test_tool_call_limit_and_failing_tool(tok):
     p = chat_prompt(tok, "Question: will it rise?")
     tool = _tool()
