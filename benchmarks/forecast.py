@@ -16,6 +16,7 @@ the random walk.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -81,9 +82,26 @@ def model_forecast(checkpoint: str, test: Windows, n_samples: int) -> Forecast:
     return module.forecast(test, n_samples=n_samples)
 
 
+def _cache_path(cache_dir: str | None, name: str, key: str) -> Path | None:
+    if not cache_dir:
+        return None
+    return Path(cache_dir) / f"{name}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.npz"
+
+
+def _load_cached(path: Path | None) -> tuple[Forecast, dict] | None:
+    if path is None or not path.exists():
+        return None
+    z = np.load(path, allow_pickle=False)
+    f = Forecast(**{k: z[k] for k in ("close", "close_samples", "high", "low", "volume", "uncertainty")})
+    return f, json.loads(str(z["info"]))
+
+
 def run_forecasters(
-    windows: Windows, test: Windows, names: list[str], checkpoint: str | None, n_samples: int, seed: int
+    windows: Windows, test: Windows, names: list[str], checkpoint: str | None, n_samples: int, seed: int,
+    cache_dir: str | None = None, cache_key: str = "",
 ) -> tuple[dict[str, Forecast], dict[str, dict]]:
+    """Model (if ``checkpoint``) and baseline forecasts of ``test``. Baseline forecasts are cached in
+    ``cache_dir`` keyed by (data, test windows, n_samples, seed), so adding a model is cheap."""
     from benchmarks.baselines import BASELINES
 
     train, val = windows.split_of("train"), windows.split_of("val")
@@ -95,6 +113,12 @@ def run_forecasters(
     for name in names:
         if name not in BASELINES:
             raise ValueError(f"unknown baseline {name!r}; choose from {sorted(BASELINES)}")
+        path = _cache_path(cache_dir, name, cache_key)
+        cached = _load_cached(path)
+        if cached is not None:
+            forecasts[name], info[name] = cached
+            print(f"[bench forecast] {name}: reused {path}", flush=True)
+            continue
         b = BASELINES[name]()
         t0 = time.perf_counter()
         b.fit(train, val)
@@ -105,6 +129,11 @@ def run_forecasters(
             if hasattr(b, attr):
                 info[name][attr] = getattr(b, attr)
         print(f"[bench forecast] {name}: fit {t1 - t0:.1f}s predict {info[name]['predict_s']:.1f}s", flush=True)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            f = forecasts[name]
+            np.savez(path, close=f.close, close_samples=f.close_samples, high=f.high, low=f.low, volume=f.volume,
+                     uncertainty=f.uncertainty, info=json.dumps(info[name]))
     return forecasts, info
 
 
@@ -185,6 +214,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--cache-dir", default=None, help="reuse baseline forecasts saved here by an earlier run")
     return p.parse_args(argv)
 
 
@@ -203,7 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     if not names and not args.checkpoint:
         raise ValueError("nothing to score: give --checkpoint and/or at least one baseline")
     t0 = time.perf_counter()
-    forecasts, info = run_forecasters(windows, test, names, args.checkpoint, args.n_samples, args.seed)
+    key = json.dumps([args.data, args.lookback, args.horizon, args.n_samples, args.seed, len(test),
+                      str(test.date[0]), str(test.date[-1]), float(test.future[:, :, 3].sum())])
+    forecasts, info = run_forecasters(windows, test, names, args.checkpoint, args.n_samples, args.seed,
+                                      args.cache_dir, key)
     parts = {k: per_window(f, test) for k, f in forecasts.items()}
     metrics = {k: reduce(p) for k, p in parts.items()}
     reference = MODEL_NAME if args.checkpoint else names[0]

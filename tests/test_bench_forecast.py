@@ -71,3 +71,20 @@ def test_bad_data_and_unknown_baseline_are_clear_errors(tmp_path):
     _write_csv(csv)
     with pytest.raises(ValueError, match="unknown baseline"):
         main(["--data", str(csv), "--out", str(tmp_path / "o"), "--baselines", "nope", "--no-plots"])
+
+
+def test_cached_baselines_are_reused_identically(tmp_path, capsys):
+    csv = tmp_path / "C.csv"
+    _write_csv(csv, seed=3)
+    args = ["--data", str(csv), "--baselines", "random_walk,drift", "--n-samples", "16", "--n-boot", "20",
+            "--no-plots", "--cache-dir", str(tmp_path / "cache")]
+    main(args + ["--out", str(tmp_path / "a")])
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == 2
+    capsys.readouterr()
+    main(args + ["--out", str(tmp_path / "b")])
+    assert capsys.readouterr().out.count("reused") == 2
+    a, b = ((tmp_path / d / "metrics.json").read_text() for d in ("a", "b"))
+    assert a == b
+    # a different test subset must not hit the cache
+    main(args + ["--out", str(tmp_path / "c"), "--max-windows", "5"])
+    assert len(list((tmp_path / "cache").glob("*.npz"))) == 4
