@@ -1,0 +1,127 @@
+"""``WindowDataModule``: point-in-time windows from ``stockr1.data`` as train / val / test loaders.
+
+source:
+  sample     the embedded offline S&P 500 + NASDAQ sample (``stockr1.data.sample_windows``)
+  synthetic  seeded synthetic tickers (``stockr1.data.synthetic_windows``), for tests
+  csv        any OHLCV csv (``path``), windows built with ``stockr1.data.build_windows``
+  dataset    a directory written by ``stockr1 data build`` (``stockr1.data.load_windows``)
+Batches are dicts ``{"x": [B, 5, L], "y": [B, 5, S], "idx": [B]}``; ``idx`` indexes the split's
+``Windows`` so metrics can be computed in price space.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from stockr1.types import SPLITS, Windows
+
+SOURCES = ("sample", "synthetic", "csv", "dataset")
+
+
+class WindowDataset(Dataset):
+    def __init__(self, windows: Windows) -> None:
+        self.x = torch.from_numpy(np.ascontiguousarray(windows.x, dtype=np.float32))
+        self.y = torch.from_numpy(np.ascontiguousarray(windows.y, dtype=np.float32))
+
+    def __len__(self) -> int:
+        return self.x.shape[0]
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"x": self.x[i], "y": self.y[i], "idx": torch.tensor(i)}
+
+
+def load_split_windows(source: str, path: str | None, lookback: int, horizon: int,
+                       n_tickers: int = 3, n_days: int = 400, seed: int = 0) -> Windows:
+    """All windows (every split) of one data source; see the module docstring."""
+    from stockr1 import data
+
+    if source == "sample":
+        return data.sample_windows(lookback=lookback, horizon=horizon)
+    if source == "synthetic":
+        return data.synthetic_windows(n_tickers=n_tickers, n_days=n_days, seed=seed,
+                                      lookback=lookback, horizon=horizon)
+    if source in ("csv", "dataset") and not path:
+        raise ValueError(f"data source {source!r} needs a path")
+    if source == "csv":
+        return data.build_windows(data.load_source("csv", path=path), lookback=lookback, horizon=horizon)
+    if source == "dataset":
+        return data.load_windows(path)
+    raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
+
+
+class WindowDataModule(L.LightningDataModule):
+    def __init__(
+        self,
+        source: str = "sample",
+        path: str | None = None,
+        lookback: int = 90,
+        horizon: int = 10,
+        batch_size: int = 256,
+        eval_batch_size: int = 1024,
+        num_workers: int = 0,
+        n_tickers: int = 3,
+        n_days: int = 400,
+        seed: int = 0,
+        predict_split: str = "test",
+    ) -> None:
+        super().__init__()
+        if source not in SOURCES:
+            raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
+        if predict_split not in SPLITS:
+            raise ValueError(f"predict_split must be one of {SPLITS}, got {predict_split!r}")
+        self.save_hyperparameters()
+        self.windows: dict[str, Windows] = {}
+
+    @classmethod
+    def from_windows(cls, windows: Windows, **kw) -> WindowDataModule:
+        """A datamodule over windows already in memory (tests, notebooks)."""
+        dm = cls(lookback=windows.x.shape[2], horizon=windows.y.shape[2], **kw)
+        dm._set(windows)
+        return dm
+
+    def _set(self, windows: Windows) -> None:
+        hp = self.hparams
+        if windows.x.shape[1:] != (5, hp.lookback) or windows.y.shape[1:] != (5, hp.horizon):
+            raise ValueError(f"windows are x{windows.x.shape[1:]} y{windows.y.shape[1:]}, expected "
+                             f"x(5, {hp.lookback}) y(5, {hp.horizon}) (lookback / horizon of the datamodule)")
+        for name in ("x", "y"):
+            bad = ~np.isfinite(getattr(windows, name)).all(axis=(1, 2))
+            if bad.any():
+                raise ValueError(f"{bad.sum()} windows have non-finite {name} (first: ticker "
+                                 f"{windows.ticker[bad][0]} at {windows.date[bad][0]})")
+        self.windows = {s: windows.split_of(s) for s in SPLITS}
+        if len(self.windows["train"]) == 0 or len(self.windows["val"]) == 0:
+            raise ValueError(f"need train and val windows, got { {s: len(w) for s, w in self.windows.items()} }")
+
+    def setup(self, stage: str | None = None) -> None:
+        if not self.windows:
+            hp = self.hparams
+            self._set(load_split_windows(hp.source, hp.path, hp.lookback, hp.horizon,
+                                         hp.n_tickers, hp.n_days, hp.seed))
+
+    def input_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-channel mean and std [5] of the TRAINING inputs (the model standardises with them)."""
+        self.setup()
+        x = self.windows["train"].x.astype(np.float64)
+        return torch.tensor(x.mean(axis=(0, 2)), dtype=torch.float32), \
+            torch.tensor(x.std(axis=(0, 2)) + 1e-8, dtype=torch.float32)
+
+    def _loader(self, split: str, train: bool) -> DataLoader:
+        hp = self.hparams
+        return DataLoader(WindowDataset(self.windows[split]), batch_size=hp.batch_size if train else hp.eval_batch_size,
+                          shuffle=train, num_workers=hp.num_workers, persistent_workers=hp.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader(self.hparams.predict_split, False)
