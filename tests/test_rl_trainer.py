@@ -60,51 +60,57 @@ def count_e(prompts, completions, **kw):
     return [float(c.count("e")) for c in completions]
 
 
-def _trainer(tok_dir: Path, out: Path, steps: int, **kw) -> GRPOTrainer:
-    torch.manual_seed(0)  # the projector's init draws from the global RNG, as a run's start would seed it
-    pol = _policy(tok_dir)
-    eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=6, temperature=1.0)
-    cfg = GRPOTrainConfig(group_size=4, queries_per_step=2, max_steps=steps, lr=1e-2, accelerator="cpu",
-                          ckpt_every=2, micro_batch=3, **kw)
-    return GRPOTrainer(pol, eng, _samples(pol.tokenizer), FuncScorer({"e": count_e}), cfg, out)
-
-
-def test_a_few_steps_change_trainable_parameters(tok_dir, tmp_path) -> None:
-    tr = _trainer(tok_dir, tmp_path, steps=2)
-    before = tr.trainable_state()
-    hist = tr.fit()
-    after = tr.trainable_state()
-    changed = [n for n in before if not torch.equal(before[n], after[n])]
-    assert any("projector" in n for n in changed)  # soft tokens get gradient through the projector
-    assert any("layers.0" in n for n in changed) and len(changed) > len(before) // 2
-    assert len(hist) == 2 and hist[-1]["reward/frac_zero_spread"] < 1.0
-    w = hist[0]["uncertainty/weight_mean"]
-    assert 0.125 <= w < 1.0 or w == 1.0
-    assert (tmp_path / "last.ckpt").exists()
-
-
 class Kill(Exception):
     pass
 
 
-def _kill_at(step: int):
-    def on_step(s: int, metrics: dict) -> None:
-        if s == step:
-            raise Kill
+def _trainer(tok_dir: Path, out: Path, steps: int, kill_at_call: int | None = None) -> GRPOTrainer:
+    torch.manual_seed(0)  # the projector's init draws from the global RNG, as a run's start would seed it
+    pol = _policy(tok_dir)
+    eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=6, temperature=1.0)
+    cfg = GRPOTrainConfig(group_size=4, queries_per_step=2, max_steps=steps, lr=1e-2, accelerator="cpu",
+                          ckpt_every=2, micro_batch=3)
+    calls = []
 
-    return on_step
+    def reward(prompts, completions, **kw):
+        calls.append(1)
+        if len(calls) == kill_at_call:
+            raise Kill  # the process dies in the middle of a step
+        return count_e(prompts, completions)
+
+    return GRPOTrainer(pol, eng, _samples(pol.tokenizer), FuncScorer({"e": reward}), cfg, out)
 
 
-def test_kill_and_resume_reproduces_uninterrupted_run(tok_dir, tmp_path) -> None:
-    full = _trainer(tok_dir, tmp_path / "full", steps=4)
-    full.fit()
-    killed = _trainer(tok_dir, tmp_path / "killed", steps=4)
-    killed.on_step = _kill_at(3)  # dies after step 3; last checkpoint is from step 2
+@pytest.fixture(scope="module")
+def full_run(tok_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("full")
+    tr = _trainer(tok_dir, out, steps=3)
+    before = tr.trainable_state()
+    tr.fit()
+    return tr, before, out
+
+
+def test_a_few_steps_change_trainable_parameters(full_run) -> None:
+    tr, before, out = full_run
+    after = tr.trainable_state()
+    changed = [n for n in before if not torch.equal(before[n], after[n])]
+    assert any("projector" in n for n in changed)  # soft tokens get gradient through the projector
+    assert any("layers.0" in n for n in changed) and len(changed) > len(before) // 2
+    hist = tr.history
+    assert len(hist) == 3 and hist[-1]["reward/frac_zero_spread"] < 1.0
+    assert all(0.125 <= h["uncertainty/weight_mean"] <= 1.0 for h in hist)
+    assert (out / "last.ckpt").exists()
+
+
+def test_kill_mid_step_and_resume_reproduces_uninterrupted_run(full_run, tok_dir, tmp_path) -> None:
+    full = full_run[0]
+    killed = _trainer(tok_dir, tmp_path, steps=3, kill_at_call=3)  # dies inside step 3; checkpoint is step 2
     with pytest.raises(Kill):
         killed.fit()
-    resumed = _trainer(tok_dir, tmp_path / "killed", steps=4)
+    assert killed.step == 2
+    resumed = _trainer(tok_dir, tmp_path, steps=3)
     resumed.fit(resume=True)
-    assert resumed.step == 4 and len(resumed.history) == 4
+    assert resumed.step == 3 and len(resumed.history) == 3
     a, b = full.trainable_state(), resumed.trainable_state()
     for n in a:
         assert torch.allclose(a[n], b[n], rtol=0, atol=1e-7), n
