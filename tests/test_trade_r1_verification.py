@@ -93,3 +93,11 @@ def test_method_registry_rewards(monkeypatch):
     assert all(reward_functions(m) for m in METHODS)
     with pytest.raises(ValueError, match="unknown method"):
         reward_functions("stock_r2")
+
+
+def test_aliases_extend_the_hard_match():
+    ctx = "Ticker: SP500\nS&P 500 rallies 1.1% to 1,951.70\nVIX at 20.5"
+    comp = "<think>S&P 500 rallies 1.1% to 1,951.70.</think><answer>BUY SP500</answer>"
+    plain = G.verify(ctx, comp, ["SP500"], "SP500", OfflineJudge(), k=1)
+    named = G.verify(ctx, comp, ["SP500"], "SP500", OfflineJudge(), k=1, aliases={"SP500": ["S&P 500"]})
+    assert plain.factuality == 0.0 and named.factuality == 1.0  # evidence was "Ticker: SP500" only

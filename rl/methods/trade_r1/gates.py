@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -75,17 +75,20 @@ def selected_assets(decision: str, universe: Sequence[str], default: str) -> lis
 
 
 def verify(context: str, completion: str, universe: Sequence[str], ticker: str, judge: Judge,
-           k: int = 5, embedder: Embedder | None = None) -> TriangularScores:
-    """Two-stage verification of one completion -> triangular scores."""
+           k: int = 5, embedder: Embedder | None = None,
+           aliases: Mapping[str, Sequence[str]] | None = None) -> TriangularScores:
+    """Two-stage verification of one completion -> triangular scores. ``aliases`` maps a ticker
+    to the names the context uses for it (e.g. "SP500" -> ["S&P 500"]) for the hard match."""
     reasoning, decision = split_output(completion)
     if not decision:
         return TriangularScores(0.0, 0.0, 0.0, error="no decision")
-    evidence = retrieve(context, selected_assets(decision, universe, ticker), reasoning + "\n" + decision, k, embedder)
+    names = [n for a in selected_assets(decision, universe, ticker) for n in [a, *(aliases or {}).get(a, ())]]
+    evidence = retrieve(context, names, reasoning + "\n" + decision, k, embedder)
     return judge.score(evidence, reasoning, decision)
 
 
 def gated_reward(gate: str, judge: Judge | None = None, k: int = 5, embedder: Embedder | None = None):
-    """TRL-style reward ``(prompts, completions, context, ticker, excess_return, universe=None)``.
+    """TRL-style reward ``(prompts, completions, context, ticker, excess_return, universe=None, aliases=None)``.
 
     ``excess_return`` is r of App. A.3 for the decision the sample stands for (precomputed from the
     data, e.g. ``market_reward``); None/NaN -> None (skipped)."""
@@ -93,7 +96,8 @@ def gated_reward(gate: str, judge: Judge | None = None, k: int = 5, embedder: Em
         raise ValueError(f"unknown gate {gate!r}; choose from {sorted(GATES)}")
     g, judge = GATES[gate], judge or OfflineJudge()
 
-    def reward(prompts, completions, context, ticker, excess_return, universe=None, **_) -> list[float | None]:
+    def reward(prompts, completions, context, ticker, excess_return, universe=None, aliases=None,
+               **_) -> list[float | None]:
         out: list[float | None] = []
         for i, c in enumerate(completions):
             r = excess_return[i]
@@ -101,7 +105,8 @@ def gated_reward(gate: str, judge: Judge | None = None, k: int = 5, embedder: Em
                 out.append(None)
                 continue
             uni = universe[i] if universe is not None else [ticker[i]]
-            sc = verify(context[i], c if isinstance(c, str) else c[-1]["content"], uni, ticker[i], judge, k, embedder)
+            sc = verify(context[i], c if isinstance(c, str) else c[-1]["content"], uni, ticker[i], judge, k, embedder,
+                        aliases[i] if aliases is not None else None)
             out.append(g(float(r), sc.s))
         return out
 
