@@ -177,14 +177,20 @@ class Policy(nn.Module):
     # ------------------------------------------------------------------ construction helpers
     @staticmethod
     def _load_tokenizer(cfg: PolicyConfig):
-        from llm.tokenizer import load_tokenizer
+        """The base tokenizer as saved (protocol tokens are added afterwards, so we know which are new)."""
+        from transformers import AutoTokenizer
+
+        from llm.tokenizer import CHAT_TEMPLATE
 
         path = cfg.tokenizer_path or ("checkpoints/tokenizer" if cfg.name_or_path == "tiny" else cfg.name_or_path)
         if cfg.name_or_path == "tiny" and not Path(path).exists():
             raise FileNotFoundError(
                 f"tiny policy needs the offline tokenizer at {path!r}; build it with `stockr1 tokenizer build`"
             )
-        return load_tokenizer(path)
+        tok = AutoTokenizer.from_pretrained(str(path))
+        if tok.chat_template is None:
+            tok.chat_template = CHAT_TEMPLATE
+        return tok
 
     def _fit_vocab(self, model, n_new: int) -> None:
         """Make room for added tokens; new rows start at the mean embedding (not random)."""
@@ -321,12 +327,13 @@ class Policy(nn.Module):
             raise FileNotFoundError(f"{path} is not a saved policy (no policy_config.json)")
         cfg = PolicyConfig.from_dict({**json.loads(cfg_file.read_text()), **overrides})
         adapter = path / "adapter"
-        if (path / "model").exists():
-            cfg_build = dataclasses.replace(cfg, name_or_path=str(path / "model"), lora_r=0)
-        else:
-            cfg_build = dataclasses.replace(cfg, lora_r=0)
-        policy = cls(cfg_build, tokenizer=load_tokenizer(path / "tokenizer"),
-                     adapter_path=adapter if adapter.exists() else None)
+        if (path / "model").exists():  # full fine-tune: the saved model has every row, tokenizer included
+            cfg_build, tok = dataclasses.replace(cfg, name_or_path=str(path / "model"), lora_r=0), load_tokenizer(path / "tokenizer")
+        elif cfg.name_or_path == "tiny":
+            cfg_build, tok = dataclasses.replace(cfg, lora_r=0), load_tokenizer(path / "tokenizer")
+        else:  # LoRA on a hub/local base: rebuild the base exactly as at training time (new-row init too)
+            cfg_build, tok = dataclasses.replace(cfg, lora_r=0), None
+        policy = cls(cfg_build, tokenizer=tok, adapter_path=adapter if adapter.exists() else None)
         policy.cfg = cfg
         policy.projector.load_state_dict(torch.load(path / "projector.pt", map_location="cpu", weights_only=True))
         policy.projector.requires_grad_(cfg.soft_tokens)
