@@ -50,14 +50,18 @@ def concat_forecasts(parts: Sequence[Forecast]) -> Forecast:
 class ActionConditionedDecoder(nn.Module):
     """``forward(x [B, 5, L], actions: ActionBatch) -> TSOutput``; ``forecast(windows, actions) -> Forecast``."""
 
-    def __init__(self, ts_cfg: TSEncoderConfig, act_cfg: ActionEncoderConfig | None = None) -> None:
+    def __init__(self, ts_cfg: TSEncoderConfig, act_cfg: ActionEncoderConfig | None = None,
+                 encoder: TSEncoder | None = None, normalizer: UncertaintyNormalizer | None = None) -> None:
+        """``encoder`` / ``normalizer``: share existing modules (the Lightning module passes its own)."""
         super().__init__()
         act_cfg = act_cfg or ActionEncoderConfig()
         self.ts_cfg = replace(ts_cfg, cond_dim=act_cfg.cond_dim)
         self.act_cfg = act_cfg
-        self.encoder = TSEncoder(self.ts_cfg)
+        if encoder is not None and encoder.cfg != self.ts_cfg:
+            raise ValueError(f"shared encoder has config {encoder.cfg}, expected {self.ts_cfg}")
+        self.encoder = encoder if encoder is not None else TSEncoder(self.ts_cfg)
         self.action_encoder = ActionEncoder(act_cfg)
-        self.normalizer = UncertaintyNormalizer()
+        self.normalizer = normalizer if normalizer is not None else UncertaintyNormalizer()
 
     def load_encoder_state(self, state: dict[str, Tensor]) -> None:
         """Initialise from an unconditioned encoder's state dict (FiLM keeps its identity init)."""
@@ -70,6 +74,10 @@ class ActionConditionedDecoder(nn.Module):
         if len(actions) != x.shape[0]:
             raise ValueError(f"{len(actions)} actions for a batch of {x.shape[0]} windows")
         return self.encoder(x, self.action_encoder(actions))
+
+    def no_action(self, start: np.ndarray) -> ActionBatch:
+        """The all-missing action batch for len(start) windows (what "no action" means here)."""
+        return featurize([None] * len(start), start).to(next(self.parameters()).device)
 
     @torch.no_grad()
     def forecast(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -87,15 +88,25 @@ class ActionThresholds:
             raise ValueError(f"ActionThresholds.fit needs >= 3 train windows, got {len(train)}")
         return cls.fit_paths(train.future[:, :, CLOSE], train.last_close, **kw)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "cuts": {k: [float(v[0]), float(v[1])] for k, v in self.cuts.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ActionThresholds:
+        d = dict(d)
+        d["cuts"] = {k: (float(v[0]), float(v[1])) for k, v in d["cuts"].items()}
+        missing = set(QUANTILE_FEATURES) - set(d["cuts"])
+        if missing:
+            raise KeyError(f"thresholds lack cuts for {sorted(missing)}")
+        return cls(**d)
+
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=2))
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2))
 
     @classmethod
     def load(cls, path: str | Path) -> ActionThresholds:
         try:
-            d = json.loads(Path(path).read_text())
-            d["cuts"] = {k: (float(v[0]), float(v[1])) for k, v in d["cuts"].items()}
-            return cls(**d)
+            return cls.from_dict(json.loads(Path(path).read_text()))
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ValueError(f"cannot read action thresholds from {path}: {e}") from e
 

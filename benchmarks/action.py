@@ -1,0 +1,189 @@
+"""`stockr1 bench action`: does the forecast action carry information, and does it control the decoder?
+
+    stockr1 bench action --checkpoint checkpoints/action_tiny/decoder.ckpt --out results/action
+
+1. Oracle gain. On held-out windows, the decoder conditioned on the true future action a* = g(y) vs the
+   same decoder with no action: return RMSE and CRPS (``stockr1.metrics.forecast``). Reported for the full
+   a* (its numeric fields pin end/max/min, an upper bound), for a* without numeric fields (the discrete
+   profile only) and for the direction field alone.
+2. Controllability. For every window, request single-field actions that differ only in that field
+   (direction up / down / flat, volatility low / medium / high, ...) and report how often the profile of
+   the decoded trajectory g(decoded) has the requested value (``actions_from_forecast``, consensus over
+   sample paths). The no-action decode gives the base rate of each value.
+
+Writes ``metrics.json`` (model -> metric -> value), ``table.md`` and ``controllability.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from forecast_action.derive import ActionThresholds, actions_from_forecast, actions_from_windows
+from forecast_action.schema import FIELD_SPECS, ForecastAction
+from stockr1.metrics.forecast import forecast_metrics
+from stockr1.types import Windows
+
+CONTROL_FIELDS = ("direction", "volatility_level", "range_width_bin", "max_drawdown_bin", "tail_risk_level",
+                  "trendline_fit", "monotonicity", "peak_timing_bin", "trough_timing_bin")
+TARGET_FIELDS = ("direction", "volatility_level", "range_width_bin")  # target >= 0.80 on the extremes
+REPORT = ("return_rmse", "crps", "price_mape", "da_10", "cov_close90", "width_close90", "rv_mae_dist")
+
+
+def held_out(windows: Windows, split: str, max_windows: int | None) -> Windows:
+    w = windows.split_of(split)
+    if max_windows and len(w) > max_windows:  # evenly spaced in time, deterministic
+        w = w.select(np.linspace(0, len(w) - 1, max_windows).round().astype(int))
+    return w
+
+
+def strip(a: ForecastAction, keep: tuple[str, ...] | None = None, numeric: bool = True) -> ForecastAction:
+    d = {k: v for k, v in a.present().items()
+         if (keep is None or k in keep) and (numeric or FIELD_SPECS[k].kind != "numeric")}
+    return ForecastAction(**d)
+
+
+def oracle_gain(decoder, w: Windows, th: ActionThresholds, n_samples: int, seed: int) -> dict[str, dict[str, float]]:
+    a_star = actions_from_windows(w, th)
+    variants = {
+        "unconditioned": None,
+        "oracle_full": a_star,
+        "oracle_discrete": [strip(a, numeric=False) for a in a_star],
+        "oracle_direction": [strip(a, keep=("direction",)) for a in a_star],
+    }
+    out = {}
+    for name, acts in variants.items():
+        fc = decoder.forecast(w, acts, n_samples, generator=torch.Generator().manual_seed(seed))
+        m = forecast_metrics(fc, w)
+        out[name] = {k: m[k] for k in REPORT if k in m}
+    base = out["unconditioned"]
+    for name in ("oracle_full", "oracle_discrete", "oracle_direction"):
+        for k in ("return_rmse", "crps"):
+            out[name][f"{k}_reduction"] = 1.0 - out[name][k] / base[k]
+    return out
+
+
+def controllability(decoder, w: Windows, th: ActionThresholds, n_samples: int, seed: int,
+                    fields: tuple[str, ...] = CONTROL_FIELDS) -> dict[str, dict[str, float]]:
+    start = w.last_close
+    gen = torch.Generator().manual_seed(seed)
+    base = actions_from_forecast(decoder.forecast(w, None, n_samples, generator=gen), start, th)
+    out: dict[str, dict[str, float]] = {}
+    for f in fields:
+        values = FIELD_SPECS[f].values or ()
+        row: dict[str, float] = {}
+        for v in values:
+            gen = torch.Generator().manual_seed(seed)
+            fc = decoder.forecast(w, [ForecastAction(**{f: v})] * len(w), n_samples, generator=gen)
+            prof = actions_from_forecast(fc, start, th)
+            row[v] = float(np.mean([getattr(p, f) == v for p in prof]))
+            row[f"base_{v}"] = float(np.mean([getattr(p, f) == v for p in base]))
+            if f == "direction":
+                mean_prof = actions_from_forecast(fc, start, th, source="mean")
+                row[f"{v}_mean_path"] = float(np.mean([p.direction == v for p in mean_prof]))
+        row["mean"] = float(np.mean([row[v] for v in values]))
+        row["extremes"] = float(np.mean([row[values[0]], row[values[1] if f == "direction" else values[-1]]]))
+        out[f] = row
+    return out
+
+
+def write_table(path: Path, oracle: dict, control: dict, meta: dict) -> None:
+    lines = [f"# Action benchmark ({meta['split']} split, {meta['n_windows']} windows, {meta['n_samples']} samples)",
+             "", "## Oracle gain (decoder conditioned on a* = g(realised future) vs no action)", "",
+             "| model | return RMSE | CRPS | RMSE reduction | CRPS reduction | price MAPE | DA-10 | cov90 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, m in oracle.items():
+        red = (f"{m['return_rmse_reduction']:+.1%} | {m['crps_reduction']:+.1%}" if "crps_reduction" in m
+               else "- | -")
+        lines.append(f"| {name} | {m['return_rmse']:.4f} | {m['crps']:.4f} | {red} | {m['price_mape']:.4f} | "
+                     f"{m.get('da_10', float('nan')):.3f} | {m['cov_close90']:.3f} |")
+    lines += ["", "## Controllability: share of windows where g(decoded) has the requested value",
+              "(single-field actions; `base` = share with no action; target >= 80% on the extremes for "
+              "direction, volatility and range)", "",
+              "| field | requested value: match (base) | extremes | mean |", "|---|---|---|---|"]
+    for f, row in control.items():
+        vals = FIELD_SPECS[f].values or ()
+        cells = ", ".join(f"{v}: {row[v]:.0%} ({row['base_' + v]:.0%})" for v in vals)
+        lines.append(f"| {f} | {cells} | {row['extremes']:.0%} | {row['mean']:.0%} |")
+    if "direction" in control:
+        d = control["direction"]
+        lines += ["", "Direction of the mean path (not the sample consensus): "
+                  + ", ".join(f"{v}: {d[v + '_mean_path']:.0%}" for v in ("up", "down", "flat"))]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def plot(path: Path, control: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    labels, match, base = [], [], []
+    for f, row in control.items():
+        for v in FIELD_SPECS[f].values or ():
+            labels.append(f"{f.replace('_bin', '').replace('_level', '')}={v}")
+            match.append(row[v])
+            base.append(row["base_" + v])
+    x = np.arange(len(labels))
+    ax.bar(x - 0.2, match, 0.4, label="requested")
+    ax.bar(x + 0.2, base, 0.4, label="no action (base rate)")
+    ax.axhline(0.8, color="k", lw=0.8, ls="--")
+    ax.set_xticks(x, labels, rotation=75, fontsize=7)
+    ax.set_ylabel("g(decoded) == requested")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="stockr1 bench action", description=__doc__.splitlines()[0])
+    p.add_argument("--checkpoint", required=True, help="ActionDecoderModule checkpoint (forecast_action.train)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--data", default="sample", choices=["sample", "synthetic"])
+    p.add_argument("--split", default="test", choices=["val", "test"])
+    p.add_argument("--max-windows", type=int, default=500)
+    p.add_argument("--n-samples", type=int, default=100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--fields", default=",".join(CONTROL_FIELDS))
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    from forecast_action.module import THRESHOLDS_FILE, ActionDecoderModule
+    from forecast_action.train import load_windows
+
+    t0 = time.time()
+    module = ActionDecoderModule.load_from_checkpoint(a.checkpoint, map_location="cpu")
+    decoder = module.decoder.eval()
+    beside = Path(a.checkpoint).parent / THRESHOLDS_FILE
+    th = module.thresholds or ActionThresholds.load(beside)
+    cfg = decoder.ts_cfg
+    w = held_out(load_windows({"source": a.data, "lookback": cfg.lookback, "horizon": cfg.horizon}),
+                 a.split, a.max_windows)
+    oracle = oracle_gain(decoder, w, th, a.n_samples, a.seed)
+    fields = tuple(f for f in a.fields.split(",") if f)
+    unknown = [f for f in fields if f not in CONTROL_FIELDS]
+    if unknown:
+        raise SystemExit(f"--fields: unknown {unknown}; choose from {CONTROL_FIELDS}")
+    control = controllability(decoder, w, th, a.n_samples, a.seed, fields)
+    meta = {"checkpoint": str(a.checkpoint), "data": a.data, "split": a.split, "n_windows": len(w),
+            "n_samples": a.n_samples, "seed": a.seed, "seconds": round(time.time() - t0, 1),
+            "targets_met": {f: control[f]["extremes"] >= 0.8 for f in TARGET_FIELDS if f in control}}
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = {**oracle, **{f"control/{f}": row for f, row in control.items()}, "meta": meta}
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    write_table(out / "table.md", oracle, control, meta)
+    plot(out / "controllability.png", control)
+    print((out / "table.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""Lightning training of the action-conditioned decoder: L_TS conditioned on the teacher action a*.
+
+``ActionDecoderModule`` subclasses ``ts_encoder.module.TSForecastModule`` and keeps its optimiser and
+schedule (``configure_optimizers``), input standardisation (``setup``) and checkpoint layout; the data
+comes from ``ts_encoder.datamodule.WindowDataModule`` (batches ``{"x", "y", "idx"}``). What it adds:
+
+- the action encoder e_ψ, shared with ``self.decoder`` (an ``ActionConditionedDecoder`` over the
+  parent's ``self.model`` and ``self.normalizer``, so the same weights serve both views);
+- a teacher-action table: a* = g(realised future) for every train/val window (``idx`` looks it up),
+  with g's thresholds fitted on the train split in ``setup`` and stored as a hyper-parameter;
+- action dropout (``drop_fields``): the whole action is hidden with prob ``p_none`` and otherwise each
+  field kept at a per-sample rate k ~ U(0, 1), so full, partial, single-field and no-action inputs are
+  all trained; L_TS = ``ts_loss`` of the conditioned output;
+- validation logs the loss with the full a* (``val/loss``, the checkpoint monitor), with no action
+  (``val/loss_uncond``) and their gap ``val/oracle_gap`` - the information the interface carries;
+- ``fit_normalizer`` uses the no-action forecast, the uncertainty the LLM sees before it acts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from forecast_action.decoder import ActionConditionedDecoder
+from forecast_action.derive import ActionThresholds, actions_from_windows
+from forecast_action.encoder import ActionBatch, ActionEncoderConfig, drop_fields, featurize
+from stockr1.types import Forecast, Windows
+from ts_encoder.config import LossWeights, TSEncoderConfig
+from ts_encoder.loss import ts_loss
+from ts_encoder.module import TSForecastModule
+from ts_encoder.uncertainty import raw_uncertainty
+
+THRESHOLDS_FILE = "action_thresholds.json"
+
+
+class ActionDecoderModule(TSForecastModule):
+    """``load_from_checkpoint(path)`` needs no arguments (configs and thresholds are hyper-parameters).
+
+    init_encoder: a TS-encoder checkpoint (or state dict) to start from; FiLM keeps its identity init.
+    pretrained_from: provenance only (the checkpoint stores ``init_encoder`` here, so reloading does not
+    need the original file).
+    """
+
+    def __init__(
+        self,
+        encoder: TSEncoderConfig | dict[str, Any] | None = None,
+        loss_weights: LossWeights | dict[str, Any] | None = None,
+        lr: float = 1e-3,
+        weight_decay: float = 0.01,
+        warmup_steps: int = 100,
+        min_lr_ratio: float = 0.0,
+        normalizer_fit_windows: int = 2048,
+        val_samples: int = 100,
+        fan_chart_windows: int = 0,
+        action: dict[str, Any] | None = None,
+        thresholds: dict[str, Any] | None = None,
+        p_none: float = 0.2,
+        init_encoder: str | None = None,
+        pretrained_from: str | None = None,
+    ) -> None:
+        act_cfg = ActionEncoderConfig(**(action or {}))
+        cfg = replace(TSEncoderConfig.from_any(encoder), cond_dim=act_cfg.cond_dim)
+        super().__init__(encoder=cfg, loss_weights=loss_weights, lr=lr, weight_decay=weight_decay,
+                         warmup_steps=warmup_steps, min_lr_ratio=min_lr_ratio,
+                         normalizer_fit_windows=normalizer_fit_windows, val_samples=val_samples,
+                         fan_chart_windows=fan_chart_windows)
+        self.save_hyperparameters({
+            **dict(self.hparams), "action": asdict(act_cfg), "thresholds": thresholds, "p_none": p_none,
+            "init_encoder": None, "pretrained_from": init_encoder or pretrained_from,
+        })
+        self.decoder = ActionConditionedDecoder(cfg, act_cfg, encoder=self.model, normalizer=self.normalizer)
+        if init_encoder:
+            self.decoder.load_encoder_state(load_encoder_state(init_encoder))
+        self._teacher: dict[str, ActionBatch] = {}
+
+    @property
+    def thresholds(self) -> ActionThresholds | None:
+        th = self.hparams.get("thresholds")
+        return ActionThresholds.from_dict(th) if th else None
+
+    # ---------------------------------------------------------------- data
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        dm = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        if dm is None or not getattr(dm, "windows", None):
+            return
+        if self.thresholds is None:  # fitted on the TRAIN split only; stored so g is frozen with the model
+            if stage != "fit":
+                raise RuntimeError("no action thresholds: fit the module first")
+            train = dm.windows["train"]
+            self.hparams["thresholds"] = ActionThresholds.fit_paths(train.future[:, :, 3], train.last_close).to_dict()
+        splits = ("train", "val") if stage == "fit" else ("test",) if stage == "test" else ("val",)
+        self._teacher.update({s: teacher_actions(dm.windows[s], self.thresholds) for s in splits})
+
+    def _actions(self, split: str, idx: Tensor) -> ActionBatch:
+        if split not in self._teacher:
+            raise RuntimeError("teacher actions are built in setup('fit'); train with a WindowDataModule")
+        t = self._teacher[split]
+        i = idx.cpu()
+        return ActionBatch(t.codes[i], t.numeric[i], t.mask[i]).to(self.device)
+
+    # ---------------------------------------------------------------- steps
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        ab = drop_fields(self._actions("train", batch["idx"]), self.hparams.p_none)
+        loss, parts = ts_loss(self.decoder(batch["x"], ab), batch["y"], self.weights)
+        bs = batch["x"].shape[0]
+        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=bs)
+        self.log_dict({f"train/{k}": v for k, v in parts.items()}, on_epoch=True, batch_size=bs)
+        return loss
+
+    def _eval_step(self, batch: dict[str, Tensor], split: str) -> None:
+        ab = self._actions(split, batch["idx"])
+        cond, _ = ts_loss(self.decoder(batch["x"], ab), batch["y"], self.weights)
+        uncond, _ = ts_loss(self.decoder(batch["x"], drop_fields(ab, p_none=1.0)), batch["y"], self.weights)
+        self.log_dict({f"{split}/loss": cond, f"{split}/loss_uncond": uncond, f"{split}/oracle_gap": uncond - cond},
+                      prog_bar=split == "val", batch_size=batch["x"].shape[0])
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
+        """The no-action forecast heads (conditioned forecasts go through ``forecast(.., actions=..)``)."""
+        x = batch["x"]
+        out = self.decoder(x, featurize([None] * x.shape[0], np.ones(x.shape[0])).to(self.device))
+        u = raw_uncertainty(out)
+        u = self.normalizer(u) if bool(self.normalizer.fitted) else torch.full_like(u, float("nan"))
+        return {"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high, "q_low": out.q_low, "uncertainty": u,
+                "idx": batch["idx"]}
+
+    @torch.no_grad()
+    def fit_normalizer(self, train: Windows) -> None:
+        """Normalise U by its train-split CDF under the no-action forecast."""
+        n = len(train)
+        idx = np.unique(np.linspace(0, n - 1, min(n, self.hparams.normalizer_fit_windows)).round().astype(int))
+        was_training = self.training
+        self.eval()
+        u = []
+        for chunk in np.array_split(idx, max(1, len(idx) // 1024)):
+            w = train.select(chunk)
+            x = torch.as_tensor(w.x, dtype=torch.float32, device=self.device)
+            u.append(raw_uncertainty(self.decoder(x, self.decoder.no_action(w.last_close))))
+        self.normalizer.fit(torch.cat(u).cpu())
+        self.train(was_training)
+
+    @torch.no_grad()
+    def forecast(self, windows: Windows, n_samples: int = 100, cond: Tensor | None = None, batch_size: int = 1024,
+                 seed: int | None = 0, actions: list | None = None) -> Forecast:
+        """Parent signature plus ``actions`` (one ForecastAction | None per window); ``cond`` is not used
+        here - actions enter through e_ψ."""
+        if cond is not None:
+            raise ValueError("ActionDecoderModule.forecast takes `actions`, not a raw `cond` vector")
+        gen = torch.Generator().manual_seed(seed) if seed is not None else None
+        return self.decoder.forecast(windows, actions, n_samples, gen, batch_size)
+
+
+def teacher_actions(windows: Windows, thresholds: ActionThresholds) -> ActionBatch:
+    """featurised a* = g(realised future) for every window (CPU tensors)."""
+    return featurize(actions_from_windows(windows, thresholds), windows.last_close)
+
+
+def load_encoder_state(path: str | Path) -> dict[str, Tensor]:
+    """The TSEncoder state dict inside a ``TSForecastModule`` checkpoint (keys under ``model.``) or a
+    plain state dict."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    state = ckpt.get("state_dict", ckpt) if isinstance(ckpt, dict) else ckpt
+    sub = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
+    return sub or state
