@@ -218,3 +218,18 @@ def test_real_policy_logprobs_match_token_logprobs(tok):
     again = RolloutEngine(pol, tok, [_tool()], max_new_tokens=12, temperature=0.9, seed=1).generate(
         prompts, ts_tokens=ts, num_return_sequences=2)
     assert [r.token_ids for r in again] == [r.token_ids for r in rs]
+
+
+def test_temperature_and_top_p_shape_the_sampling(tok):
+    p = chat_prompt(tok, "Question: will it rise?")
+    script = {p: ["trend looks up. <answer>yes</answer>"]}
+
+    def run(**kw):
+        pol = ScriptedPolicy(tok, script, confidence=3.0)  # scripted token has ~6% mass at T=1 over ~360 tokens
+        return RolloutEngine(pol, tok, [], max_new_tokens=12, seed=0, **kw).generate([p], num_return_sequences=4)
+
+    for r in run(temperature=0.0) + run(temperature=1.0, top_p=0.05):  # greedy / nucleus of one token
+        assert r.answer == "yes" and r.completion == script[p][0]
+    wild = run(temperature=1.0)
+    assert all(r.completion != script[p][0] for r in wild)  # full distribution: off script
+    assert all(lp < -1.0 for r in wild for lp, m in zip(r.logprobs, r.gen_mask, strict=True) if m)
