@@ -3,8 +3,9 @@
 Stages structure -> claims -> decision; each is an SFT warm start on format-teacher theses
 (``prompt.template_thesis`` at that stage) followed by RFT (GRPO) with that stage's reward heads,
 and each stage starts from the previous stage's checkpoint. The config (YAML) is the sequence; this
-module is the runner. Training itself is delegated to a ``Backend`` (SFT + GRPO of the shared
-stack), so the curriculum logic is testable without a model. A finished stage writes
+module is the runner. Training itself is delegated to a ``Backend``
+(``backend.SharedStackBackend``: text SFT + the shared ``rl.trainer.GRPOTrainer``), so the
+curriculum logic is testable without a model. A finished stage writes
 ``<out>/<stage>/DONE`` with its checkpoint path, and a rerun skips it (resume).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +57,7 @@ class CurriculumConfig:
     out: str
     stages: tuple[StageConfig, ...]
     n_train: int = 64
-    lora: dict[str, Any] | None = None
+    policy_overrides: dict[str, Any] = field(default_factory=dict)  # PolicyConfig fields for a fresh policy
 
 
 def load_config(path: str | Path) -> CurriculumConfig:
@@ -145,23 +147,6 @@ def run_curriculum(cfg: CurriculumConfig, examples: list[dict[str, Any]], backen
     return log
 
 
-class SharedStackBackend:
-    """SFT and GRPO through the shared stack (``rl.trainer``); imported lazily, so the curriculum
-    runs wherever that trainer is installed (text-only GRPO with ``reward_funcs``)."""
-
-    def sft(self, examples, target, init, stage, out):
-        from rl.trainer import text_sft  # the RL engineer's text-only SFT entry point
-
-        return text_sft([e["prompt"] for e in examples], [e[target] for e in examples], init=init, out=str(out), **stage.sft)
-
-    def rft(self, examples, reward, init, stage, out):
-        from rl.trainer import text_grpo  # the RL engineer's text-only GRPO entry point
-
-        cols = {"label": [e["label"] for e in examples], "excess_return": [e["excess_return"] for e in examples]}
-        return text_grpo([e["prompt"] for e in examples], reward_funcs=[reward], columns=cols, init=init,
-                         out=str(out), **stage.rft)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 curriculum", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="configs/methods/trading_r1/curriculum.yaml")
@@ -170,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     cfg = load_config(a.config)
     if a.out:
-        cfg = CurriculumConfig(cfg.name, cfg.policy, a.out, cfg.stages, cfg.n_train, cfg.lora)
+        cfg = CurriculumConfig(cfg.name, cfg.policy, a.out, cfg.stages, cfg.n_train, cfg.policy_overrides)
     from stockr1.data import load_source, sample_windows
     from stockr1.data.context import sample_store
 
@@ -186,5 +171,14 @@ def main(argv: list[str] | None = None) -> int:
                                             excess_return=[e["excess_return"] for e in examples])
             print(f"{stage.name}: {len(examples)} examples, mean reward of SFT targets {np.nanmean(np.array(r, float)):.3f}")
         return 0
-    print(json.dumps(run_curriculum(cfg, examples, SharedStackBackend()), indent=1))
+    from rl.methods.trading_r1.backend import SharedStackBackend
+
+    torch_threads = int(os.environ.get("STOCKR1_THREADS", "2"))
+    import torch
+
+    torch.set_num_threads(torch_threads)
+    backend = SharedStackBackend(cfg.policy_overrides)
+    log = run_curriculum(cfg, examples, backend)
+    (out / "curriculum_log.json").write_text(json.dumps({"stages": log, "training": backend.history}, indent=1))
+    print(json.dumps(log, indent=1))
     return 0
