@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default=None, help="SFT config (for the data section); default: run's")
     ap.add_argument("--out", required=True)
     ap.add_argument("--n", type=int, default=200, help="test questions evaluated (balanced slice)")
-    ap.add_argument("--max-new-tokens", type=int, default=384)
+    ap.add_argument("--max-new-tokens", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)

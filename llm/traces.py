@@ -122,13 +122,17 @@ def explain(item: QAItem, d: Decision, path: Path) -> str:
     elif k in ("ev_drop_paper", "nw_positive_fall"):
         lo = float(np.min(path.close[:x]))
         body = f"The lowest forecast close is {lo:.2f}, {_pct(lo, last):+.2f}% versus today."
-    elif k in ("fd_spread_vol_paper", "ms_vol_direction_paper"):
+    elif k in ("fd_spread_vol_paper", "fd_macro_vol", "ms_vol_direction_paper"):
         lr = np.diff(np.log(np.concatenate([[last], path.close[:x]])))
         body = (f"The forecast daily volatility is {100 * float(np.std(lr)):.2f}% against "
                 f"{100 * d.past_vol(x):.2f}% over the past {x} days.")
     elif k == "ev_volume_spike":
         body = (f"The largest forecast volume is {float(np.max(path.volume[:x])):,.0f} against "
                 f"{p['m']}x the 20-day average = {p['m'] * d.avg_volume(20):,.0f}.")
+    elif k == "ms_up_with_bounded_risk":
+        c, lo = float(path.close[x - 1]), float(np.min(path.close[:x]))
+        body = (f"The day-{x} close is {c:.2f} ({_pct(c, last):+.2f}%) and the lowest close is {lo:.2f} "
+                f"({_pct(lo, last):+.2f}%) against a limit of -{p['k']}%.")
     elif k == "ms_peak_timing":
         body = f"The highest forecast close is on day {int(np.argmax(path.close[:x])) + 1} of {x}."
     else:

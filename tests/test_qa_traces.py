@@ -93,3 +93,24 @@ def test_openai_teacher_with_injected_client() -> None:
     traces2, _ = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, teacher=good, context_fn=context_fn,
                              cfg=TraceConfig(drop_trivial=False)).write(items)
     assert len(traces2) == rep.dropped["teacher_answer_wrong"]
+
+
+def test_explanations_state_the_statistic_each_template_uses() -> None:
+    from llm.qa import TEMPLATES
+    from llm.qa.core import decision_at, realised_path
+    from llm.traces import explain
+    from tests.test_qa_generator import fixed_windows
+
+    w = fixed_windows()
+    gen = QAGenerator(w, context_fn)
+    d = decision_at(w, 0, context_fn(str(w.ticker[0]), w.date[0]))
+    words = {"vol": "volatility", "volume": "volume", "mdd": "drawdown", "peak": "highest", "bounded": "lowest"}
+    for t in TEMPLATES:
+        if not t.usable(d):
+            continue
+        it = gen.make_item(0, t, t.grid[-1], "train", "q")
+        text = explain(it, d, realised_path(w, 0))
+        assert text.endswith(f"<answer>{it.answer}</answer>")
+        for key, word in words.items():
+            if key in t.key and not (key == "vol" and "volume" in t.key):
+                assert word in text, (t.key, text)
