@@ -191,8 +191,14 @@ def run_models(
             per[name][t] = res.metrics
             eq.append(res.equity.reset_index(drop=True))
         curves[name] = pd.concat(eq, axis=1).mean(axis=1)
-    mean = {m: {k: float(np.nanmean([per[m][t][k] for t in tickers])) for k in TRADING_METRICS} for m in per}
+    mean = {m: {k: _mean_finite([per[m][t][k] for t in tickers]) for k in TRADING_METRICS} for m in per}
     return mean, per, curves
+
+
+def _mean_finite(values: list[float]) -> float:
+    """Mean over tickers of the defined values (NaN when none is, e.g. Sharpe of a model that never trades)."""
+    v = [x for x in values if math.isfinite(x)]
+    return float(np.mean(v)) if v else float("nan")
 
 
 def table_md(mean: dict[str, dict[str, float]]) -> str:
@@ -283,8 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(_clean(mean), indent=2))
     (out / "per_ticker.json").write_text(json.dumps(_clean(per), indent=2))
-    (out / "config.json").write_text(json.dumps({**asdict(cfg), "data": a.data, "split": a.split,
-                                                  "n_windows": len(test)}, indent=2))
+    (out / "config.json").write_text(json.dumps({**asdict(cfg), "data": a.data, "split": a.split, "n_windows": len(test),
+                                                  "period": [str(test.date.min())[:10], str(test.date.max())[:10]]},
+                                                 indent=2))
     table = table_md(mean)
     (out / "table.md").write_text(table)
     _plot(curves, out / "equity.png")
