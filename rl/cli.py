@@ -1,0 +1,182 @@
+"""``stockr1 grpo --config configs/grpo/tiny.yaml``: u-GRPO from the SFT checkpoint.
+
+Wiring (each piece is the shared one, so GRPO sees exactly what SFT and the QA benchmark see):
+data (``llm.sft.load_data``) -> QA items (``llm.qa.generator``; train split only) -> action
+thresholds g (fit on train windows) -> policy + decoder from ``sft.run_dir`` (``policy/``,
+``decoder.pt``), else the tiny policy / fresh decoder of the config -> prompts
+(``llm.qa.prompt``; K ``<ts>`` slots filled with the decoder encoder's ``h_ts``) and U_q (the
+encoder's normalised uncertainty, normaliser fit on train windows if the checkpoint has none) ->
+``RolloutEngine`` with the ``ForecastTool`` -> ``GRPOTrainer``.
+
+Outputs under ``<out>/<run>/``: ``last.ckpt`` (resume with ``--resume``), ``metrics.jsonl``,
+``samples.jsonl``, ``wandb/`` (offline), and at the end ``policy/``, ``decoder.pt``, ``summary.json``.
+
+``run_grpo(config_dict_or_path, ...)`` is the public entry for the pipeline and the ablation
+benchmark (e.g. ``{"train": {"uncertainty": {"enabled": False}}}`` for GRPO with w = 1,
+``{"train": {"reward_components": ["r_ans", "r_prec", "r_cons"]}}`` for "w/o R_act").
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rl.logging import RunLogger
+from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer
+
+
+def deep_update(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` merged in, recursively for nested mappings."""
+    out = copy.deepcopy(dict(base))
+    for k, v in over.items():
+        out[k] = deep_update(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
+def load_config(config: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> dict:
+    if isinstance(config, Mapping):
+        cfg = dict(config)
+    else:
+        from llm.sft import load_yaml
+
+        cfg = load_yaml(config)
+    return deep_update(cfg, overrides or {})
+
+
+def load_models(cfg: Mapping[str, Any], sft_dir: Path | None):
+    """(policy, decoder): from the SFT run when it has them, else built from the config."""
+    from llm.policy import Policy, PolicyConfig
+    from llm.sft import build_decoder, load_decoder
+
+    torch.manual_seed(int(cfg.get("seed", 0)))
+    if sft_dir is not None and (sft_dir / "policy" / "policy_config.json").exists():
+        policy = Policy.load(sft_dir / "policy")
+    else:
+        policy = Policy(PolicyConfig.from_dict(cfg.get("policy", {})))
+    if sft_dir is not None and (sft_dir / "decoder.pt").exists():
+        decoder = load_decoder(sft_dir / "decoder.pt")
+    else:
+        decoder = build_decoder(cfg.get("decoder", {}))
+    return policy, decoder.eval()
+
+
+@torch.no_grad()
+def encoder_features(decoder, windows, idx: np.ndarray, batch: int = 256) -> tuple[torch.Tensor, np.ndarray]:
+    """h_ts [n, K, d] and normalised uncertainty U [n] for windows ``idx`` (unconditioned encoder)."""
+    from ts_encoder.uncertainty import raw_uncertainty
+
+    norm = decoder.normalizer
+    if not bool(norm.fitted):  # fit on the train split only: U is a train percentile
+        tr = np.flatnonzero(windows.split == "train")
+        raw = torch.cat([raw_uncertainty(decoder.encoder(torch.as_tensor(windows.x[tr[i:i + batch]])))
+                         for i in range(0, len(tr), batch)])
+        norm.fit(raw)
+    h, u = [], []
+    for i in range(0, len(idx), batch):
+        out = decoder.encoder(torch.as_tensor(windows.x[idx[i:i + batch]]))
+        h.append(out.h_ts)
+        u.append(norm(raw_uncertainty(out)))
+    return torch.cat(h), torch.cat(u).double().numpy()
+
+
+def build_samples(items, windows, thresholds, decoder, tokenizer) -> list[GRPOSample]:
+    """One GRPOSample per QA item: the shared prompt, soft tokens, reward columns, U_q."""
+    from forecast_action.derive import actions_from_windows
+    from llm.qa.prompt import SYSTEM_PROMPT, user_message
+    from llm.special_tokens import ts_placeholders
+    from llm.tokenizer import chat_prompt
+    from stockr1.types import CLOSE, VOLUME
+
+    idx = np.array([it.window for it in items], dtype=int)
+    h_ts, u = encoder_features(decoder, windows, idx)
+    targets = actions_from_windows(windows.select(idx), thresholds)
+    ph = ts_placeholders(h_ts.shape[1])
+    ctx = windows.context
+    out = []
+    for j, it in enumerate(items):
+        w = it.window
+        prompt = chat_prompt(tokenizer, user_message(it, str(ctx[w]) if len(ctx) else "", ph), SYSTEM_PROMPT)
+        cols = {"answer": it.answer, "answer_type": it.answer_type, "tolerance": it.tolerance,
+                "choices": tuple(it.choices), "target_action": targets[j],
+                "true_close": windows.future[w, :, CLOSE], "true_volume": windows.future[w, :, VOLUME],
+                "start_close": float(windows.last_close[w])}
+        out.append(GRPOSample(prompt, int(w), cols, h_ts[j], float(u[j])))
+    return out
+
+
+def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max_steps: int | None = None,
+             out_root: str | Path = "checkpoints/grpo", resume: bool = False, sft_dir: str | Path | None = None,
+             overrides: Mapping[str, Any] | None = None, use_wandb: bool = True) -> dict[str, Any]:
+    """Train u-GRPO as configured; returns the summary (also written to ``summary.json``)."""
+    from forecast_action.derive import ActionThresholds
+    from llm.qa.generator import QAConfig, QAGenerator
+    from llm.rollout import RolloutEngine
+    from llm.sft import load_data, save_decoder
+    from llm.tools import ForecastTool
+
+    cfg = load_config(config, overrides)
+    run = run or cfg.get("run", "grpo")
+    out = Path(out_root) / run
+    tcfg = dict(cfg.get("train", {}))
+    if max_steps is not None:
+        tcfg["max_steps"] = max_steps
+    train_cfg = GRPOTrainConfig.from_dict(tcfg)
+    sft = Path(sft_dir) if sft_dir else (Path(cfg["sft"]["run_dir"]) if cfg.get("sft", {}).get("run_dir") else None)
+
+    windows, context_fn = load_data(cfg.get("data", {}))
+    qa = dict(cfg.get("qa", {}))
+    max_q = qa.pop("max_train_queries", None)
+    items, _ = QAGenerator(windows, context_fn).generate(QAConfig(**qa))
+    train_items = [it for it in items if it.split == "train"]
+    if max_q:
+        keep = np.random.default_rng(qa.get("seed", 0)).permutation(len(train_items))[: int(max_q)]
+        train_items = [train_items[i] for i in sorted(keep)]
+    thresholds = ActionThresholds.fit(windows)
+    policy, decoder = load_models(cfg, sft)
+    samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer)
+    rcfg = dict(cfg.get("rollout", {}))
+    n_samples = int(rcfg.pop("n_samples", 32))
+    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows, n_samples)], **rcfg)
+    wb = dict(cfg.get("wandb", {}))
+    logger = RunLogger(out, project=wb.get("project", "stockr1-grpo"), group=wb.get("group", run), name=run,
+                       config=cfg, use_wandb=use_wandb)
+    scorer = StockR1Scorer(thresholds, train_cfg.rewards, train_cfg.reward_components)
+    trainer = GRPOTrainer(policy, engine, samples, scorer, train_cfg, out, logger=logger,
+                          decoder=decoder if train_cfg.lambda_ts > 0 else None,
+                          windows=windows if train_cfg.lambda_ts > 0 else None)
+    history = trainer.fit(resume=resume)
+    logger.finish()
+    summary: dict[str, Any] = {"run": run, "out_dir": str(out), "steps": trainer.step, "sft_dir": str(sft) if sft else None,
+                               "n_train_queries": len(samples), "warnings": logger.warnings,
+                               "final": {k: v for k, v in (history[-1] if history else {}).items()
+                                         if not (isinstance(v, float) and math.isnan(v))}}
+    if trainer.fabric.is_global_zero:
+        policy.save(out / "policy")
+        save_decoder(decoder, out / "decoder.pt")
+        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="stockr1 grpo", description="uncertainty-aware GRPO (Stock-R1 §3.5)")
+    ap.add_argument("--config", required=True, help="YAML config (configs/grpo/*.yaml)")
+    ap.add_argument("--run", default=None, help="run name (default: the config's run)")
+    ap.add_argument("--sft", default=None, help="SFT run directory with policy/ and decoder.pt (overrides sft.run_dir)")
+    ap.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
+    ap.add_argument("--out", default="checkpoints/grpo", help="root of run directories")
+    ap.add_argument("--resume", action="store_true", help="continue from <out>/<run>/last.ckpt")
+    ap.add_argument("--no-weight", action="store_true", help="plain GRPO: w(U) = 1 (ablation)")
+    args = ap.parse_args(argv)
+    over = {"train": {"uncertainty": {"enabled": False}}} if args.no_weight else None
+    summary = run_grpo(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out,
+                       resume=args.resume, sft_dir=args.sft, overrides=over)
+    print(json.dumps(summary, indent=1, default=str))
+    return 0
