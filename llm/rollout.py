@@ -220,6 +220,8 @@ class RolloutEngine:
         self.tools: dict[int, Tool] = {}
         for tool in tools:
             tid = self._single_token(tool.close_tag, f"tool {tool.name!r} close tag")
+            if tid in self.tools:
+                raise ValueError(f"tools {self.tools[tid].name!r} and {tool.name!r} share the close tag {tool.close_tag!r}")
             self.tools[tid] = tool
         self.answer_close_id = self._single_token(ANSWER_CLOSE, "answer close tag") if stop_at_answer else None
         self.eos_ids = {i for i in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(ENDOFTEXT)) if i is not None}
@@ -242,7 +244,8 @@ class RolloutEngine:
         num_return_sequences: int = 1,
     ) -> list[Rollout]:
         """prompts [B] (chat-formatted), ts_tokens [B, K, d_ts] -> B * G rollouts, prompt-major
-        (row ``b * G + g`` is the g-th sample of prompt b)."""
+        (row ``b * G + g`` is the g-th sample of prompt b). ``sample_refs`` [B] are handed to the
+        tools (e.g. window indices for `ForecastTool`); default: the prompt index."""
         b, g = len(prompts), num_return_sequences
         if sample_refs is not None and len(sample_refs) != b:
             raise ValueError(f"sample_refs has {len(sample_refs)} entries for {b} prompts")
@@ -290,12 +293,13 @@ class RolloutEngine:
         calls: list[tuple[int, Tool]] = []
         while not all(done):
             tok, lp = self._sample(out.logits[:, -1])
+            tok, lp = tok.tolist(), lp.tolist()  # one device sync per step
             for j, i in enumerate(idx):
                 if done[j]:
                     continue
-                t = int(tok[j])
+                t = tok[j]
                 new[j].append(t)
-                lps[j].append(float(lp[j]))
+                lps[j].append(lp[j])
                 is_tool = t in self.tools and len(rows[i].tool_calls) < self.max_tool_calls
                 if is_tool or t == self.answer_close_id or t in self.eos_ids:
                     stop[j], done[j] = t, True
@@ -309,23 +313,23 @@ class RolloutEngine:
             att = torch.cat([att, torch.tensor(live, dtype=att.dtype, device=device)[:, None]], dim=1)
             out = self.policy(feed.to(device)[:, None], att, None, cache=out.cache, use_cache=True, logits_to_keep=1)
         for j, i in enumerate(idx):
-            r = rows[i]
-            if new[j]:
-                r.segments.append(Segment("model", self._decode(new[j]), tuple(new[j])))
-                r.ids += new[j]
-                r.mask += [1] * len(new[j])
-                r.logprobs += lps[j]
-                r.n_gen += len(new[j])
-            t = stop[j]
-            if t is not None and t in self.tools and len(r.tool_calls) < self.max_tool_calls:
-                calls.append((i, self.tools[t]))
-            elif t == self.answer_close_id:
-                r.finish = "answer"
-            elif t in self.eos_ids:
-                r.finish = "eos"
-            else:
-                r.finish = "length"
+            tool = self._commit(rows[i], new[j], lps[j], stop[j])
+            if tool is not None:
+                calls.append((i, tool))
         return calls
+
+    def _commit(self, r: _Row, new: list[int], lps: list[float], stop: int | None) -> Tool | None:
+        """Append a phase's tokens to the row; return the tool it called, or set its finish reason."""
+        if new:
+            r.segments.append(Segment("model", self._decode(new), tuple(new)))
+            r.ids += new
+            r.mask += [1] * len(new)
+            r.logprobs += lps
+            r.n_gen += len(new)
+        if stop is not None and stop in self.tools and len(r.tool_calls) < self.max_tool_calls:
+            return self.tools[stop]
+        r.finish = "length" if stop is None else "answer" if stop == self.answer_close_id else "eos"
+        return None
 
     def _sample(self, logits: Tensor) -> tuple[Tensor, Tensor]:
         """logits [n, V] -> (token [n], log-prob under the tempered, banned distribution [n])."""

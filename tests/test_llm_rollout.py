@@ -131,6 +131,9 @@ def test_truncation_at_token_limit_counts_model_tokens_only(tok):
     # budget exhausted before the action closes: no tool call at all
     (r2,) = _engine(tok, {p: [seg0]}, _tool(), max_new_tokens=3).generate([p])
     assert r2.finish_reason == "length" and r2.tool_calls == [] and r2.n_generated == 3
+    # without stopping at </answer> the model runs on to its budget; the answer is still read
+    (r3,) = _engine(tok, {p: ["<answer>yes</answer>"]}, _tool(), max_new_tokens=12, stop_at_answer=False).generate([p])
+    assert r3.finish_reason == "length" and r3.answer == "yes" and r3.n_generated == 12
 
 
 def test_batch_with_groups_keeps_rows_apart(tok):
@@ -191,6 +194,10 @@ def test_custom_tool_protocol(tok):
                          max_new_tokens=20).generate([p], sample_refs=["r0"])
     assert r.tool_calls[0].call_text == "yes" and r.segments[2].text == "[r0:yes]" and r.segments[2].kind == "tool"
     assert r.action_errors == ["no_action"]
+    with pytest.raises(ValueError, match="share the close tag"):
+        RolloutEngine(ScriptedPolicy(tok, {}), tok, [Echo(), _tool()])
+    with pytest.raises(ValueError, match="must be a single token"):
+        RolloutEngine(ScriptedPolicy(tok, {}), tok, [type("T", (), {"name": "t", "open_tag": "<a>", "close_tag": "</tool xyz>"})()])
 
 
 def test_real_policy_logprobs_match_token_logprobs(tok):
