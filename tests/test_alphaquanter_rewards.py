@@ -69,3 +69,16 @@ def test_portfolio_backtest_by_hand():
     assert res.metrics["cumulative_return"] == pytest.approx(eq[-1] - 1)
     hold = portfolio_backtest(pd.Series(["BUY"], idx[:1]), prices, cost_bps=0)
     assert hold.metrics["cumulative_return"] == pytest.approx(0.2) and hold.metrics["hit_rate"] == 1.0
+
+
+def test_smoothed_return_column():
+    import numpy as np
+
+    from rl.methods.alphaquanter.env import smoothed_return_column
+
+    idx = pd.bdate_range("2021-01-04", periods=12)
+    frames = {"A": pd.DataFrame({"close": np.arange(100.0, 112.0)}, idx)}
+    got = smoothed_return_column(frames, [("A", idx[0]), ("A", idx[5])])
+    assert got[0] == pytest.approx((0.03 + 0.05 + 0.10) / 3) and np.isnan(got[1])
+    with pytest.raises(KeyError, match="not a trading day"):
+        smoothed_return_column(frames, [("A", "2021-01-09")])

@@ -101,3 +101,15 @@ def test_aliases_extend_the_hard_match():
     plain = G.verify(ctx, comp, ["SP500"], "SP500", OfflineJudge(), k=1)
     named = G.verify(ctx, comp, ["SP500"], "SP500", OfflineJudge(), k=1, aliases={"SP500": ["S&P 500"]})
     assert plain.factuality == 0.0 and named.factuality == 1.0  # evidence was "Ticker: SP500" only
+
+
+def test_excess_return_column_by_hand():
+    import numpy as np
+    import pandas as pd
+
+    idx = pd.bdate_range("2020-01-01", periods=12)
+    frames = {"A": pd.DataFrame({"close": np.linspace(100, 111, 12)}, idx),
+              "M": pd.DataFrame({"close": np.full(12, 50.0)}, idx)}
+    got = G.excess_return_column(frames, [("A", idx[0]), ("A", idx[5])], "M", horizon=10, cost=0.001)
+    assert got[0] == pytest.approx(110 / 100 - 1 - 0.002)
+    assert np.isnan(got[1])  # t + 10 is past the data

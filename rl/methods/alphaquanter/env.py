@@ -88,3 +88,18 @@ def portfolio_backtest(actions: pd.Series, prices: pd.Series, cost_bps: float = 
 
 def tokens_per_decision(episodes: Sequence[dict[str, Any]]) -> float:
     return float(np.mean([e["tokens"] for e in episodes])) if episodes else float("nan")
+
+
+def smoothed_return_column(frames: dict[str, pd.DataFrame], refs: Sequence[tuple[str, Any]],
+                           horizons: Sequence[int] = (3, 5, 10)) -> list[float]:
+    """The ``smoothed_return`` reward column for (ticker, t) refs from daily closes (NaN past the end)."""
+    from rl.methods.alphaquanter.rewards import smoothed_return
+
+    out = []
+    for tk, t in refs:
+        close = frames[tk]["close"]
+        pos = int(close.index.searchsorted(pd.Timestamp(t)))
+        if pos >= len(close) or close.index[pos] != pd.Timestamp(t):
+            raise KeyError(f"{pd.Timestamp(t).date()} is not a trading day of {tk!r}")
+        out.append(smoothed_return(close.to_numpy()[pos:pos + max(horizons) + 1], horizons))
+    return out

@@ -121,3 +121,24 @@ def reasoning_metrics(scores: Sequence[TriangularScores]) -> dict[str, float]:
     total = sum(s.n_claims for s in scores)
     return {"similarity": float(np.mean([s.s for s in scores])),
             "hallucination_rate": sum(s.n_unsupported for s in scores) / total if total else float("nan")}
+
+
+def excess_return_column(frames: Mapping, refs: Sequence[tuple[str, object]], benchmark: str | None,
+                         horizon: int = 10, cost: float = 0.001) -> list[float]:
+    """App. A.3 r for single-asset decisions (weight 1 on the sample's ticker): the ``horizon``-day
+    simple return minus the benchmark's, minus ``2 * cost``; NaN where the window runs past the data.
+    The sign of a SELL decision is the caller's to apply (Trade-R1 selects long portfolios)."""
+    import pandas as pd
+
+    def fwd(tk: str, t) -> float:
+        c = frames[tk]["close"]
+        pos = int(c.index.searchsorted(pd.Timestamp(t)))
+        if pos + horizon >= len(c) or c.index[pos] != pd.Timestamp(t):
+            return float("nan")
+        return float(c.iloc[pos + horizon] / c.iloc[pos] - 1.0)
+
+    out = []
+    for tk, t in refs:
+        bm = 0.0 if benchmark is None or benchmark == tk else fwd(benchmark, t)
+        out.append(market_reward([1.0], [fwd(tk, t)], bm, cost))
+    return out
