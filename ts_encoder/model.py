@@ -11,11 +11,17 @@ Attention (App. B.1). ``softmax(q̃·k̃/√d_h + M + B) v`` with
     variables of its own patch (all of them are observed by the end of patch τ);
   * ``B`` = ``b_intra`` where v = v', ``b_inter`` otherwise; two learnable scalars shared across
     layers. Only ``b_intra - b_inter`` changes the softmax; both are kept, as in the paper.
-M + B is one additive float mask passed to ``F.scaled_dot_product_attention``.
+M + B is one additive float mask passed to ``F.scaled_dot_product_attention``. Since softmax is
+shift-invariant, outputs depend on ``b_intra - b_inter`` only (their gradients are opposite).
 
-Heads. ``h_t`` (the paper's "aggregated latent state at time t") is the mean of the final hidden
-states of the V tokens of the last patch: each of them has seen the whole window, and the mean keeps
-the heads independent of the token order. Optional ``cond [B, cond_dim]`` modulates ``h_t`` by FiLM,
+Dropout (0.1, App. C.2) is applied to the token embeddings and to every residual branch, not to
+the attention probabilities: that would double the cost of attention on CPU (a Bernoulli mask on
+the [B, H, K, K] scores) for a regulariser the paper does not ask for specifically.
+
+Heads. As in the paper the heads read the LLM-width tokens ``H_ts = proj(hidden)`` (so the
+projection the LLM consumes is trained by L_TS too): ``h_t`` (the "aggregated latent state at time
+t") is the mean of ``H_ts`` over the V tokens of the last patch - each of them has seen the whole
+window, and the mean keeps the heads independent of the token order. Optional ``cond [B, cond_dim]`` modulates ``h_t`` by FiLM,
 ``h ← h ⊙ (1 + γ(cond)) + β(cond)``, with γ, β zero-initialised so the model is unconditioned at
 start; the action-conditioned decoder feeds its action embedding here. Linear heads give, per
 horizon step, μ and softplus σ for the O, C, V log returns and the τ=.95 / τ=.05 quantiles of the
@@ -46,7 +52,7 @@ _Z95 = 1.6448536269514722
 @dataclass
 class TSOutput:
     """mu, sigma: [B, 3, S] for (open, close, volume) log returns; q_high, q_low: [B, S];
-    hidden: [B, K, d_model]; h_ts: [B, K, d_llm]; state: [B, d_model] (h_t after FiLM)."""
+    hidden: [B, K, d_model]; h_ts: [B, K, d_llm]; state: [B, d_llm] (h_t after FiLM)."""
 
     mu: Tensor
     sigma: Tensor
@@ -77,7 +83,7 @@ class RotaryEmbedding(nn.Module):
 class Attention(nn.Module):
     def __init__(self, cfg: TSEncoderConfig, rope: RotaryEmbedding) -> None:
         super().__init__()
-        self.n_heads, self.dropout = cfg.n_heads, cfg.dropout
+        self.n_heads = cfg.n_heads
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.out = nn.Linear(cfg.d_model, cfg.d_model)
         self.rope = rope
@@ -87,9 +93,7 @@ class Attention(nn.Module):
         b, k, d = x.shape
         q, kk, v = self.qkv(x).view(b, k, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
         q, kk = self.rope(q), self.rope(kk)
-        y = F.scaled_dot_product_attention(
-            q, kk, v, attn_mask=mask.to(q.dtype), dropout_p=self.dropout if self.training else 0.0
-        )
+        y = F.scaled_dot_product_attention(q, kk, v, attn_mask=mask.to(q.dtype))
         return self.out(y.transpose(1, 2).reshape(b, k, d))
 
 
@@ -148,11 +152,11 @@ class TSEncoder(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, rope) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(d)
         self.proj = nn.Linear(d, cfg.d_llm)
-        self.film = FiLM(cfg.cond_dim, d) if cfg.cond_dim > 0 else None
-        self.head_mu = nn.Linear(d, 3 * s)
-        self.head_sigma = nn.Linear(d, 3 * s)
-        self.head_high = nn.Linear(d, s)
-        self.head_low = nn.Linear(d, s)
+        self.film = FiLM(cfg.cond_dim, cfg.d_llm) if cfg.cond_dim > 0 else None
+        self.head_mu = nn.Linear(cfg.d_llm, 3 * s)
+        self.head_sigma = nn.Linear(cfg.d_llm, 3 * s)
+        self.head_high = nn.Linear(cfg.d_llm, s)
+        self.head_low = nn.Linear(cfg.d_llm, s)
         # start at the unconditional standardised answer: μ = mean, σ = channel std, q = ±1.645 std
         for head, bias in ((self.head_mu, 0.0), (self.head_sigma, _SOFTPLUS_ONE),
                            (self.head_high, _Z95), (self.head_low, -_Z95)):
@@ -186,16 +190,17 @@ class TSEncoder(nn.Module):
         for block in self.blocks:
             h = block(h, mask)
         hidden = self.ln_f(h)
-        state = hidden[:, -cfg.n_vars:].mean(dim=1)  # [B, d] aggregated state at the last patch time
+        h_ts = self.proj(hidden)  # [B, K, d_llm]
+        state = h_ts[:, -cfg.n_vars:].mean(dim=1)  # [B, d_llm] aggregated state at the last patch time
         if cond is not None:
             if self.film is None:
                 raise ValueError("cond given but the encoder was built with cond_dim=0")
             if cond.shape != (b, cfg.cond_dim):
                 raise ValueError(f"cond must be [B={b}, {cfg.cond_dim}], got {tuple(cond.shape)}")
             state = self.film(state, cond)
-        return self._heads(state, hidden)
+        return self._heads(state, hidden, h_ts)
 
-    def _heads(self, state: Tensor, hidden: Tensor) -> TSOutput:
+    def _heads(self, state: Tensor, hidden: Tensor, h_ts: Tensor) -> TSOutput:
         b, s = state.shape[0], self.cfg.horizon
         gi = list(GAUSSIAN_CHANNELS)
         loc, scale = self.x_loc[gi][None, :, None], self.x_scale[gi][None, :, None]  # [1, 3, 1]
@@ -204,7 +209,7 @@ class TSEncoder(nn.Module):
         q_high = self.x_loc[HIGH] + self.x_scale[HIGH] * self.head_high(state)
         q_low = self.x_loc[LOW] + self.x_scale[LOW] * self.head_low(state)
         return TSOutput(mu=mu, sigma=sigma, q_high=q_high, q_low=q_low, hidden=hidden,
-                        h_ts=self.proj(hidden), state=state)
+                        h_ts=h_ts, state=state)
 
 
 def count_parameters(cfg: TSEncoderConfig) -> int:
