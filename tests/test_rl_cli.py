@@ -1,0 +1,61 @@
+"""rl.cli wiring: GRPO samples are causal (prompt, soft tokens and U_q ignore the future; only the reward
+labels see it), labels are g(realised future), config merging for ablations."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from forecast_action.derive import ActionThresholds, actions_from_windows
+from llm.qa.generator import QAConfig, QAGenerator
+from llm.sft import build_decoder, load_data
+from llm.special_tokens import TS_PLACEHOLDER
+from llm.tokenizer import train_tokenizer
+from rl.cli import build_samples, deep_update, load_config
+from stockr1.types import CLOSE
+
+DECODER = {"seed": 0, "ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1,
+                             "n_heads": 2, "ffn_dim": 32, "dropout": 0.0, "d_llm": 8},
+           "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    windows, ctx = load_data({"source": "synthetic", "n_tickers": 1, "n_days": 260, "seed": 0})
+    items, _ = QAGenerator(windows, ctx).generate(QAConfig(n_train=6, n_val=1, n_test=1, seed=0))
+    items = [it for it in items if it.split == "train"]
+    tok = train_tokenizer([str(c) for c in windows.context[:20]] + ["Question: will it rise?"] * 5, 400,
+                          tmp_path_factory.mktemp("tok"))
+    return windows, items, ActionThresholds.fit(windows), build_decoder(DECODER), tok
+
+
+def test_samples_are_causal_and_labels_are_the_realised_future(setup) -> None:
+    windows, items, th, decoder, tok = setup
+    samples = build_samples(items, windows, th, decoder, tok)
+    assert len(samples) == len(items) > 0
+    k = samples[0].ts_tokens.shape[0]
+    for s, it in zip(samples, items, strict=True):
+        assert s.prompt.count(TS_PLACEHOLDER) == k and it.question in s.prompt
+        assert s.ts_tokens.shape == (k, 8) and 0.0 <= s.uncertainty <= 1.0
+        assert s.columns["answer"] == it.answer and s.sample_ref == it.window
+        np.testing.assert_array_equal(s.columns["true_close"], windows.future[it.window, :, CLOSE])
+    idx = np.array([it.window for it in items])
+    assert [s.columns["target_action"] for s in samples] == actions_from_windows(windows.select(idx), th)
+
+    # perturb every future: what the policy sees does not move, the labels do
+    future = windows.future.copy()
+    future[:, :, :4] *= 1.37
+    moved = dataclasses.replace(windows, future=future, y=windows.y + 0.5)
+    again = build_samples(items, moved, th, decoder, tok)
+    for a, b in zip(samples, again, strict=True):
+        assert a.prompt == b.prompt and torch.equal(a.ts_tokens, b.ts_tokens) and a.uncertainty == b.uncertainty
+        assert not np.array_equal(a.columns["true_close"], b.columns["true_close"])
+
+
+def test_config_overrides_merge_recursively() -> None:
+    cfg = load_config("configs/grpo/tiny.yaml", {"train": {"uncertainty": {"enabled": False}, "seed": 3}})
+    assert cfg["train"]["uncertainty"] == {"u0": 0.25, "u_hi": 0.5, "w_hi": 0.5, "u_cap": 1.0, "enabled": False}
+    assert cfg["train"]["seed"] == 3 and cfg["train"]["group_size"] == 8
+    base = {"a": {"b": 1, "c": 2}}
+    assert deep_update(base, {"a": {"c": 5}, "d": 1}) == {"a": {"b": 1, "c": 5}, "d": 1} and base["a"]["c"] == 2
