@@ -359,7 +359,10 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
     dec_path = run_dir / "decoder_init.pt"
     if dec_path.exists():
         decoder = load_decoder(dec_path)
-    elif int(dcfg.get("warmup_steps", 0)) > 0:
+    elif not dcfg.get("checkpoint"):
+        train_x = windows.split_of("train").x  # a fresh decoder: input scaling from the train split only
+        decoder.encoder.set_input_stats(torch.as_tensor(train_x.mean((0, 2))), torch.as_tensor(train_x.std((0, 2))))
+    if not dec_path.exists() and int(dcfg.get("warmup_steps", 0)) > 0:
         losses = warmup_decoder(decoder, windows, thresholds, int(dcfg["warmup_steps"]))
         print(f"decoder warm-up: L_TS {losses[0]:.3f} -> {np.mean(losses[-20:]):.3f}", flush=True)
         save_decoder(decoder, dec_path)
@@ -434,7 +437,7 @@ def _log_rollouts(logger, policy, decoder, windows, items) -> None:
 
     from llm.qa.evaluate import rollout_items
 
-    rows = rollout_items(policy, decoder, windows, items, max_new_tokens=256)
+    rows = rollout_items(policy, decoder, windows, items, max_new_tokens=512)
     logger.log({"sample_rollouts": wandb.Table(columns=["question", "answer", "completion"],
                                                data=[[it.question, it.answer, r.completion] for it, r in rows])})
 

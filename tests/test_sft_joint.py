@@ -111,3 +111,20 @@ def test_resume_continues_from_last_checkpoint(setup, tmp_path) -> None:
         assert torch.equal(p.detach(), saved[n]), n
     tr2.fit(data)
     assert tr2.step == 3 and [h["step"] for h in tr2.history] == [1, 2, 3]
+
+
+def test_decoder_warmup_and_roundtrip(setup, tmp_path) -> None:
+    from llm.sft import load_decoder, save_decoder, warmup_decoder
+
+    w, _, _ = setup
+    dec = Decoder()
+    before = {n: p.detach().clone() for n, p in dec.named_parameters()}
+    losses = warmup_decoder(dec, w, ActionThresholds.fit(w), steps=3, batch_size=8)
+    assert len(losses) == 3 and all(np.isfinite(losses))
+    assert any(not torch.equal(p, before[n]) for n, p in dec.named_parameters())
+    save_decoder(dec, tmp_path / "d.pt")
+    dec2 = load_decoder(tmp_path / "d.pt")
+    for (n, p), (_, q) in zip(dec.state_dict().items(), dec2.state_dict().items(), strict=True):
+        assert torch.equal(p, q), n
+    with pytest.raises(ValueError, match="cannot load a decoder"):
+        load_decoder(tmp_path / "missing.pt")
