@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from rl.logging import RunLogger
-from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer
+from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
 
 
 def deep_update(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -131,6 +131,7 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
     train_cfg = GRPOTrainConfig.from_dict(tcfg)
     sft = Path(sft_dir) if sft_dir else (Path(cfg["sft"]["run_dir"]) if cfg.get("sft", {}).get("run_dir") else None)
 
+    fabric = make_fabric(train_cfg)  # before any work: under DDP every rank runs what follows
     windows, context_fn = load_data(cfg.get("data", {}))
     qa = dict(cfg.get("qa", {}))
     max_q = qa.pop("max_train_queries", None)
@@ -147,15 +148,16 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
     engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows, n_samples)], **rcfg)
     wb = dict(cfg.get("wandb", {}))
     logger = RunLogger(out, project=wb.get("project", "stockr1-grpo"), group=wb.get("group", run), name=run,
-                       config=cfg, use_wandb=use_wandb)
+                       config=cfg, use_wandb=use_wandb) if fabric.is_global_zero else None
     scorer = StockR1Scorer(thresholds, train_cfg.rewards, train_cfg.reward_components)
-    trainer = GRPOTrainer(policy, engine, samples, scorer, train_cfg, out, logger=logger,
+    trainer = GRPOTrainer(policy, engine, samples, scorer, train_cfg, out, fabric=fabric, logger=logger,
                           decoder=decoder if train_cfg.lambda_ts > 0 else None,
                           windows=windows if train_cfg.lambda_ts > 0 else None)
     history = trainer.fit(resume=resume)
-    logger.finish()
+    if logger is not None:
+        logger.finish()
     summary: dict[str, Any] = {"run": run, "out_dir": str(out), "steps": trainer.step, "sft_dir": str(sft) if sft else None,
-                               "n_train_queries": len(samples), "warnings": logger.warnings,
+                               "n_train_queries": len(samples), "warnings": logger.warnings if logger else [],
                                "final": {k: v for k, v in (history[-1] if history else {}).items()
                                          if not (isinstance(v, float) and math.isnan(v))}}
     if trainer.fabric.is_global_zero:

@@ -188,6 +188,15 @@ def query_weights(samples: Sequence[GRPOSample], rollouts: Sequence[Any], cfg: U
     return u_t, uncertainty_weight(u_t, cfg)
 
 
+def make_fabric(cfg: GRPOTrainConfig):
+    """A launched Fabric for ``cfg`` ("ddp" on several devices re-runs the script once per device)."""
+    from lightning.fabric import Fabric
+
+    fabric = Fabric(accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, precision=cfg.precision)
+    fabric.launch()
+    return fabric
+
+
 def rollout_batch(rollouts: Sequence[Any], samples: Sequence[GRPOSample], pad_id: int,
                   device: torch.device | str = "cpu") -> dict[str, Tensor | None]:
     """Right-padded ``ids``/``att``/``gen`` [N, T] and ``ts`` [N, K, d_ts] (None without soft tokens).
@@ -211,16 +220,15 @@ class GRPOTrainer:
     def __init__(self, policy, engine, samples: Sequence[GRPOSample], scorer: Scorer, cfg: GRPOTrainConfig,
                  out_dir: str | Path, fabric=None, decoder=None, windows=None, logger: RunLogger | None = None,
                  on_step: Callable[[int, dict], None] | None = None):
-        from lightning.fabric import Fabric
-
         if not samples:
             raise ValueError("GRPOTrainer needs at least one training sample")
         if cfg.lambda_ts > 0 and (decoder is None or windows is None):
             raise ValueError("lambda_ts > 0 trains the decoder on L_TS: pass decoder= and windows=")
         self.cfg, self.samples, self.scorer, self.engine = cfg, list(samples), scorer, engine
         self.out_dir, self.on_step = Path(out_dir), on_step
-        self.fabric = fabric or Fabric(accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy,
-                                       precision=cfg.precision)
+        if fabric is None:  # spawn strategies ("ddp_spawn") need a launched Fabric passed in instead
+            fabric = make_fabric(cfg)
+        self.fabric = fabric
         self.ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.loss.beta != 0 else None
         groups = [{"params": [p for p in policy.parameters() if p.requires_grad], "lr": cfg.lr}]
         self.decoder, self.windows = (decoder, windows) if cfg.lambda_ts > 0 else (None, None)
