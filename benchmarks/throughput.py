@@ -6,7 +6,9 @@ of rollout time spent in the decoder tool.
 Part 1, side by side in one process, same text-only tiny setup: one tiny random Qwen3 saved to a
 local dir and loaded by both, the same prompts, G, queries per step, completion budget, sampling
 temperature, reward (a TRL-style function both call), AdamW learning rate, no KL (no reference
-model), fp32 on CPU with the same thread count. Each engine runs ``--warmup`` + ``--steps`` steps and
+model), fp32 on CPU with the same thread count, and equal work: end-of-turn tokens are banned in both
+(``suppress_tokens`` for TRL, the engine's ``banned_token_ids`` for ours; our stop at ``</answer>`` is off),
+so every completion has exactly ``--max-new-tokens`` tokens. Each engine runs ``--warmup`` + ``--steps`` steps and
 the rounds alternate (ours, TRL, ours, TRL ...) so machine load hits both alike; the per-step time is
 the median over the timed steps of all rounds (wall clock from step start to step end, including
 generation, scoring, log-probs, backward and the optimizer step). Generated tokens per step differ
@@ -60,6 +62,16 @@ def tiny_model_dir(root: Path, hidden: int, layers: int) -> Path:
     return root
 
 
+def end_ids(model_dir: Path) -> list[int]:
+    """Token ids that end a completion (EOS and end-of-text) in the tiny model's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from llm.special_tokens import ENDOFTEXT, IM_END
+
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    return sorted({tok.convert_tokens_to_ids(IM_END), tok.convert_tokens_to_ids(ENDOFTEXT), tok.eos_token_id})
+
+
 def run_ours(model_dir: Path, a: argparse.Namespace, n_steps: int) -> dict[str, Any]:
     from llm.policy import Policy, PolicyConfig
     from llm.rollout import RolloutEngine
@@ -68,7 +80,10 @@ def run_ours(model_dir: Path, a: argparse.Namespace, n_steps: int) -> dict[str, 
 
     torch.manual_seed(0)
     pol = Policy(PolicyConfig(name_or_path=str(model_dir), lora_r=0, soft_tokens=False))
-    eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=a.max_new_tokens, temperature=1.0)
+    # equal work: both engines write exactly max_new_tokens per completion (end-of-turn tokens banned)
+    eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=a.max_new_tokens, temperature=1.0,
+                        stop_at_answer=False)
+    eng.banned_token_ids = sorted(set(eng.banned_token_ids) | set(eng.eos_ids))
     samples = [GRPOSample(chat_prompt(pol.tokenizer, p), i) for i, p in enumerate(PROMPTS)]
     cfg = GRPOTrainConfig(group_size=a.group, queries_per_step=a.queries, max_steps=n_steps, lr=1e-5,
                           max_grad_norm=1.0, micro_batch=a.group * a.queries, accelerator="cpu",
@@ -105,7 +120,8 @@ def run_trl(model_dir: Path, a: argparse.Namespace, n_steps: int) -> dict[str, A
                           max_completion_length=a.max_new_tokens, max_steps=n_steps, learning_rate=1e-5,
                           max_grad_norm=1.0, beta=0.0, temperature=1.0, loss_type="grpo", use_cpu=True,
                           report_to="none", save_strategy="no", logging_steps=1, bf16=False,
-                          gradient_checkpointing=False, seed=0, dataloader_num_workers=0)
+                          gradient_checkpointing=False, seed=0, dataloader_num_workers=0,
+                          generation_kwargs={"suppress_tokens": end_ids(model_dir)})
         tok = AutoTokenizer.from_pretrained(str(model_dir))
         ds = Dataset.from_dict({"prompt": [[{"role": "user", "content": p}] for p in PROMPTS]})
         tr = GRPOTrainer(model=str(model_dir), reward_funcs=[count_e], args=args, train_dataset=ds,
@@ -172,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="results/throughput")
     ap.add_argument("--steps", type=int, default=3, help="timed steps per round")
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--queries", type=int, default=2)
     ap.add_argument("--max-new-tokens", type=int, default=48)

@@ -1,0 +1,65 @@
+"""rl.logging: step metrics from rollouts and rewards, collapse warnings, JSONL output."""
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from forecast_action.schema import ForecastAction
+from rl.logging import RunLogger, collapse_warnings, step_metrics
+from rl.rewards import PENALTY, RewardBreakdown
+
+
+@dataclass
+class R:
+    """The Rollout fields step_metrics reads."""
+
+    answer: str | None
+    action: ForecastAction | None
+    forecast: object | None = None
+    prompt_index: int = 0
+    sample_index: int = 0
+    prompt: str = "p"
+    completion: str = "c"
+    finish_reason: str = "answer"
+    n_generated: int = 10
+
+
+def _metrics(answers, directions, totals, r_ans):
+    rolls = [R(a, ForecastAction(direction=d) if d else None, object() if d else None)
+             for a, d in zip(answers, directions, strict=True)]
+    comps = {"r_ans": np.array(r_ans, float), "r_act": np.full(len(rolls), np.nan)}
+    br = RewardBreakdown(comps, np.array(totals, float))
+    adv = torch.zeros(len(rolls))
+    return step_metrics(3, rolls, [None], br, adv, 4, torch.tensor([0.3, 0.6]), torch.tensor([0.9, 0.4]),
+                        {"loss": 0.1})
+
+
+def test_step_metrics_values() -> None:
+    m = _metrics(["Yes", "No", None, "Yes", "Yes", "Yes", "Yes", "yes"], ["up", None, "down", "up"] * 2,
+                 [1, 0, -1, 1, 2, 2, 2, 2], [1, 0, PENALTY, 1, 1, 1, 1, 1])
+    s = m["scalars"]
+    assert s["reward/r_ans"] == np.mean([1, 0, PENALTY, 1, 1, 1, 1, 1]) and "reward/r_act" not in s
+    assert s["reward/frac_zero_spread"] == 0.5  # second group is all 2
+    assert s["reward/group_std"] == np.std([1, 0, -1, 1]) / 2
+    assert s["rollout/answer_parse_rate"] == 7 / 8
+    assert s["rollout/action_success_rate"] == 6 / 8
+    assert s["answers/share/yes"] == 6 / 8 and s["answers/share/none"] == 1 / 8 and s["answers/top_share"] == 6 / 8
+    assert s["actions/direction/up"] == 4 / 8 and s["actions/direction/none"] == 2 / 8
+    assert s["uncertainty/weight_mean"] == np.float32(0.65) and s["loss"] == 0.1
+    assert len(m["rows"]) == 8 and m["rows"][0]["action"] == '{"direction": "up"}'
+
+
+def test_collapse_warnings_fire_and_stay_quiet(tmp_path) -> None:
+    healthy = _metrics(["Yes", "No"] * 4, ["up", "down"] * 4, [1, 0, 1, 0, 0, 1, 0, 1], [1.0] * 8)
+    assert collapse_warnings(healthy["scalars"], 8) == []
+    collapsed = _metrics(["Yes"] * 8, ["up"] * 8, [1.0] * 8, [1.0] * 8)
+    warns = collapse_warnings(collapsed["scalars"], 8)
+    assert len(warns) == 3 and "zero reward spread" in warns[0] and "'yes'" in warns[1] and "direction='up'" in warns[2]
+    log = RunLogger(tmp_path, use_wandb=False)
+    assert log.log(3, collapsed, n_rows=2) == warns
+    line = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert line["warn/zero_spread"] == 1.0 and line["warn/answer_dominates"] == 1.0 and line["step"] == 3.0
+    assert len((tmp_path / "samples.jsonl").read_text().splitlines()) == 2
+    assert log.warnings[0]["step"] == 3
