@@ -18,14 +18,16 @@ FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
 EXTRA_COLS = ("action_success_rate", "answer_parse_rate", "action_and_answer_rate", "tokens_per_answer")
 
 
-def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int) -> tuple[dict[str, float], list]:
+def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int,
+                 max_context_chars: int | None = None) -> tuple[dict[str, float], list]:
     from llm.policy import Policy
     from llm.qa.evaluate import grade_rollouts, rollout_items
     from llm.sft import load_decoder
 
     policy = Policy.load(run_dir / "policy").eval()
     decoder = load_decoder(run_dir / "decoder.pt")
-    pairs = rollout_items(policy, decoder, windows, items, max_new_tokens=max_new_tokens)
+    pairs = rollout_items(policy, decoder, windows, items, max_new_tokens=max_new_tokens,
+                          max_context_chars=max_context_chars)
     return grade_rollouts(pairs), pairs
 
 
@@ -66,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, path in (("stock-r1-sft", run), ("stock-r1-sft-no-ts-tokens", args.ablation_checkpoint)):
         if path is None:
             continue
-        metrics[name], pairs = evaluate_run(Path(path), test, windows, args.max_new_tokens)
+        metrics[name], pairs = evaluate_run(Path(path), test, windows, args.max_new_tokens,
+                                            cfg.get("max_context_chars"))
         samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                          for it, r in pairs[:5]]
     out = Path(args.out)

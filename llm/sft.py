@@ -374,7 +374,8 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
         tool = ForecastTool(decoder, windows, int(tcfg.get("n_samples", 32)))
         writer = TraceWriter(windows, tool, thresholds, context_fn=context_fn,
                              ts_placeholder=ts_placeholders(decoder.ts_cfg.n_tokens),
-                             cfg=TraceConfig(drop_trivial=bool(tcfg.get("drop_trivial", True))))
+                             cfg=TraceConfig(drop_trivial=bool(tcfg.get("drop_trivial", True)),
+                                             max_context_chars=cfg.get("max_context_chars")))
         traces, rep = writer.write([it for it in items if it.split == "train"])
         save_traces(traces, tr_path)
         (run_dir / "trace_report.json").write_text(json.dumps(rep.as_dict(), indent=1))
@@ -423,7 +424,8 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     policy.save(run_dir / "policy")
     save_decoder(decoder, run_dir / "decoder.pt")
     if logger is not None:
-        _log_rollouts(logger, policy, decoder, windows, [it for it in items if it.split == "val"][:8])
+        _log_rollouts(logger, policy, decoder, windows, [it for it in items if it.split == "val"][:8],
+                      cfg.get("max_context_chars"))
         logger.finish()
     summary = {"run": run, "run_dir": str(run_dir), "steps": trainer.step, "n_traces": len(data),
                "final": history[-1] if history else None}
@@ -431,13 +433,13 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     return summary
 
 
-def _log_rollouts(logger, policy, decoder, windows, items) -> None:
+def _log_rollouts(logger, policy, decoder, windows, items, max_context_chars: int | None = None) -> None:
     """A W&B table of sample rollouts on validation questions (via the one rollout engine)."""
     import wandb
 
     from llm.qa.evaluate import rollout_items
 
-    rows = rollout_items(policy, decoder, windows, items, max_new_tokens=512)
+    rows = rollout_items(policy, decoder, windows, items, max_new_tokens=512, max_context_chars=max_context_chars)
     logger.log({"sample_rollouts": wandb.Table(columns=["question", "answer", "completion"],
                                                data=[[it.question, it.answer, r.completion] for it, r in rows])})
 

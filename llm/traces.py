@@ -202,6 +202,7 @@ class OpenAITeacher:
 class TraceConfig:
     batch_size: int = 256
     drop_trivial: bool = True
+    max_context_chars: int | None = None
 
 
 class TraceWriter:
@@ -262,7 +263,7 @@ class TraceWriter:
         if self.cfg.drop_trivial and is_correct(it, random_walk_answer(it, self.windows, d.context)):
             report.dropped["trivial_random_walk"] += 1
             return None
-        user = user_message(it, self.context_text(it.window), self.ts_placeholder)
+        user = user_message(it, self.context_text(it.window), self.ts_placeholder, self.cfg.max_context_chars)
         before = self.teacher.rationale(user, it, d, action.to_text()) + action.to_block()
         after = self.teacher.reasoning(user, it, d, before, res.observation, path)
         if not is_correct(it, normalize_answer(it, extract_answer(after))):

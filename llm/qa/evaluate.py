@@ -14,7 +14,8 @@ from llm.qa.prompt import SYSTEM_PROMPT, user_message
 
 
 def rollout_items(policy, decoder, windows, items: Sequence[QAItem], max_new_tokens: int = 512,
-                  batch_size: int = 16, n_samples: int = 32, temperature: float = 0.0) -> list[tuple[QAItem, object]]:
+                  batch_size: int = 16, n_samples: int = 32, temperature: float = 0.0,
+                  max_context_chars: int | None = None) -> list[tuple[QAItem, object]]:
     """Greedy (default) rollouts for ``items``; the prompt carries K ``<ts>`` placeholders filled
     with the decoder encoder's ``h_ts`` (ignored by a policy with soft tokens off)."""
     from llm.rollout import RolloutEngine
@@ -31,8 +32,8 @@ def rollout_items(policy, decoder, windows, items: Sequence[QAItem], max_new_tok
     for s in range(0, len(items), batch_size):
         batch = list(items[s : s + batch_size])
         idx = np.array([it.window for it in batch])
-        prompts = [chat_prompt(tok, user_message(it, str(ctx[it.window]) if len(ctx) else "", ph), SYSTEM_PROMPT)
-                   for it in batch]
+        prompts = [chat_prompt(tok, user_message(it, str(ctx[it.window]) if len(ctx) else "", ph, max_context_chars),
+                               SYSTEM_PROMPT) for it in batch]
         with torch.no_grad():
             h_ts = decoder.encoder(torch.as_tensor(windows.x[idx])).h_ts
         rolls = engine.generate(prompts, h_ts, sample_refs=[int(i) for i in idx])

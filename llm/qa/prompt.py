@@ -26,11 +26,23 @@ def answer_instruction(item: QAItem) -> str:
     return f"Answer with a number in percent (tolerance ±{item.tolerance:.2f})."
 
 
-def user_message(item: QAItem, context_text: str = "", ts_placeholder: str = "") -> str:
-    """context [+ time-series tokens] + question. ``ts_placeholder`` is e.g. ``ts_placeholders(K)``."""
+def trim_context(text: str, max_chars: int | None) -> str:
+    """Keep whole lines up to ``max_chars`` (the context block starts with company, macro, then news,
+    so a short budget keeps the macro snapshot and the latest headlines). None = no limit."""
+    text = text.strip()
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    cut = text.rfind("\n", 0, max_chars)
+    return text[: cut if cut > 0 else max_chars]
+
+
+def user_message(item: QAItem, context_text: str = "", ts_placeholder: str = "",
+                 max_context_chars: int | None = None) -> str:
+    """context [+ time-series tokens] + question. ``ts_placeholder`` is e.g. ``ts_placeholders(K)``;
+    ``max_context_chars`` trims the context (the tiny CPU configs use it to keep sequences short)."""
     parts = [f"Ticker: {item.ticker}  Date: {item.date}"]
     if context_text:
-        parts.append(context_text.strip())
+        parts.append(trim_context(context_text, max_context_chars))
     if ts_placeholder:
         parts.append(f"Price history (encoded): {ts_placeholder}")
     parts.append(f"Question: {item.question} {answer_instruction(item)}")
