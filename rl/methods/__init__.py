@@ -35,3 +35,26 @@ def reward_functions(method: str) -> dict[str, Callable[..., list[float | None]]
 
         return {"total": alphaquanter_rewards}
     raise ValueError(f"unknown method {method!r}; choose from {METHODS}")
+
+
+def run_grpo(policy, prompts: list[str], columns: list[dict], funcs: dict[str, Callable], weights: dict[str, float],
+             rft: dict, out, tools=(), sample_refs: list | None = None, accelerator: str = "cpu") -> list[dict]:
+    """GRPO of any method on the shared stack: ``rl.trainer.GRPOTrainer`` + ``FuncScorer`` over the
+    method's TRL-style rewards. prompts: raw user prompts (chat-formatted here); columns: per-prompt
+    reward columns; rft: engine settings (max_new_tokens, temperature, max_tool_calls) + GRPO config
+    keys (steps -> max_steps). Returns the per-step logged scalars."""
+    from pathlib import Path
+
+    from llm.rollout import RolloutEngine
+    from llm.tokenizer import chat_prompt
+    from rl.trainer import FuncScorer, GRPOSample, GRPOTrainConfig, GRPOTrainer
+
+    r = dict(rft)
+    engine = RolloutEngine(policy, policy.tokenizer, tools, max_new_tokens=int(r.pop("max_new_tokens", 256)),
+                           temperature=float(r.pop("temperature", 1.0)), max_tool_calls=int(r.pop("max_tool_calls", 1)),
+                           seed=int(r.get("seed", 0)))
+    refs = sample_refs if sample_refs is not None else list(range(len(prompts)))
+    samples = [GRPOSample(chat_prompt(policy.tokenizer, p), ref, c) for p, ref, c in zip(prompts, refs, columns, strict=True)]
+    cfg = GRPOTrainConfig.from_dict({"max_steps": int(r.pop("steps", 1)), "accelerator": accelerator,
+                                     "queries_per_step": min(int(r.pop("queries_per_step", 2)), len(samples)), **r})
+    return GRPOTrainer(policy, engine, samples, FuncScorer(funcs, weights), cfg, Path(out)).fit()

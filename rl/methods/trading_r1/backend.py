@@ -78,20 +78,13 @@ class SharedStackBackend:
         return str(policy.save(Path(out) / "policy"))
 
     def rft(self, examples, reward: Callable, init, stage: StageConfig, out: Path) -> str:
-        from llm.rollout import RolloutEngine
-        from llm.tokenizer import chat_prompt
-        from rl.trainer import FuncScorer, GRPOSample, GRPOTrainConfig, GRPOTrainer
+        from rl.methods import run_grpo
 
         policy = self.load(init)
-        r = dict(stage.rft)
-        engine = RolloutEngine(policy, policy.tokenizer, (), max_new_tokens=int(r.pop("max_new_tokens", 256)),
-                               temperature=float(r.pop("temperature", 1.0)), seed=int(r.get("seed", 0)))
-        samples = [GRPOSample(chat_prompt(policy.tokenizer, e["prompt"]), i,
-                              {"label": e["label"], "excess_return": e["excess_return"]}) for i, e in enumerate(examples)]
-        cfg = GRPOTrainConfig.from_dict({"max_steps": int(r.pop("steps", 1)), "accelerator": self.accelerator,
-                                         "queries_per_step": min(int(r.pop("queries_per_step", 2)), len(samples)), **r})
-        scorer = FuncScorer({h: REWARD_HEADS[h] for h in stage.rewards}, dict(stage.rewards))
-        hist = GRPOTrainer(policy, engine, samples, scorer, cfg, Path(out)).fit()
+        hist = run_grpo(policy, [e["prompt"] for e in examples],
+                        [{"label": e["label"], "excess_return": e["excess_return"]} for e in examples],
+                        {h: REWARD_HEADS[h] for h in stage.rewards}, dict(stage.rewards), stage.rft, out,
+                        accelerator=self.accelerator)
         self.history.append({"stage": stage.name, "phase": "rft", "steps": len(hist),
                              "reward": [h.get("reward/total", float("nan")) for h in hist],
                              "frac_zero_spread": [h.get("reward/frac_zero_spread", float("nan")) for h in hist]})
