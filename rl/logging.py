@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -134,7 +135,7 @@ class RunLogger:
             import wandb
 
             id_file = self.out_dir / "wandb_id.txt"  # same run id on resume
-            run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+            run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:8]
             id_file.write_text(run_id)
             self.run = wandb.init(project=project, group=group, name=name, id=run_id, resume="allow", mode=mode,
                                   dir=str(self.out_dir), config=dict(config or {}), reinit="finish_previous")
