@@ -36,6 +36,8 @@ from ts_encoder.module import TSForecastModule
 from ts_encoder.uncertainty import raw_uncertainty
 
 THRESHOLDS_FILE = "action_thresholds.json"
+# TSEncoder submodules trained with train_scope="action" (everything else is the history trunk)
+ACTION_SCOPE = ("film", "head_mu", "head_sigma", "head_high", "head_low")
 
 
 class ActionDecoderModule(TSForecastModule):
@@ -44,6 +46,10 @@ class ActionDecoderModule(TSForecastModule):
     init_encoder: a TS-encoder checkpoint (or state dict) to start from; FiLM keeps its identity init.
     pretrained_from: provenance only (the checkpoint stores ``init_encoder`` here, so reloading does not
     need the original file).
+    train_scope: ``all`` trains everything; ``action`` freezes the history trunk (embeddings, attention
+    blocks, ``ln_f``, the LLM projection) and trains e_ψ, FiLM and the distributional heads only. The
+    second stage of the tiny recipe uses it: the representation h_ts the LLM reads stays exactly the
+    pretrained one, and with no gradient through the trunk a step costs about a third.
     """
 
     def __init__(
@@ -62,6 +68,7 @@ class ActionDecoderModule(TSForecastModule):
         p_none: float = 0.2,
         init_encoder: str | None = None,
         pretrained_from: str | None = None,
+        train_scope: str = "all",
     ) -> None:
         act_cfg = ActionEncoderConfig(**(action or {}))
         cfg = replace(TSEncoderConfig.from_any(encoder), cond_dim=act_cfg.cond_dim)
@@ -75,7 +82,15 @@ class ActionDecoderModule(TSForecastModule):
         })
         self.decoder = ActionConditionedDecoder(cfg, act_cfg, encoder=self.model, normalizer=self.normalizer)
         if init_encoder:
-            self.decoder.load_encoder_state(load_encoder_state(init_encoder))
+            encoder_state, action_state = load_encoder_state(init_encoder)
+            self.decoder.load_encoder_state(encoder_state)
+            if action_state:  # starting from an earlier action-decoder checkpoint
+                self.decoder.action_encoder.load_state_dict(action_state)
+        if train_scope not in ("all", "action"):
+            raise ValueError(f"train_scope must be 'all' or 'action', got {train_scope!r}")
+        if train_scope == "action":
+            for name, p in self.model.named_parameters():
+                p.requires_grad_(name.split(".")[0] in ACTION_SCOPE)
         self._teacher: dict[str, ActionBatch] = {}
 
     @property
@@ -166,10 +181,13 @@ def teacher_actions(windows: Windows, thresholds: ActionThresholds) -> ActionBat
     return featurize(actions_from_windows(windows, thresholds), windows.last_close)
 
 
-def load_encoder_state(path: str | Path) -> dict[str, Tensor]:
-    """The TSEncoder state dict inside a ``TSForecastModule`` checkpoint (keys under ``model.``) or a
-    plain state dict."""
+def load_encoder_state(path: str | Path) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """(TSEncoder state, action-encoder state) from a ``TSForecastModule`` / ``ActionDecoderModule``
+    checkpoint (keys under ``model.`` and ``decoder.action_encoder.``) or a plain encoder state dict;
+    the action-encoder state is empty for a plain TS-encoder checkpoint."""
     ckpt = torch.load(path, map_location="cpu", weights_only=False)
     state = ckpt.get("state_dict", ckpt) if isinstance(ckpt, dict) else ckpt
-    sub = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
-    return sub or state
+    enc = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
+    pre = "decoder.action_encoder."
+    act = {k[len(pre):]: v for k, v in state.items() if k.startswith(pre)}
+    return enc or state, act

@@ -50,13 +50,17 @@ def load_windows(data: dict[str, Any]) -> Windows:
                               data.get("horizon", 10))
 
 
-def subsample_train(windows: Windows, max_train: int | None, seed: int) -> Windows:
-    """Keep at most ``max_train`` train windows (random, seeded); val and test untouched."""
-    train = np.flatnonzero(windows.split == "train")
-    if max_train is None or len(train) <= max_train:
-        return windows
-    keep = np.random.default_rng(seed).choice(train, max_train, replace=False)
-    return windows.select(np.sort(np.concatenate([keep, np.flatnonzero(windows.split != "train")])))
+def subsample(windows: Windows, max_train: int | None, max_val: int | None, seed: int) -> Windows:
+    """At most ``max_train`` train windows (random, seeded) and ``max_val`` val windows (evenly spaced);
+    test untouched."""
+    keep = []
+    for split, cap in (("train", max_train), ("val", max_val), ("test", None)):
+        idx = np.flatnonzero(windows.split == split)
+        if cap is not None and len(idx) > cap:
+            idx = (np.random.default_rng(seed).choice(idx, cap, replace=False) if split == "train"
+                   else idx[np.linspace(0, len(idx) - 1, cap).round().astype(int)])
+        keep.append(idx)
+    return windows.select(np.sort(np.concatenate(keep)))
 
 
 def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None) -> ActionDecoderModule:
@@ -68,7 +72,7 @@ def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None
     epochs = max_epochs or t.pop("max_epochs", 10)
     t.pop("max_epochs", None)
     L.seed_everything(seed, workers=True)
-    windows = subsample_train(load_windows(cfg.data), cfg.data.get("max_train"), seed)
+    windows = subsample(load_windows(cfg.data), cfg.data.get("max_train"), cfg.data.get("max_val"), seed)
     dm = WindowDataModule.from_windows(windows, batch_size=batch_size, seed=seed)
     module = ActionDecoderModule(encoder=cfg.model, action=cfg.action, init_encoder=cfg.init_encoder, **t)
     ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename="decoder", monitor="val/loss", mode="min",

@@ -8,6 +8,7 @@ import torch
 
 from benchmarks.action import main as bench_main
 from forecast_action.derive import ActionThresholds
+from forecast_action.encoder import featurize
 from forecast_action.module import THRESHOLDS_FILE, ActionDecoderModule, load_encoder_state
 from forecast_action.schema import ForecastAction
 from forecast_action.train import ActionTrainConfig, train
@@ -52,10 +53,27 @@ def test_init_from_pretrained_encoder(tmp_path) -> None:
     torch.manual_seed(0)
     enc = TSEncoder(TSEncoderConfig(**MODEL))  # an unconditioned (cond_dim=0) pretrained encoder
     torch.save({"state_dict": {f"model.{k}": v for k, v in enc.state_dict().items()}}, tmp_path / "ts.ckpt")
-    assert set(load_encoder_state(tmp_path / "ts.ckpt")) == set(enc.state_dict())
+    enc_state, act_state = load_encoder_state(tmp_path / "ts.ckpt")
+    assert set(enc_state) == set(enc.state_dict()) and act_state == {}
     m = ActionDecoderModule(encoder=MODEL, action=CFG.action, init_encoder=str(tmp_path / "ts.ckpt"))
     assert torch.equal(m.decoder.encoder.head_mu.weight, enc.head_mu.weight)
     assert m.hparams.pretrained_from == str(tmp_path / "ts.ckpt") and m.hparams.init_encoder is None
+
+
+def test_action_scope_freezes_the_trunk_and_continues_from_a_decoder(trained) -> None:
+    out, module, _ = trained
+    m = ActionDecoderModule(encoder=MODEL, action=CFG.action, init_encoder=str(out / "decoder.ckpt"),
+                            train_scope="action")
+    assert torch.equal(m.decoder.action_encoder.mlp[0].weight, module.decoder.action_encoder.mlp[0].weight)
+    assert torch.equal(m.model.film.net[-1].weight, module.model.film.net[-1].weight)
+    trainable = {n.split(".")[0] for n, p in m.model.named_parameters() if p.requires_grad}
+    assert trainable == {"film", "head_mu", "head_sigma", "head_high", "head_low"}
+    w = synthetic_windows().split_of("train").select(np.arange(8))
+    x = torch.as_tensor(w.x)
+    out_ = m.decoder(x, featurize([ForecastAction(direction="up")] * 8, w.last_close))
+    out_.mu.sum().backward()
+    assert m.model.blocks[0].attn.qkv.weight.grad is None  # no gradient reaches the trunk
+    assert m.decoder.action_encoder.mlp[0].weight.grad is not None
 
 
 def test_benchmark_writes_oracle_and_controllability(trained, tmp_path) -> None:
