@@ -110,11 +110,15 @@ def collapse_warnings(s: Mapping[str, float], n_answers: int, th: CollapseThresh
         answers = {k[len("answers/share/"):]: v for k, v in s.items() if k.startswith("answers/share/")}
         top = max(answers, key=answers.get) if answers else None
         if top is not None and answers[top] >= th.dominant:
-            out.append(f"one answer dominates: {top!r} is {answers[top]:.0%} of answers (collapse to one class?)")
+            out.append(f"one answer dominates: no readable answer in {answers[top]:.0%} of rollouts (format failure)"
+                       if top == "none" else
+                       f"one answer dominates: {top!r} is {answers[top]:.0%} of answers (collapse to one class?)")
         dirs = {k[len("actions/direction/"):]: v for k, v in s.items() if k.startswith("actions/direction/")}
         top_d = max(dirs, key=dirs.get) if dirs else None
         if top_d is not None and dirs[top_d] >= th.dominant:
-            out.append(f"one action dominates: direction={top_d!r} in {dirs[top_d]:.0%} of rollouts")
+            out.append(f"one action dominates: no parsed action in {dirs[top_d]:.0%} of rollouts (format failure)"
+                       if top_d == "none" else
+                       f"one action dominates: direction={top_d!r} in {dirs[top_d]:.0%} of rollouts")
     return out
 
 
