@@ -1,8 +1,9 @@
 """``stockr1 grpo --config configs/grpo/tiny.yaml``: u-GRPO from the SFT checkpoint.
 
 Wiring (each piece is the shared one, so GRPO sees exactly what SFT and the QA benchmark see):
-data (``llm.sft.load_data``) -> QA items (``llm.qa.generator``; train split only) -> action
-thresholds g (fit on train windows) -> policy + decoder from ``sft.run_dir`` (``policy/``,
+data (``llm.sft.load_data``) -> QA items (the SFT run's ``qa.jsonl``, else ``llm.qa.generator``;
+train split only) -> action thresholds g (the SFT run's ``thresholds.json``, else fit on train
+windows) -> policy + decoder from ``sft.run_dir`` (``policy/``,
 ``decoder.pt``), else the tiny policy / fresh decoder of the config -> prompts
 (``llm.qa.prompt``; K ``<ts>`` slots filled with the decoder encoder's ``h_ts``) and U_q (the
 encoder's normalised uncertainty, normaliser fit on train windows if the checkpoint has none) ->
@@ -87,8 +88,10 @@ def encoder_features(decoder, windows, idx: np.ndarray, batch: int = 256) -> tup
     return torch.cat(h), torch.cat(u).double().numpy()
 
 
-def build_samples(items, windows, thresholds, decoder, tokenizer) -> list[GRPOSample]:
-    """One GRPOSample per QA item: the shared prompt, soft tokens, reward columns, U_q."""
+def build_samples(items, windows, thresholds, decoder, tokenizer,
+                  max_context_chars: int | None = None) -> list[GRPOSample]:
+    """One GRPOSample per QA item: the shared prompt (as SFT and the QA benchmark build it), soft
+    tokens, reward columns, U_q."""
     from forecast_action.derive import actions_from_windows
     from llm.qa.prompt import SYSTEM_PROMPT, user_message
     from llm.special_tokens import ts_placeholders
@@ -103,7 +106,8 @@ def build_samples(items, windows, thresholds, decoder, tokenizer) -> list[GRPOSa
     out = []
     for j, it in enumerate(items):
         w = it.window
-        prompt = chat_prompt(tokenizer, user_message(it, str(ctx[w]) if len(ctx) else "", ph), SYSTEM_PROMPT)
+        user = user_message(it, str(ctx[w]) if len(ctx) else "", ph, max_context_chars)
+        prompt = chat_prompt(tokenizer, user, SYSTEM_PROMPT)
         cols = {"answer": it.answer, "answer_type": it.answer_type, "tolerance": it.tolerance,
                 "choices": tuple(it.choices), "target_action": targets[j],
                 "true_close": windows.future[w, :, CLOSE], "true_volume": windows.future[w, :, VOLUME],
@@ -117,6 +121,7 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
              overrides: Mapping[str, Any] | None = None, use_wandb: bool = True) -> dict[str, Any]:
     """Train u-GRPO as configured; returns the summary (also written to ``summary.json``)."""
     from forecast_action.derive import ActionThresholds
+    from llm.qa.dataset import load_items
     from llm.qa.generator import QAConfig, QAGenerator
     from llm.rollout import RolloutEngine
     from llm.sft import load_data, save_decoder
@@ -135,14 +140,18 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
     windows, context_fn = load_data(cfg.get("data", {}))
     qa = dict(cfg.get("qa", {}))
     max_q = qa.pop("max_train_queries", None)
-    items, _ = QAGenerator(windows, context_fn).generate(QAConfig(**qa))
+    if sft is not None and (sft / "qa.jsonl").exists():  # the SFT run's own items and thresholds
+        items = load_items(sft / "qa.jsonl")
+    else:
+        items, _ = QAGenerator(windows, context_fn).generate(QAConfig(**qa))
     train_items = [it for it in items if it.split == "train"]
     if max_q:
         keep = np.random.default_rng(qa.get("seed", 0)).permutation(len(train_items))[: int(max_q)]
         train_items = [train_items[i] for i in sorted(keep)]
-    thresholds = ActionThresholds.fit(windows)
+    th_file = sft / "thresholds.json" if sft is not None else None
+    thresholds = ActionThresholds.load(th_file) if th_file and th_file.exists() else ActionThresholds.fit(windows)
     policy, decoder = load_models(cfg, sft)
-    samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer)
+    samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer, cfg.get("max_context_chars"))
     rcfg = dict(cfg.get("rollout", {}))
     n_samples = int(rcfg.pop("n_samples", 32))
     engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows, n_samples)], **rcfg)
