@@ -1,0 +1,365 @@
+"""`stockr1 bench ablation [--config configs/ablation/demo.yaml] [--seeds 0 1 2] --out DIR`
+
+Stock-R1 Table 3 / Fig. 4 at demo scale: SFT only, + GRPO (w = 1), + u-GRPO, and u-GRPO without
+R_act / without R_prec, each evaluated on the same held-out QA slice, mean ± std over seeds.
+
+Per seed s (``sft.per_seed: true``, the default): one joint SFT run (``llm.sft.run_sft``, policy init
+and batch order seeded by s; QA items, decoder warm-up and traces shared with the first seed's run
+through SFT's ``prepare_from``), then every GRPO variant starts from *that* SFT checkpoint
+(``rl.cli.run_grpo``, GRPO seed s) with the same budget (``grpo.overrides``). So the seed spread of
+every row includes the SFT's own seed variance, and within a seed the rows differ only by the RL
+variant. With ``sft.per_seed: false`` one SFT (seed = first seed) is reused by all seeds, and the SFT
+row has zero spread (greedy decoding is deterministic).
+
+Evaluation: ``benchmarks.qa.evaluate_run`` (the QA benchmark's greedy rollouts through the one
+rollout engine and its grader) on a family-balanced slice of the first SFT run's test questions,
+plus action accuracy = mean ``forecast_action.score.score_action(emitted, a*)`` with a* = g(realised
+future) (a missing or unparsable action scores 0), the field-level score R_act uses.
+
+Every stage caches its result under ``--work`` (git-ignored), so an interrupted benchmark resumes:
+finished SFT/GRPO runs and evaluations are reused, an unfinished GRPO run continues from ``last.ckpt``.
+Writes ``metrics.json`` (variant -> metric -> mean, ``<metric>_std``, ``n_seeds``), ``per_seed.json``,
+``table.md`` (Table 3 layout), ``entropy.png`` (Fig. 4), ``run_info.json`` (timings, config) and
+``README.md`` (the ordering verdict).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rl.cli import deep_update
+
+FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
+METRICS = (*FAMILY_COLS, "overall", "action_accuracy", "action_success_rate", "answer_parse_rate")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One Table 3 row. ``grpo`` = None: the SFT checkpoint itself; else overrides for ``run_grpo``
+    that set *both* switches explicitly (uncertainty weight, reward components), so a base config
+    that changes its defaults cannot silently change what a row means."""
+
+    key: str
+    label: str
+    grpo: Mapping[str, Any] | None
+
+
+ALL_REWARDS = ("r_ans", "r_act", "r_prec", "r_cons")
+
+
+def _rl(weighted: bool, drop: str | None = None) -> dict[str, Any]:
+    comps = [c for c in ALL_REWARDS if c != drop]
+    return {"train": {"uncertainty": {"enabled": weighted}, "reward_components": comps}}
+
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("sft", "SFT w/ thinking", None),
+    Variant("grpo", "+ GRPO (w = 1)", _rl(False)),
+    Variant("ugrpo", "+ u-GRPO", _rl(True)),
+    Variant("ugrpo_no_ract", "w/o R_act (Actions)", _rl(True, "r_act")),
+    Variant("ugrpo_no_rprec", "w/o R_prec (Forecast)", _rl(True, "r_prec")),
+)
+VARIANTS_BY_KEY = {v.key: v for v in VARIANTS}
+
+
+@dataclass(frozen=True)
+class AblationConfig:
+    """configs/ablation/*.yaml (each key documented there)."""
+
+    seeds: tuple[int, ...] = (0, 1, 2)
+    threads: int = 2
+    work_dir: str = "checkpoints/ablation"
+    variants: tuple[str, ...] = tuple(v.key for v in VARIANTS)
+    sft: Mapping[str, Any] = field(default_factory=lambda: {"config": "configs/sft/tiny.yaml"})
+    grpo: Mapping[str, Any] = field(default_factory=lambda: {"config": "configs/grpo/tiny.yaml"})
+    eval: Mapping[str, Any] = field(default_factory=lambda: {"n": 40, "max_new_tokens": 384})
+    wandb: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AblationConfig:
+        names = set(cls.__dataclass_fields__)
+        bad = sorted(set(d) - names)
+        if bad:
+            raise ValueError(f"unknown ablation config keys {bad}; valid: {sorted(names)}")
+        kw = dict(d)
+        for k in ("seeds", "variants"):
+            if k in kw:
+                kw[k] = tuple(kw[k])
+        unknown = sorted(set(kw.get("variants", ())) - set(VARIANTS_BY_KEY))
+        if unknown:
+            raise ValueError(f"unknown variants {unknown}; valid: {list(VARIANTS_BY_KEY)}")
+        if len(kw.get("seeds", cls.seeds)) < 1:
+            raise ValueError("seeds must list at least one seed")
+        return cls(**kw)
+
+
+# ------------------------------------------------------------------------------ config resolution
+def sft_overrides(cfg: AblationConfig, seed: int, share_from: Path | None) -> dict[str, Any]:
+    """Overrides of the SFT config for ``seed``: budget, seed, and (after the first seed) the shared
+    QA items / decoder warm-up / traces of the first seed's run."""
+    over = deep_update(cfg.sft.get("overrides") or {}, {"run": f"s{seed}", "train": {"seed": int(seed)}})
+    if share_from is not None:
+        over["prepare_from"] = str(share_from)
+    return over
+
+
+def grpo_overrides(cfg: AblationConfig, variant: Variant, seed: int, sft_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Overrides passed to ``run_grpo`` for one (variant, seed): the shared budget, the SFT run's
+    data/QA sections (GRPO must draw its training queries from the items the SFT saw), the seed, the
+    W&B group, then the variant's switches last so nothing can undo them."""
+    if variant.grpo is None:
+        raise ValueError(f"variant {variant.key!r} has no GRPO stage")
+    from dataclasses import asdict
+
+    from llm.qa import QAConfig
+
+    # every QAConfig field spelled out: a key of the GRPO base config's qa section (merged, not
+    # replaced, by run_grpo) must not change which items are generated
+    qa = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(QAConfig()).items()}
+    over = deep_update(cfg.grpo.get("overrides") or {}, {
+        "data": dict(sft_cfg.get("data", {})),
+        "qa": {**qa, **dict(sft_cfg.get("qa", {})), **dict((cfg.grpo.get("overrides") or {}).get("qa", {}))},
+        "seed": int(seed),
+        "train": {"seed": int(seed)},
+        "wandb": {"group": f"ablation/{variant.key}"},
+    })
+    return deep_update(over, variant.grpo)
+
+
+def resolved_grpo(cfg: AblationConfig, variant: Variant, seed: int, sft_cfg: Mapping[str, Any]):
+    """(full GRPO config dict, ``GRPOTrainConfig``) exactly as ``run_grpo`` will build them."""
+    from rl.cli import load_config
+    from rl.trainer import GRPOTrainConfig
+
+    full = load_config(cfg.grpo["config"], grpo_overrides(cfg, variant, seed, sft_cfg))
+    return full, GRPOTrainConfig.from_dict(full.get("train", {}))
+
+
+def resolved_sft(cfg: AblationConfig, seed: int, share_from: Path | None) -> dict[str, Any]:
+    from llm.sft import load_yaml
+
+    return deep_update(load_yaml(cfg.sft["config"]), sft_overrides(cfg, seed, share_from))
+
+
+# ------------------------------------------------------------------------------ evaluation
+def balanced_slice(items: Sequence[Any], n: int) -> list[Any]:
+    """The first ``n`` items taking families round-robin in stored order (same slice for every row)."""
+    by_fam: dict[str, list[Any]] = {}
+    for it in items:
+        by_fam.setdefault(it.family, []).append(it)
+    queues = [list(v) for _, v in sorted(by_fam.items())]
+    out: list[Any] = []
+    while len(out) < n and any(queues):
+        for q in queues:
+            if q and len(out) < n:
+                out.append(q.pop(0))
+    return out
+
+
+def action_accuracy(pairs: Sequence[tuple[Any, Any]], windows, thresholds) -> float:
+    """Mean field-level score (%) of each rollout's emitted action against a* = g(realised future)."""
+    from forecast_action.derive import actions_from_windows
+    from forecast_action.score import score_action
+
+    idx = np.array([it.window for it, _ in pairs], dtype=int)
+    targets = actions_from_windows(windows.select(idx), thresholds)
+    return 100.0 * float(np.mean([score_action(r.action, t).score for (_, r), t in zip(pairs, targets, strict=True)]))
+
+
+def evaluate(run_dir: Path, items, windows, thresholds, max_new_tokens: int) -> dict[str, float]:
+    """The QA benchmark's grader on ``items`` (``benchmarks.qa.evaluate_run``) + action accuracy."""
+    from benchmarks.qa import evaluate_run
+
+    metrics, pairs = evaluate_run(run_dir, items, windows, max_new_tokens)
+    return {**metrics, "action_accuracy": action_accuracy(pairs, windows, thresholds)}
+
+
+# ------------------------------------------------------------------------------ aggregation
+def aggregate(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]],
+              metrics: Sequence[str] = METRICS) -> dict[str, dict[str, float]]:
+    """variant -> {metric: mean, metric_std: sample std (ddof=1; 0 for one seed), n_seeds}."""
+    out: dict[str, dict[str, float]] = {}
+    for variant, seeds in per_seed.items():
+        row: dict[str, float] = {"n_seeds": float(len(seeds))}
+        for m in metrics:
+            vals = np.array([s[m] for s in seeds.values() if m in s and s[m] is not None], dtype=np.float64)
+            if len(vals) == 0:
+                continue
+            row[m] = float(vals.mean())
+            row[f"{m}_std"] = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
+        out[variant] = row
+    return out
+
+
+def fmt(row: Mapping[str, float], m: str) -> str:
+    return "–" if m not in row else f"{row[m]:.1f} ± {row[m + '_std']:.1f}"
+
+
+def render_table(agg: Mapping[str, Mapping[str, float]]) -> str:
+    """Table 3 layout: one row per variant, QA accuracy per family + Avg., action accuracy (%)."""
+    from llm.qa.core import FAMILY_TITLES
+
+    cols = [FAMILY_TITLES[f] for f in FAMILY_COLS] + ["Avg. QA Acc.", "Action Acc.", "Action success"]
+    keys = [*FAMILY_COLS, "overall", "action_accuracy", "action_success_rate"]
+    lines = ["| Method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for key, row in agg.items():
+        label = VARIANTS_BY_KEY[key].label if key in VARIANTS_BY_KEY else key
+        lines.append(f"| {label} | " + " | ".join(fmt(row, m) for m in keys) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def ordering(agg: Mapping[str, Mapping[str, float]], metric: str) -> dict[str, Any]:
+    """The paper's ordering u-GRPO >= GRPO > SFT on ``metric``: the raw comparison of means, and
+    whether each gap exceeds the larger of the two seed spreads (a loose 'beyond noise' check)."""
+    need = ("sft", "grpo", "ugrpo")
+    if any(k not in agg or metric not in agg[k] for k in need):
+        return {"metric": metric, "available": False}
+    m = {k: agg[k][metric] for k in need}
+    s = {k: agg[k][f"{metric}_std"] for k in need}
+    return {
+        "metric": metric, "available": True, "means": m, "stds": s,
+        "ugrpo_ge_grpo": m["ugrpo"] >= m["grpo"], "grpo_gt_sft": m["grpo"] > m["sft"],
+        "holds": m["ugrpo"] >= m["grpo"] > m["sft"],
+        "grpo_gt_sft_beyond_spread": m["grpo"] - m["sft"] > max(s["grpo"], s["sft"]),
+        "ugrpo_gt_grpo_beyond_spread": m["ugrpo"] - m["grpo"] > max(s["ugrpo"], s["grpo"]),
+    }
+
+
+# ------------------------------------------------------------------------------ running
+def _load_yaml(path: str | Path) -> dict[str, Any]:
+    from llm.sft import load_yaml
+
+    return load_yaml(path)
+
+
+def _write_yaml(cfg: Mapping[str, Any], path: Path, note: str) -> Path:
+    import yaml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# {note}\n" + yaml.safe_dump(dict(cfg), sort_keys=False))
+    return path
+
+
+def _cached(path: Path, fn, timings: dict[str, float], key: str):
+    """JSON result at ``path`` if present, else ``fn()`` written there (the resume unit)."""
+    if path.exists():
+        return json.loads(path.read_text())
+    t0 = time.perf_counter()
+    res = fn()
+    timings[key] = time.perf_counter() - t0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res, indent=1, default=str))
+    return res
+
+
+def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
+    """Train and evaluate every (variant, seed); returns {per_seed, metrics, timings}."""
+    from forecast_action.derive import ActionThresholds
+    from llm.qa import load_items
+    from llm.sft import load_data, run_sft
+    from rl.cli import run_grpo
+
+    work = Path(cfg.work_dir)
+    timings: dict[str, float] = {}
+    variants = [VARIANTS_BY_KEY[k] for k in cfg.variants]
+    per_seed: dict[str, dict[int, dict[str, float]]] = {v.key: {} for v in variants}
+    per_seed_sft = bool(cfg.sft.get("per_seed", True))
+    first = work / "sft" / f"s{cfg.seeds[0]}"
+    eval_cache: dict[str, Any] = {}
+    for seed in cfg.seeds:
+        sft_seed = seed if per_seed_sft else cfg.seeds[0]
+        sft_dir = work / "sft" / f"s{sft_seed}"
+        sft_cfg = resolved_sft(cfg, sft_seed, None if sft_seed == cfg.seeds[0] else first)
+        if not (sft_dir / "summary.json").exists():
+            path = _write_yaml(sft_cfg, work / "configs" / f"sft-s{sft_seed}.yaml",
+                               f"derived by stockr1 bench ablation from {cfg.sft['config']}")
+            log(f"[ablation] SFT seed {sft_seed} -> {sft_dir}")
+            t0 = time.perf_counter()
+            run_sft(path, run=f"s{sft_seed}", out_root=work / "sft")
+            timings[f"sft/s{sft_seed}"] = time.perf_counter() - t0
+        if not eval_cache:  # the held-out slice and thresholds: from the first seed's SFT run
+            windows, _ = load_data(sft_cfg.get("data", {}))
+            test = [it for it in load_items(first / "qa.jsonl") if it.split == "test"]
+            eval_cache = {"windows": windows, "thresholds": ActionThresholds.fit(windows),
+                          "items": balanced_slice(test, int(cfg.eval.get("n", 40)))}
+        ev = eval_cache
+        mnt = int(cfg.eval.get("max_new_tokens", 384))
+        for v in variants:
+            name = f"{v.key}-s{seed}"
+            if v.grpo is None:
+                run_dir = sft_dir
+            else:
+                run_dir = work / "grpo" / name
+                if not (run_dir / "summary.json").exists():
+                    log(f"[ablation] GRPO {name}")
+                    t0 = time.perf_counter()
+                    run_grpo(cfg.grpo["config"], run=name, out_root=work / "grpo", resume=True, sft_dir=sft_dir,
+                             overrides=grpo_overrides(cfg, v, seed, sft_cfg), use_wandb=cfg.wandb)
+                    timings[f"grpo/{name}"] = time.perf_counter() - t0
+            eval_name = f"{v.key}-s{sft_seed}" if v.grpo is None else name
+            log(f"[ablation] eval {name}")
+            per_seed[v.key][seed] = _cached(
+                work / "eval" / f"{eval_name}-n{len(ev['items'])}.json",
+                lambda run_dir=run_dir, ev=ev, mnt=mnt: evaluate(run_dir, ev["items"], ev["windows"],
+                                                                 ev["thresholds"], mnt),
+                timings, f"eval/{name}")
+    return {"per_seed": per_seed, "metrics": aggregate(per_seed), "timings": timings,
+            "n_eval": len(eval_cache.get("items", [])),
+            "eval_families": dict(_count_families(eval_cache.get("items", [])))}
+
+
+def _count_families(items) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for it in items:
+        out[it.family] = out.get(it.family, 0) + 1
+    return out
+
+
+def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config_path: str | None) -> None:
+    from benchmarks.ablation_plots import entropy_curves, plot_entropy, readme
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(res["metrics"], indent=1))
+    (out / "per_seed.json").write_text(json.dumps(res["per_seed"], indent=1))
+    (out / "table.md").write_text(render_table(res["metrics"]))
+    curves = {k: entropy_curves(Path(cfg.work_dir) / "grpo", k, cfg.seeds) for k in ("grpo", "ugrpo")
+              if k in cfg.variants}
+    if any(curves.values()):
+        plot_entropy(curves, out / "entropy.png")
+    info = {"config_path": config_path, "config": json.loads(json.dumps(cfg.__dict__, default=list)),
+            "timings_s": res["timings"], "total_s": float(sum(res["timings"].values())),
+            "n_eval": res["n_eval"], "eval_families": res["eval_families"],
+            "ordering": {m: ordering(res["metrics"], m) for m in ("overall", "action_accuracy")}}
+    (out / "run_info.json").write_text(json.dumps(info, indent=1, default=str))
+    (out / "README.md").write_text(readme(res["metrics"], info, render_table(res["metrics"])))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    ap = argparse.ArgumentParser(prog="stockr1 bench ablation", description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="configs/ablation/demo.yaml", help="ablation config (configs/ablation/)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="override the config's seeds")
+    ap.add_argument("--variants", nargs="+", default=None, choices=list(VARIANTS_BY_KEY))
+    ap.add_argument("--work", default=None, help="where SFT/GRPO runs and eval caches go (default: config)")
+    ap.add_argument("--out", required=True, help="result directory (results/ablation for the committed one)")
+    args = ap.parse_args(argv)
+    d = _load_yaml(args.config)
+    for key, val in (("seeds", args.seeds), ("variants", args.variants), ("work_dir", args.work)):
+        if val is not None:
+            d[key] = val
+    cfg = AblationConfig.from_dict(d)
+    torch.set_num_threads(cfg.threads)
+    out = Path(args.out)
+    res = run_ablation(cfg, out)
+    write_results(res, cfg, out, args.config)
+    print(render_table(res["metrics"]))
+    return 0

@@ -1,0 +1,105 @@
+"""Aggregation (mean ± std over seeds), Table 3 rendering, ordering verdicts, eval slice, action accuracy
+and the entropy plot of the ablation benchmark, on hand-made numbers."""
+
+import json
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+from benchmarks.ablation import action_accuracy, aggregate, balanced_slice, ordering, render_table
+from benchmarks.ablation_plots import entropy_curves, mean_band, plot_entropy, read_metric, readme
+
+PER_SEED = {
+    "sft": {0: {"overall": 40.0, "forecast": 30.0, "action_accuracy": 20.0},
+            1: {"overall": 44.0, "forecast": 34.0, "action_accuracy": 22.0},
+            2: {"overall": 42.0, "forecast": 35.0, "action_accuracy": 24.0}},
+    "grpo": {0: {"overall": 50.0, "action_accuracy": 30.0}, 1: {"overall": 52.0, "action_accuracy": 30.0},
+             2: {"overall": 54.0, "action_accuracy": 30.0}},
+    "ugrpo": {0: {"overall": 51.0, "action_accuracy": 29.0}, 1: {"overall": 51.0, "action_accuracy": 29.0},
+              2: {"overall": 51.0, "action_accuracy": 29.0}},
+}
+
+
+def test_aggregate_mean_and_sample_std():
+    agg = aggregate(PER_SEED)
+    assert agg["sft"]["overall"] == pytest.approx(42.0)
+    assert agg["sft"]["overall_std"] == pytest.approx(2.0)  # sqrt(((-2)^2 + 2^2 + 0) / 2)
+    assert agg["sft"]["forecast"] == pytest.approx(33.0)
+    assert agg["sft"]["forecast_std"] == pytest.approx(np.sqrt((9 + 1 + 4) / 2))
+    assert agg["ugrpo"]["overall_std"] == 0.0 and agg["grpo"]["n_seeds"] == 3.0
+    assert "forecast" not in agg["grpo"]  # not measured -> absent, not 0
+    one = aggregate({"sft": {0: {"overall": 10.0}}})
+    assert one["sft"]["overall"] == 10.0 and one["sft"]["overall_std"] == 0.0
+
+
+def test_table_layout_and_cells():
+    table = render_table(aggregate(PER_SEED))
+    lines = table.strip().splitlines()
+    assert lines[0].startswith("| Method | Forecast QA |") and "Avg. QA Acc." in lines[0] and "Action Acc." in lines[0]
+    assert len(lines) == 2 + 3
+    sft = lines[2].split(" | ")
+    assert lines[2].startswith("| SFT w/ thinking |")
+    assert "33.0 ± 2.6" in sft[1] and "42.0 ± 2.0" in lines[2] and "22.0 ± 2.0" in lines[2]
+    assert lines[3].startswith("| + GRPO (w = 1) |") and "| – |" in lines[3]
+
+
+def test_ordering_verdicts():
+    agg = aggregate(PER_SEED)
+    o = ordering(agg, "overall")  # ugrpo 51 < grpo 52 > sft 42
+    assert o["grpo_gt_sft"] and not o["ugrpo_ge_grpo"] and not o["holds"]
+    assert o["grpo_gt_sft_beyond_spread"]  # 10 > max(2, 2)
+    a = ordering(agg, "action_accuracy")  # 29 < 30 > 22
+    assert not a["holds"] and a["grpo_gt_sft"]
+    ok = ordering(aggregate({k: {s: {"m": v} for s, v in enumerate(vals)} for k, vals in
+                             {"sft": [1, 2, 3], "grpo": [2, 3, 4], "ugrpo": [3, 3, 3]}.items()}, ("m",)), "m")
+    assert ok["holds"] and not ok["grpo_gt_sft_beyond_spread"]  # gap 1 == spread 1: within noise
+    assert ordering({"sft": {}}, "overall") == {"metric": "overall", "available": False}
+
+
+def test_balanced_slice_round_robin():
+    It = namedtuple("It", "family id")
+    items = [It("news", i) for i in range(5)] + [It("event", i) for i in range(5, 7)] + [It("forecast", 9)]
+    got = balanced_slice(items, 6)
+    assert [(g.family, g.id) for g in got] == [("event", 5), ("forecast", 9), ("news", 0), ("event", 6),
+                                                ("news", 1), ("news", 2)]
+    assert len(balanced_slice(items, 100)) == len(items)
+
+
+def test_action_accuracy_perfect_and_missing():
+    from forecast_action.derive import ActionThresholds, actions_from_windows
+    from stockr1.data import synthetic_windows
+
+    w = synthetic_windows(n_tickers=2, n_days=300)
+    th = ActionThresholds.fit(w)
+    idx = np.flatnonzero(w.split == "test")[:4]
+    It, R = namedtuple("It", "window"), namedtuple("R", "action")
+    targets = actions_from_windows(w.select(idx), th)
+    perfect = [(It(int(i)), R(t)) for i, t in zip(idx, targets, strict=True)]
+    assert action_accuracy(perfect, w, th) == pytest.approx(100.0)
+    half = perfect[:2] + [(It(int(i)), R(None)) for i in idx[2:]]
+    assert action_accuracy(half, w, th) == pytest.approx(50.0)
+
+
+def test_entropy_curves_plot_and_readme(tmp_path):
+    for variant, base in (("grpo", 2.0), ("ugrpo", 2.5)):
+        for s in (0, 1):
+            d = tmp_path / f"{variant}-s{s}"
+            d.mkdir()
+            recs = [{"step": t, "policy/entropy": base - 0.1 * t + 0.01 * s, "reward/total": 0.1 * t} for t in (1, 2, 3)]
+            recs.append({"step": 2, "policy/entropy": 9.0, "reward/total": None})  # re-run after resume: last wins
+            (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    assert read_metric(tmp_path / "grpo-s0" / "metrics.jsonl", "policy/entropy")[2] == 9.0
+    assert read_metric(tmp_path / "grpo-s0" / "metrics.jsonl", "reward/total")[2] == pytest.approx(0.2)
+    curves = {v: entropy_curves(tmp_path, v, [0, 1, 7]) for v in ("grpo", "ugrpo")}
+    assert set(curves["grpo"]["policy/entropy"]) == {0, 1}  # seed 7 never ran
+    steps, mean, std = mean_band(curves["ugrpo"]["policy/entropy"])
+    assert list(steps) == [1, 2, 3] and mean[0] == pytest.approx(2.405) and std[0] == pytest.approx(0.01 / np.sqrt(2))
+    png = plot_entropy(curves, tmp_path / "out" / "entropy.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    agg = aggregate(PER_SEED)
+    info = {"config": {"seeds": [0, 1, 2], "sft": {"per_seed": True}}, "config_path": "c.yaml", "n_eval": 30,
+            "eval_families": {"news": 6}, "total_s": 120.0,
+            "ordering": {m: ordering(agg, m) for m in ("overall", "action_accuracy")}}
+    text = readme(agg, info, render_table(agg))
+    assert "**does not hold**" in text and "grpo 52.0 ± 2.0" in text and "one SFT per seed" in text
