@@ -46,7 +46,7 @@ def test_ts_loss_hand_computed() -> None:
     assert math.isclose(loss.item(), expected, rel_tol=1e-5)
 
 
-def _structured(n: int, gen: torch.Generator, lookback: int = 10, horizon: int = 2):
+def _structured(n: int, gen: torch.Generator, lookback: int = 30, horizon: int = 2):
     """Inputs iid N(0,1); close return μ = 0.8 x_C[-1], σ_C = 0.6 exp(0.5 x_O[-1]); O, V: N(0, 1);
     H = C + |e|, L = C - |e'|. Returns x, y, oracle (μ_C, σ_C)."""
     x = torch.randn(n, 5, lookback, generator=gen)
@@ -62,12 +62,12 @@ def _structured(n: int, gen: torch.Generator, lookback: int = 10, horizon: int =
 def test_training_reaches_near_oracle_nll() -> None:
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
-    cfg = TSEncoderConfig(lookback=10, horizon=2, d_model=32, n_layers=1, n_heads=2, ffn_dim=64,
+    cfg = TSEncoderConfig(lookback=30, horizon=2, d_model=32, n_layers=1, n_heads=2, ffn_dim=64,
                           d_llm=8, dropout=0.0)
     model = TSEncoder(cfg)
     x, y, _, _ = _structured(4096, gen)
     xv, yv, mu_v, sd_v = _structured(2048, gen)
-    steps = 200
+    steps = 300
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
 
@@ -90,6 +90,6 @@ def test_training_reaches_near_oracle_nll() -> None:
     oracle = (((yv[:, 3] - mu_v) ** 2 / (2 * sd_v**2)) + sd_v.log()).sum(-1).mean().item()
     naive = ((yv[:, 3] - yv[:, 3].mean()) ** 2 / (2 * yv[:, 3].var()) + 0.5 * yv[:, 3].var().log()).sum(-1).mean()
     assert end < start - 0.5, (start, end)
-    # the unconditional Gaussian is ~1.25 nats above the oracle here; we must close > 80% of that gap
+    # the unconditional Gaussian is ~1.2 nats above the oracle here; we must close > 80% of that gap
     assert naive.item() - oracle > 0.8
-    assert end < oracle + 0.2, (end, oracle, naive.item())
+    assert end - oracle < 0.2 * (naive.item() - oracle), (end, oracle, naive.item())

@@ -23,7 +23,7 @@ class TSEncoderConfig:
     d_llm:      width of the soft tokens ``h_ts`` handed to the LLM (Qwen3-4B: 2560)
     cond_dim:   width of the optional conditioning vector fed through FiLM (0 = unconditioned)
     rope_base:  RoPE frequency base
-    min_sigma:  floor added to softplus(σ) in normalised units, keeps the NLL finite
+    min_sigma:  floor added to softplus(σ) (in units of the window std), keeps the NLL finite
     input_clip: normalised inputs are clipped to ±input_clip (data errors in volume reach 20 σ)
     """
 

@@ -28,8 +28,14 @@ horizon step, μ and softplus σ for the O, C, V log returns and the τ=.95 / τ
 H / L log returns.
 
 Scale. Inputs are standardised per channel with ``x_loc`` / ``x_scale`` (buffers fitted on the
-training split, saved in the state dict) and the heads work in those units; outputs are mapped
-back, so ``TSOutput`` is in raw log-return units and the loss is the paper's, in raw units.
+training split, saved in the state dict); outputs are mapped back, so ``TSOutput`` is in raw
+log-return units and the loss is the paper's, in raw units. The spread heads (σ, and the quantiles'
+distance from the channel mean) are in units of the window's own per-channel std ``s`` (all days
+≤ t, so no look-ahead) and the heads also see ``log(s / x_scale)``: σ = s · softplus(w_σᵀ h_t).
+This is the paper's softplus head reparametrised like RevIN / Chronos mean scaling: at
+initialisation the model *is* the trailing-volatility random walk, and it learns how future
+volatility departs from the trailing one (clustering, mean reversion). Token causality is
+untouched: ``s`` enters only the heads, never ``hidden`` / ``h_ts``.
 """
 
 from __future__ import annotations
@@ -152,6 +158,9 @@ class TSEncoder(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, rope) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(d)
         self.proj = nn.Linear(d, cfg.d_llm)
+        self.scale_embed = nn.Linear(v, cfg.d_llm)  # log(window std / train std) -> heads' state
+        nn.init.zeros_(self.scale_embed.weight)
+        nn.init.zeros_(self.scale_embed.bias)
         self.film = FiLM(cfg.cond_dim, cfg.d_llm) if cfg.cond_dim > 0 else None
         self.head_mu = nn.Linear(cfg.d_llm, 3 * s)
         self.head_sigma = nn.Linear(cfg.d_llm, 3 * s)
@@ -191,23 +200,26 @@ class TSEncoder(nn.Module):
             h = block(h, mask)
         hidden = self.ln_f(h)
         h_ts = self.proj(hidden)  # [B, K, d_llm]
+        win_std = (x.var(dim=2, unbiased=False) + (1e-3 * self.x_scale) ** 2).sqrt()  # [B, V], days <= t
         state = h_ts[:, -cfg.n_vars:].mean(dim=1)  # [B, d_llm] aggregated state at the last patch time
+        state = state + self.scale_embed(torch.log(win_std / self.x_scale))
         if cond is not None:
             if self.film is None:
                 raise ValueError("cond given but the encoder was built with cond_dim=0")
             if cond.shape != (b, cfg.cond_dim):
                 raise ValueError(f"cond must be [B={b}, {cfg.cond_dim}], got {tuple(cond.shape)}")
             state = self.film(state, cond)
-        return self._heads(state, hidden, h_ts)
+        return self._heads(state, hidden, h_ts, win_std)
 
-    def _heads(self, state: Tensor, hidden: Tensor, h_ts: Tensor) -> TSOutput:
+    def _heads(self, state: Tensor, hidden: Tensor, h_ts: Tensor, win_std: Tensor) -> TSOutput:
+        """win_std: [B, V] per-window std of the raw inputs (the unit of the spread heads)."""
         b, s = state.shape[0], self.cfg.horizon
         gi = list(GAUSSIAN_CHANNELS)
         loc, scale = self.x_loc[gi][None, :, None], self.x_scale[gi][None, :, None]  # [1, 3, 1]
         mu = loc + scale * self.head_mu(state).view(b, 3, s)
-        sigma = scale * (F.softplus(self.head_sigma(state).view(b, 3, s)) + self.cfg.min_sigma)
-        q_high = self.x_loc[HIGH] + self.x_scale[HIGH] * self.head_high(state)
-        q_low = self.x_loc[LOW] + self.x_scale[LOW] * self.head_low(state)
+        sigma = win_std[:, gi, None] * (F.softplus(self.head_sigma(state).view(b, 3, s)) + self.cfg.min_sigma)
+        q_high = self.x_loc[HIGH] + win_std[:, HIGH, None] * self.head_high(state)
+        q_low = self.x_loc[LOW] + win_std[:, LOW, None] * self.head_low(state)
         return TSOutput(mu=mu, sigma=sigma, q_high=q_high, q_low=q_low, hidden=hidden,
                         h_ts=h_ts, state=state)
 
