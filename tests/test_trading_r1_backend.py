@@ -36,6 +36,6 @@ def test_sft_then_grpo_on_the_shared_trainer(init_dir):
     assert sft["loss_last"] < 0.5 * sft["loss_first"]
     assert rft["frac_zero_spread"][0] < 1.0  # the decision reward varies within groups -> a signal
     a, b = Policy.load(log[0]["sft"]), Policy.load(log[0]["checkpoint"])
-    delta = sum(float((x - y).abs().sum()) for x, y in zip(a.parameters(), b.parameters(), strict=True))
+    delta = sum(float((x.detach() - y.detach()).abs().sum()) for x, y in zip(a.parameters(), b.parameters(), strict=True))
     assert delta > 0.0
     assert json.loads((init_dir / "run" / "decision" / "DONE").read_text())["checkpoint"] == log[0]["checkpoint"]
