@@ -341,7 +341,7 @@ class GRPOTrainer:
             if self.decoder is not None:
                 l_ts = self._ts_loss(rollouts)
                 fab.backward(cfg.lambda_ts * l_ts)
-                stats["decoder/l_ts"] = float(l_ts)
+                stats["decoder/l_ts"] = float(l_ts.detach())
             if cfg.max_grad_norm:
                 fab.clip_gradients(self.policy, self.opt, max_norm=cfg.max_grad_norm, error_if_nonfinite=False)
             self.opt.step()

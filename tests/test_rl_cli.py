@@ -25,13 +25,13 @@ def setup(tmp_path_factory):
     windows, ctx = load_data({"source": "synthetic", "n_tickers": 1, "n_days": 260, "seed": 0})
     items, _ = QAGenerator(windows, ctx).generate(QAConfig(n_train=6, n_val=1, n_test=1, seed=0))
     items = [it for it in items if it.split == "train"]
-    tok = train_tokenizer([str(c) for c in windows.context[:20]] + ["Question: will it rise?"] * 5, 400,
-                          tmp_path_factory.mktemp("tok"))
-    return windows, items, ActionThresholds.fit(windows), build_decoder(DECODER), tok
+    tok_dir = tmp_path_factory.mktemp("tok")
+    tok = train_tokenizer([str(c) for c in windows.context[:20]] + ["Question: will it rise?"] * 5, 400, tok_dir)
+    return windows, items, ActionThresholds.fit(windows), build_decoder(DECODER), tok, tok_dir
 
 
 def test_samples_are_causal_and_labels_are_the_realised_future(setup) -> None:
-    windows, items, th, decoder, tok = setup
+    windows, items, th, decoder, tok, _ = setup
     samples = build_samples(items, windows, th, decoder, tok)
     assert len(samples) == len(items) > 0
     k = samples[0].ts_tokens.shape[0]
@@ -59,3 +59,28 @@ def test_config_overrides_merge_recursively() -> None:
     assert cfg["train"]["seed"] == 3 and cfg["train"]["group_size"] == 8
     base = {"a": {"b": 1, "c": 2}}
     assert deep_update(base, {"a": {"c": 5}, "d": 1}) == {"a": {"b": 1, "c": 5}, "d": 1} and base["a"]["c"] == 2
+
+
+def test_lambda_ts_keeps_training_the_decoder_and_zero_freezes_it(setup, tmp_path) -> None:
+    from llm.policy import Policy, PolicyConfig
+    from llm.rollout import RolloutEngine
+    from llm.tools import ForecastTool
+    from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer
+
+    windows, items, th, decoder, _, tok_dir = setup
+    for lam in (0.0, 0.5):
+        torch.manual_seed(0)
+        dec = build_decoder(DECODER)
+        pol = Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tok_dir), tiny_hidden=32, tiny_layers=1,
+                                  tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64, lora_r=0, d_ts=8))
+        samples = build_samples(items[:2], windows, th, dec, pol.tokenizer, max_context_chars=200)
+        eng = RolloutEngine(pol, pol.tokenizer, [ForecastTool(dec, windows, n_samples=4)], max_new_tokens=4)
+        cfg = GRPOTrainConfig(group_size=2, queries_per_step=2, max_steps=1, lambda_ts=lam, decoder_lr=1e-2,
+                              accelerator="cpu", ckpt_every=10)
+        before = {n: p.detach().clone() for n, p in dec.named_parameters()}
+        tr = GRPOTrainer(pol, eng, samples, StockR1Scorer(th), cfg, tmp_path / str(lam),
+                         decoder=dec if lam else None, windows=windows if lam else None)
+        tr.fit()
+        moved = [n for n, p in dec.named_parameters() if not torch.equal(before[n], p.detach())]
+        assert bool(moved) == (lam > 0), (lam, moved)
+        assert ("decoder/l_ts" in tr.history[0]) == (lam > 0)
