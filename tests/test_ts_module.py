@@ -55,6 +55,17 @@ def test_fit_checkpoint_round_trip_and_resume(tmp_path: Path) -> None:
     assert np.all((a.uncertainty >= 0) & (a.uncertainty <= 1))
     assert a.close_samples.shape == (len(val), 16, 5)
 
+    # `predict` + ForecastWriter writes the same forecasts as .forecast() (same order, same seed)
+    from ts_encoder.writer import ForecastWriter
+
+    writer = ForecastWriter(output_dir=str(tmp_path / "pred"), n_samples=16, seed=3)
+    L.Trainer(accelerator="cpu", logger=False, callbacks=[writer], enable_progress_bar=False).predict(
+        loaded, WindowDataModule.from_windows(windows, eval_batch_size=64, predict_split="val"))
+    z = np.load(tmp_path / "pred" / "forecast.npz")
+    np.testing.assert_allclose(z["close_samples"], a.close_samples, rtol=1e-6)
+    np.testing.assert_allclose(z["uncertainty"], a.uncertainty, rtol=1e-6)
+    assert list(z["ticker"]) == list(val.ticker.astype(str))
+
     # resume from last.ckpt: continues at step 4 and stops at 6
     resumed = TSForecastModule(encoder=ENC, lr=1e-3, warmup_steps=2, fan_chart_windows=0)
     trainer = _trainer(tmp_path, 6)
