@@ -26,6 +26,11 @@ FORECAST_TS_CLOSE = "</forecast_ts>"
 ANSWER_OPEN = "<answer>"
 ANSWER_CLOSE = "</answer>"
 TS_PLACEHOLDER = "<ts>"
+# Generic tool calls (Qwen's own tags), used by agents with several data tools (AlphaQuanter).
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+TOOL_RESPONSE_OPEN = "<tool_response>"
+TOOL_RESPONSE_CLOSE = "</tool_response>"
 
 # Qwen's chat-control tokens (ids come from the tokenizer; these are the strings).
 IM_START = "<|im_start|>"
@@ -41,9 +46,15 @@ PROTOCOL_TOKENS: tuple[str, ...] = (
     ANSWER_OPEN,
     ANSWER_CLOSE,
     TS_PLACEHOLDER,
+    TOOL_CALL_OPEN,
+    TOOL_CALL_CLOSE,
+    TOOL_RESPONSE_OPEN,
+    TOOL_RESPONSE_CLOSE,
 )
 # Tokens only the tool (or the prompt builder) may write; the rollout engine never samples them.
-TOOL_ONLY_TOKENS: tuple[str, ...] = (FORECAST_TS_OPEN, FORECAST_TS_CLOSE, TS_PLACEHOLDER)
+TOOL_ONLY_TOKENS: tuple[str, ...] = (
+    FORECAST_TS_OPEN, FORECAST_TS_CLOSE, TS_PLACEHOLDER, TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE,
+)
 
 EOS_TOKEN = IM_END  # end of an assistant turn (Qwen3-Instruct convention)
 PAD_TOKEN = ENDOFTEXT

@@ -22,9 +22,7 @@ import numpy as np
 import pandas as pd
 
 from llm.rollout import ToolResult
-
-TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
-TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
+from llm.special_tokens import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
 
 # Indicator name -> (stockstats column template, category); {w} is the window argument.
 INDICATORS: dict[str, tuple[str, str, int | None]] = {
