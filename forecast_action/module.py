@@ -37,7 +37,7 @@ from ts_encoder.uncertainty import raw_uncertainty
 
 THRESHOLDS_FILE = "action_thresholds.json"
 # TSEncoder submodules trained with train_scope="action" (everything else is the history trunk)
-ACTION_SCOPE = ("film", "head_mu", "head_sigma", "head_high", "head_low")
+ACTION_SCOPE = ("film", "scale_embed", "head_mu", "head_sigma", "head_high", "head_low")
 
 
 class ActionDecoderModule(TSForecastModule):
@@ -47,7 +47,8 @@ class ActionDecoderModule(TSForecastModule):
     pretrained_from: provenance only (the checkpoint stores ``init_encoder`` here, so reloading does not
     need the original file).
     train_scope: ``all`` trains everything; ``action`` freezes the history trunk (embeddings, attention
-    blocks, ``ln_f``, the LLM projection) and trains e_ψ, FiLM and the distributional heads only. The
+    blocks, ``ln_f``, the LLM projection ``proj``) and trains e_ψ, FiLM and the head side (``scale_embed``
+    and the distributional heads) only. The
     second stage of the tiny recipe uses it: the representation h_ts the LLM reads stays exactly the
     pretrained one, and with no gradient through the trunk a step costs about a third.
     """
@@ -130,10 +131,13 @@ class ActionDecoderModule(TSForecastModule):
 
     def _eval_step(self, batch: dict[str, Tensor], split: str) -> None:
         ab = self._actions(split, batch["idx"])
-        cond, _ = ts_loss(self.decoder(batch["x"], ab), batch["y"], self.weights)
-        uncond, _ = ts_loss(self.decoder(batch["x"], drop_fields(ab, p_none=1.0)), batch["y"], self.weights)
+        cond, parts = ts_loss(self.decoder(batch["x"], ab), batch["y"], self.weights)
+        uncond, parts_u = ts_loss(self.decoder(batch["x"], drop_fields(ab, p_none=1.0)), batch["y"], self.weights)
+        bs = batch["x"].shape[0]
         self.log_dict({f"{split}/loss": cond, f"{split}/loss_uncond": uncond, f"{split}/oracle_gap": uncond - cond},
-                      prog_bar=split == "val", batch_size=batch["x"].shape[0])
+                      prog_bar=split == "val", batch_size=bs)
+        self.log_dict({f"{split}/{k}": v for k, v in parts.items()}, batch_size=bs)
+        self.log_dict({f"{split}/{k}_uncond": v for k, v in parts_u.items()}, batch_size=bs)
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         self._eval_step(batch, "val")

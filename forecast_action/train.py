@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import yaml
 
+from forecast_action.derive import ActionThresholds
 from forecast_action.module import THRESHOLDS_FILE, ActionDecoderModule
 from stockr1.types import Windows
 from ts_encoder.datamodule import WindowDataModule, load_split_windows
@@ -72,9 +73,12 @@ def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None
     epochs = max_epochs or t.pop("max_epochs", 10)
     t.pop("max_epochs", None)
     L.seed_everything(seed, workers=True)
-    windows = subsample(load_windows(cfg.data), cfg.data.get("max_train"), cfg.data.get("max_val"), seed)
+    full = load_windows(cfg.data)
+    thresholds = ActionThresholds.fit(full).to_dict()  # the whole train split, before subsampling
+    windows = subsample(full, cfg.data.get("max_train"), cfg.data.get("max_val"), seed)
     dm = WindowDataModule.from_windows(windows, batch_size=batch_size, seed=seed)
-    module = ActionDecoderModule(encoder=cfg.model, action=cfg.action, init_encoder=cfg.init_encoder, **t)
+    module = ActionDecoderModule(encoder=cfg.model, action=cfg.action, init_encoder=cfg.init_encoder,
+                                 thresholds=thresholds, **t)
     ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename="decoder", monitor="val/loss", mode="min",
                                                save_top_k=1, enable_version_counter=False)
     trainer = L.Trainer(max_epochs=epochs, accelerator="auto", devices=1, callbacks=[ckpt],

@@ -38,8 +38,8 @@ def test_training_moves_the_action_path_and_reloads(trained) -> None:
     assert module.decoder.encoder.film.net[-1].weight.abs().sum() > 0  # FiLM left its identity init
     assert bool(module.decoder.normalizer.fitted)
     th = ActionThresholds.load(out / THRESHOLDS_FILE)
-    # fitted on the (subsampled) train split only
-    assert th == module.thresholds and th.n_fit == 96
+    # fitted on the whole train split (before max_train subsampling), never val/test
+    assert th == module.thresholds and th == ActionThresholds.fit(synthetic_windows())
     again = ActionDecoderModule.load_from_checkpoint(out / "decoder.ckpt", map_location="cpu")
     w = synthetic_windows().split_of("test").select(np.arange(4))
     acts = [ForecastAction(direction="up"), None, ForecastAction(volatility_level="high"), ForecastAction()]
@@ -67,7 +67,7 @@ def test_action_scope_freezes_the_trunk_and_continues_from_a_decoder(trained) ->
     assert torch.equal(m.decoder.action_encoder.mlp[0].weight, module.decoder.action_encoder.mlp[0].weight)
     assert torch.equal(m.model.film.net[-1].weight, module.model.film.net[-1].weight)
     trainable = {n.split(".")[0] for n, p in m.model.named_parameters() if p.requires_grad}
-    assert trainable == {"film", "head_mu", "head_sigma", "head_high", "head_low"}
+    assert trainable == {"film", "scale_embed", "head_mu", "head_sigma", "head_high", "head_low"}
     w = synthetic_windows().split_of("train").select(np.arange(8))
     x = torch.as_tensor(w.x)
     out_ = m.decoder(x, featurize([ForecastAction(direction="up")] * 8, w.last_close))
