@@ -165,3 +165,14 @@ def test_input_stats_rescale_outputs() -> None:
     assert F.mse_loss(b.q_high, a.q_high * 3) < 1e-10
     with pytest.raises(ValueError, match="positive"):
         model.set_input_stats(loc, torch.zeros(5))
+
+
+def test_price_mu_scale_scales_open_close_means_only() -> None:
+    base = _model()
+    half = TSEncoder(TSEncoderConfig(**{**CFG.to_dict(), "price_mu_scale": 0.5})).eval()
+    half.load_state_dict(base.state_dict())
+    x = torch.randn(2, 5, 30)
+    a, b = base(x), half(x)
+    torch.testing.assert_close(b.mu[:, :2], a.mu[:, :2] * 0.5)  # x_loc = 0 here
+    torch.testing.assert_close(b.mu[:, 2], a.mu[:, 2])
+    torch.testing.assert_close(b.sigma, a.sigma)

@@ -25,6 +25,9 @@ class TSEncoderConfig:
     rope_base:  RoPE frequency base
     min_sigma:  floor added to softplus(σ) (in units of the window std), keeps the NLL finite
     input_clip: normalised inputs are clipped to ±input_clip (data errors in volume reach 20 σ)
+    price_mu_scale: output multiplier of the open / close mean heads. Under Adam a multiplier κ < 1
+                is a κ-times smaller step for those means: daily index returns have almost no
+                predictable mean, and a small model otherwise fits spurious drifts (see docs)
     """
 
     lookback: int = 90
@@ -41,6 +44,7 @@ class TSEncoderConfig:
     rope_base: float = 10000.0
     min_sigma: float = 1e-3
     input_clip: float = 10.0
+    price_mu_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.lookback % self.patch_len:

@@ -148,6 +148,8 @@ class TSEncoder(nn.Module):
         self.register_buffer("same_var", var_idx[:, None] == var_idx[None, :], persistent=False)
         self.register_buffer("x_loc", torch.zeros(v))
         self.register_buffer("x_scale", torch.ones(v))
+        self.register_buffer("mu_mult", torch.tensor([cfg.price_mu_scale, cfg.price_mu_scale, 1.0])[None, :, None],
+                             persistent=False)
         self.b_intra = nn.Parameter(torch.zeros(()))
         self.b_inter = nn.Parameter(torch.zeros(()))
 
@@ -216,7 +218,7 @@ class TSEncoder(nn.Module):
         b, s = state.shape[0], self.cfg.horizon
         gi = list(GAUSSIAN_CHANNELS)
         loc, scale = self.x_loc[gi][None, :, None], self.x_scale[gi][None, :, None]  # [1, 3, 1]
-        mu = loc + scale * self.head_mu(state).view(b, 3, s)
+        mu = loc + scale * self.mu_mult * self.head_mu(state).view(b, 3, s)
         sigma = win_std[:, gi, None] * (F.softplus(self.head_sigma(state).view(b, 3, s)) + self.cfg.min_sigma)
         q_high = self.x_loc[HIGH] + win_std[:, HIGH, None] * self.head_high(state)
         q_low = self.x_loc[LOW] + win_std[:, LOW, None] * self.head_low(state)
