@@ -84,3 +84,25 @@ def test_lambda_ts_keeps_training_the_decoder_and_zero_freezes_it(setup, tmp_pat
         moved = [n for n, p in dec.named_parameters() if not torch.equal(before[n], p.detach())]
         assert bool(moved) == (lam > 0), (lam, moved)
         assert ("decoder/l_ts" in tr.history[0]) == (lam > 0)
+
+
+def test_load_models_prefers_the_sft_run(setup, tmp_path) -> None:
+    from llm.policy import Policy, PolicyConfig
+    from llm.sft import save_decoder
+    from rl.cli import load_models
+
+    _, _, _, decoder, _, tok_dir = setup
+    pcfg = {"name_or_path": "tiny", "tokenizer_path": str(tok_dir), "tiny_hidden": 32, "tiny_layers": 1,
+            "tiny_heads": 2, "tiny_kv_heads": 1, "tiny_intermediate": 64, "lora_r": 0, "d_ts": 8}
+    torch.manual_seed(5)
+    trained = Policy(PolicyConfig.from_dict(pcfg))
+    with torch.no_grad():
+        trained.projector.net[0].weight.add_(1.0)  # something the fresh build cannot reproduce
+    trained.save(tmp_path / "policy")
+    save_decoder(decoder, tmp_path / "decoder.pt")
+    cfg = {"policy": pcfg, "decoder": DECODER}
+    pol, dec = load_models(cfg, tmp_path)
+    assert torch.equal(pol.projector.net[0].weight, trained.projector.net[0].weight)
+    assert all(torch.equal(a, b) for a, b in zip(dec.state_dict().values(), decoder.state_dict().values(), strict=True))
+    fresh, _ = load_models(cfg, tmp_path / "missing")  # no SFT run: the configured tiny policy
+    assert not torch.equal(fresh.projector.net[0].weight, trained.projector.net[0].weight)
