@@ -1,0 +1,98 @@
+"""``stockr1 demo [--out DIR] [--seed N] [--only STAGE] [--from STAGE] [--fresh] [--config FILE]``.
+
+The whole offline pipeline into one run directory (default ``runs/demo-<seed>/``): data -> TS encoder
+-> action-conditioned decoder -> tokenizer + tiny policy -> joint SFT -> u-GRPO -> benchmarks ->
+``report.md``. Budgets and settings of every stage are in ``configs/demo.yaml``; docs/pipeline.md
+describes the stages, the run layout and resuming.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stockr1.manifest import write_manifest
+from stockr1.pipeline.runner import Stage, StageInputError, StageRunner, select, stage_timings
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = "configs/demo.yaml"
+
+
+def resolve(path: str) -> str:
+    """A config path as given if it exists from here, else relative to the repository root."""
+    p = Path(path)
+    return str(p) if p.is_absolute() or p.exists() else str(REPO / p)
+
+
+def load_config(path: str) -> dict[str, Any]:
+    cfg = yaml.safe_load(Path(resolve(path)).read_text()) or {}
+    for section in cfg.values():
+        if isinstance(section, dict) and "config" in section:
+            section["config"] = resolve(section["config"])
+    return cfg
+
+
+def stage_configs(cfg: dict[str, Any], stages: Sequence[Stage]) -> dict[str, dict[str, Any]]:
+    """Each stage's section plus the shared ``threads`` / ``wandb`` settings."""
+    shared = {"threads": cfg.get("threads", 2), "wandb": bool(cfg.get("wandb", False))}
+    return {st.name: {**shared, **(cfg.get(st.name) or {})} for st in stages}
+
+
+def write_run_manifest(run_dir: Path, seed: int, cfg: dict[str, Any], config_path: str,
+                       stages: Sequence[Stage], argv: Sequence[str]) -> dict[str, Any]:
+    data = run_dir / "data" / "manifest.json"
+    data_hash = json.loads(data.read_text()).get("content_hash") if data.exists() else None
+    timings = stage_timings(run_dir, stages)
+    return write_manifest(
+        run_dir / "manifest.json", seed=seed, command=["stockr1", "demo", *argv], config_path=config_path,
+        config=cfg, data_hash=data_hash, stages=timings,
+        total_wall_s=round(sum(t["wall_s"] or 0 for t in timings.values()), 1),
+        total_cpu_s=round(sum(t["cpu_s"] or 0 for t in timings.values()), 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from stockr1.pipeline.stages import DEMO_STAGES
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    names = [s.name for s in DEMO_STAGES]
+    ap = argparse.ArgumentParser(prog="stockr1 demo", description=__doc__.split("\n")[0],
+                                 epilog="stages: " + ", ".join(names))
+    ap.add_argument("--out", default=None, help="run directory (default: runs/demo-<seed>)")
+    ap.add_argument("--seed", type=int, default=None, help="overrides the config's seed")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--only", choices=names, default=None, help="run this one stage (its inputs must exist)")
+    which.add_argument("--from", dest="start", choices=names, default=None, help="rerun this stage and all later ones")
+    ap.add_argument("--fresh", action="store_true", help="rerun the selected stages from scratch (no resume)")
+    ap.add_argument("--config", default=DEFAULT_CONFIG, help=f"pipeline config (default {DEFAULT_CONFIG})")
+    args = ap.parse_args(argv)
+    cfg = load_config(args.config)
+    seed = int(args.seed if args.seed is not None else cfg.get("seed", 0))
+    cfg["seed"] = seed
+    run_dir = Path(args.out or f"runs/demo-{seed}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # W&B: the demo config decides unless the user set WANDB_MODE
+    os.environ.setdefault("WANDB_MODE", "offline" if cfg.get("wandb") else "disabled")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    def on_stage(_results) -> None:
+        write_run_manifest(run_dir, seed, cfg, args.config, DEMO_STAGES, argv)
+
+    runner = StageRunner(DEMO_STAGES, run_dir, seed, stage_configs(cfg, DEMO_STAGES), on_stage=on_stage)
+    print(f"[demo] run dir {run_dir}; stages: {', '.join(s.name for s in select(DEMO_STAGES, args.only, args.start))}")
+    try:
+        runner.run(only=args.only, start=args.start, fresh=args.fresh)
+    except StageInputError as e:
+        print(f"stockr1 demo: {e}", file=sys.stderr)
+        return 2
+    finally:
+        man = write_run_manifest(run_dir, seed, cfg, args.config, DEMO_STAGES, argv)
+    print(f"[demo] total {man['total_wall_s']:.0f}s wall, {man['total_cpu_s']:.0f}s CPU over finished stages; "
+          f"report: {run_dir / 'report.md'}")
+    return 0

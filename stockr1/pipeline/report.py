@@ -1,0 +1,125 @@
+"""``<run>/report.md``: one page with every stage's timing, tables and plots, linking its result files.
+
+It only reads what the stages wrote (``metrics.json``, ``table.md``, PNGs, summaries), with
+run-relative links, so the run directory (or a copy of its small files) is self-contained.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stockr1.pipeline.runner import Stage, read_done
+
+QA_MODEL = "stock-r1-sft"  # the row name `stockr1 bench qa` gives the evaluated checkpoint
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "–" if v is None else str(v)
+
+
+def _table(rows: list[dict[str, Any]], cols: Sequence[str]) -> str:
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def timing_rows(run_dir: Path, stages: Sequence[Stage]) -> list[dict[str, Any]]:
+    rows = []
+    for st in stages:
+        done = read_done(run_dir / st.name)
+        rows.append({"stage": f"[{st.name}]({st.name}/)", "what": st.doc,
+                     "status": "done" if done else "not run",
+                     "wall s": done.get("wall_s") if done else None, "CPU s": done.get("cpu_s") if done else None})
+    done_rows = [r for r in rows if r["status"] == "done"]
+    rows.append({"stage": "**total**", "what": "", "status": f"{len(done_rows)}/{len(stages)}",
+                 "wall s": round(sum(r["wall s"] for r in done_rows), 1),
+                 "CPU s": round(sum(r["CPU s"] for r in done_rows), 1)})
+    return rows
+
+
+def _bench_section(run_dir: Path, rel: str, title: str) -> list[str]:
+    d = run_dir / rel
+    out = [f"## {title}", ""]
+    if not (d / "metrics.json").exists():
+        return out + [f"_not run (`stockr1 demo --only {rel.split('/')[0]}`)_", ""]
+    out.append(f"Files: [metrics.json]({rel}/metrics.json)" + (f", [table.md]({rel}/table.md)" if (d / "table.md").exists() else ""))
+    out.append("")
+    if (d / "table.md").exists():
+        out += [(d / "table.md").read_text().strip(), ""]
+    for png in sorted(d.glob("*.png")):
+        out += [f"![{png.stem}]({rel}/{png.name})", ""]
+    return out
+
+
+def qa_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """Baselines and the SFT row from ``bench_qa/sft``, the u-GRPO row from ``bench_qa/grpo``."""
+    rows = []
+    for arm, label in (("sft", "SFT"), ("grpo", "u-GRPO")):
+        m = _json(run_dir / "bench_qa" / arm / "metrics.json") or {}
+        for name, vals in m.items():
+            if name == QA_MODEL:
+                rows.append({"model": f"Stock-R1 {label}", **vals})
+            elif arm == "sft":
+                rows.append({"model": name, **vals})
+    return rows
+
+
+def _training_section(run_dir: Path) -> list[str]:
+    out = ["## Training", ""]
+    for name, title in (("sft", "Joint SFT"), ("grpo", "u-GRPO")):
+        s = _json(run_dir / name / "summary.json")
+        if s is None:
+            continue
+        final = s.get("final") or {}
+        keys = [k for k in final if isinstance(final[k], (int, float))][:12]
+        out += [f"**{title}** ({s.get('steps')} steps, [summary.json]({name}/summary.json))", ""]
+        out += [_table([{k: final[k] for k in keys}], keys) if keys else "", ""]
+    return out
+
+
+def write_report(run_dir: str | Path, stages: Sequence[Stage]) -> Path:
+    run_dir = Path(run_dir)
+    man = _json(run_dir / "manifest.json") or {}
+    data = _json(run_dir / "data" / "manifest.json") or {}
+    summ = data.get("summary", {})
+    lines = [
+        f"# stockr1 demo report — seed {man.get('seed', '?')}", "",
+        f"Generated {time.strftime('%Y-%m-%d %H:%M')} by `stockr1 demo`; git commit `{man.get('git_commit', '?')}`; "
+        f"data hash `{data.get('content_hash', '?')[:16]}`; [manifest.json](manifest.json).", "",
+        "Tiny models on 2 CPU cores with demo budgets (configs/demo.yaml): the numbers show the pipeline "
+        "works end to end, not the paper's results.", "",
+        "## Stages", "", _table(timing_rows(run_dir, stages), ["stage", "what", "status", "wall s", "CPU s"]),
+        "## Data", "",
+        f"{summ.get('source', '?')}: {summ.get('n_tickers', '?')} tickers, {summ.get('days', '?')} days "
+        f"({summ.get('first_day', '?')} → {summ.get('last_day', '?')}), windows per split {summ.get('windows', '?')}, "
+        f"repairs {summ.get('repairs') or 'none'} ([manifest](data/manifest.json)).", "",
+    ]
+    lines += _bench_section(run_dir, "bench_forecast", "Forecasting (TS encoder vs baselines, Table 2 layout)")
+    lines += _bench_section(run_dir, "bench_action", "Forecast action: oracle gain and controllability")
+    qa = qa_rows(run_dir)
+    lines += ["## QA (held-out questions, Table 1 layout)", ""]
+    if qa:
+        cols = ["model"] + [c for c in ("forecast", "event", "fundamental", "news", "multi_signal", "overall",
+                                        "action_success_rate", "answer_parse_rate") if any(c in r for r in qa)]
+        lines += [_table(qa, cols), "Files: [SFT](bench_qa/sft/metrics.json), [u-GRPO](bench_qa/grpo/metrics.json), "
+                  "samples: [SFT](bench_qa/sft/samples.json), [u-GRPO](bench_qa/grpo/samples.json)", ""]
+    else:
+        lines += ["_not run (`stockr1 demo --only bench_qa`)_", ""]
+    lines += _training_section(run_dir)
+    lines += _bench_section(run_dir, "bench_backtest", "Backtest (z-score signals, Table 6 layout)")
+    path = run_dir / "report.md"
+    path.write_text("\n".join(lines))
+    return path

@@ -1,0 +1,207 @@
+"""The demo's stages. Each one builds the argv of the CLI a user would call, with the budget and
+settings of its section in ``configs/demo.yaml``, and points inputs/outputs into the run directory.
+
+Where a CLI takes a YAML config, the stage writes a derived config into its own directory: the
+stage's base config (``config:``) deep-merged with the section's ``overrides:`` and the run-local
+paths (checkpoints of earlier stages, seed). Nothing of the stages' own logic is repeated here.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stockr1.pipeline.invoke import run_command
+from stockr1.pipeline.runner import Stage, StageContext
+
+# run-relative paths that stages hand to each other
+DATA = "data"
+TS_BEST = "ts/checkpoints/best.ckpt"
+TS_LAST = "ts/checkpoints/last.ckpt"
+ACTION_CKPT = "action/decoder.ckpt"
+ACTION_DECODER = "action/decoder.pt"
+TOKENIZER = "tokenizer/tokenizer"
+POLICY_TINY = "tokenizer/policy_tiny"
+SFT = "sft"
+GRPO = "grpo"
+
+
+def deep_update(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` merged in, recursively for nested mappings."""
+    out = copy.deepcopy(dict(base))
+    for k, v in over.items():
+        out[k] = deep_update(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
+def flags(args: Mapping[str, Any] | None) -> list[str]:
+    """``{"max-windows": 200, "no-plots": True, "baselines": ["a", "b"]}`` -> CLI flags."""
+    out: list[str] = []
+    for k, v in (args or {}).items():
+        if v is None or v is False:
+            continue
+        out.append(f"--{k}")
+        if isinstance(v, (list, tuple)):
+            out += [str(x) for x in v]
+        elif v is not True:
+            out.append(str(v))
+    return out
+
+
+def derived_config(ctx: StageContext, wired: Mapping[str, Any], name: str = "demo_config.yaml") -> Path:
+    """Write ``config`` + ``overrides`` + ``wired`` (run-local paths, seed) into the stage dir."""
+    base = yaml.safe_load(Path(ctx.cfg["config"]).read_text()) or {}
+    cfg = deep_update(deep_update(base, ctx.cfg.get("overrides") or {}), wired)
+    path = ctx.stage_dir / name
+    path.write_text(f"# derived by `stockr1 demo` from {ctx.cfg['config']} (+ configs/demo.yaml overrides)\n"
+                    + yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def _cli(ctx: StageContext, argv: list[str], isolate: bool = False, module: str = "stockr1.cli") -> list[str]:
+    return run_command(argv, ctx.stage_dir / "log.txt", isolate=isolate, module=module,
+                       threads=int(ctx.cfg.get("threads", 2)), seed=ctx.seed)
+
+
+# --------------------------------------------------------------------------------------- stages
+def run_data(ctx: StageContext) -> list[str]:
+    return _cli(ctx, ["data", "build", "--out", ctx.stage_dir, "--seed", ctx.seed, *flags(ctx.cfg.get("args"))])
+
+
+def run_ts(ctx: StageContext) -> list[str]:
+    """Lightning CLI: the base config, then a second ``--config`` with the demo's trainer budget and
+    the run-local logger/checkpoint dirs. An interrupted fit resumes with ``--ckpt_path``."""
+    d = ctx.stage_dir
+    callbacks = [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                  "init_args": {"dirpath": str(d / "checkpoints"), "monitor": "val/loss", "mode": "min",
+                                "save_last": True, "filename": "best", "auto_insert_metric_name": False}}]
+    loggers = [{"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(d), "name": "logs"}}]
+    if ctx.cfg.get("wandb"):
+        loggers.append({"class_path": "lightning.pytorch.loggers.WandbLogger",
+                        "init_args": {"project": "stockr1-ts-encoder", "name": f"demo-{ctx.seed}", "save_dir": str(d)}})
+    over = deep_update(ctx.cfg.get("overrides") or {}, {
+        "seed_everything": ctx.seed,
+        "data": {"source": "dataset", "path": str(ctx.path(DATA))},
+        "trainer": {"logger": loggers, "callbacks": callbacks, "default_root_dir": str(d)},
+    })
+    (d / "demo_overrides.yaml").write_text(yaml.safe_dump(over, sort_keys=False))
+    argv = ["ts", "fit", "--config", ctx.cfg["config"], "--config", d / "demo_overrides.yaml"]
+    if ctx.path(TS_LAST).exists():
+        argv += ["--ckpt_path", ctx.path(TS_LAST)]
+    return _cli(ctx, argv, isolate=True)
+
+
+def run_action(ctx: StageContext) -> list[str]:
+    """forecast_action.train, initialised from the TS encoder (no resume flag: it restarts, ~1 min).
+    Then the decoder is also saved in the format SFT/GRPO load (``llm.sft.save_decoder``)."""
+    import torch
+
+    # the decoder starts from the encoder, so it takes the encoder's architecture from its checkpoint
+    arch = torch.load(ctx.path(TS_BEST), map_location="cpu", weights_only=False)["hyper_parameters"]["encoder"]
+    cfg = derived_config(ctx, {"data": {"source": "dataset", "path": str(ctx.path(DATA))}, "model": arch,
+                               "init_encoder": str(ctx.path(TS_BEST)), "train": {"seed": ctx.seed}})
+    argv = _cli(ctx, ["--config", cfg, "--out", ctx.stage_dir, "--threads", ctx.cfg.get("threads", 2)],
+                isolate=True, module="forecast_action.train")
+    # glue (see docs/pipeline.md, "gaps"): llm.sft.load_decoder reads save_decoder's format, not a
+    # Lightning checkpoint, so export the trained decoder once here.
+    from forecast_action.module import ActionDecoderModule
+    from llm.sft import save_decoder
+
+    module = ActionDecoderModule.load_from_checkpoint(ctx.path(ACTION_CKPT), map_location="cpu")
+    save_decoder(module.decoder, ctx.path(ACTION_DECODER))
+    return argv
+
+
+def run_tokenizer(ctx: StageContext) -> list[str]:
+    return _cli(ctx, ["tokenizer", "build", "--out", ctx.stage_dir, "--seed", ctx.seed, *flags(ctx.cfg.get("args"))])
+
+
+def run_sft(ctx: StageContext) -> list[str]:
+    """Joint SFT from the tiny policy and the trained decoder; rerunning the same command resumes
+    from ``sft/last.ckpt``."""
+    import torch
+
+    d_llm = int(torch.load(ctx.path(ACTION_DECODER), map_location="cpu", weights_only=False)["ts_cfg"]["d_llm"])
+    cfg = derived_config(ctx, {
+        "decoder": {"checkpoint": str(ctx.path(ACTION_DECODER)), "warmup_steps": 0},
+        "policy": {"name_or_path": str(ctx.path(POLICY_TINY)), "tokenizer_path": str(ctx.path(TOKENIZER)), "d_ts": d_llm},
+        "train": {"seed": ctx.seed},
+        "wandb": {"mode": "offline" if ctx.cfg.get("wandb") else "disabled"},
+    })
+    return _cli(ctx, ["sft", "--config", cfg, "--out", ctx.run_dir, "--run", SFT], isolate=True)
+
+
+def run_grpo(ctx: StageContext) -> list[str]:
+    """u-GRPO from the SFT run (policy/ + decoder.pt), the same QA items as SFT; ``--resume`` after an
+    interruption continues from ``grpo/last.ckpt``."""
+    sft_cfg = yaml.safe_load((ctx.path(SFT) / "config.yaml").read_text())
+    cfg = derived_config(ctx, {"seed": ctx.seed, "data": sft_cfg.get("data", {}),
+                               "qa": {**sft_cfg.get("qa", {}), **((ctx.cfg.get("overrides") or {}).get("qa") or {})},
+                               "sft": {"run_dir": str(ctx.path(SFT))}, "train": {"seed": ctx.seed},
+                               "wandb": {"mode": "offline" if ctx.cfg.get("wandb") else "disabled"}})
+    argv = ["grpo", "--config", cfg, "--sft", ctx.path(SFT), "--out", ctx.run_dir, "--run", GRPO]
+    if (ctx.path(GRPO) / "last.ckpt").exists():
+        argv.append("--resume")
+    out = _cli(ctx, argv, isolate=True)
+    shutil.copy(ctx.path(SFT) / "qa.jsonl", ctx.path(GRPO) / "qa.jsonl")  # bench qa reads the items beside the policy
+    return out
+
+
+def run_bench_forecast(ctx: StageContext) -> list[str]:
+    return _cli(ctx, ["bench", "forecast", "--data", ctx.path(DATA), "--checkpoint", ctx.path(TS_BEST),
+                      "--out", ctx.stage_dir, "--seed", ctx.seed, "--cache-dir", ctx.stage_dir / "cache",
+                      "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))])
+
+
+def run_bench_action(ctx: StageContext) -> list[str]:
+    return _cli(ctx, ["bench", "action", "--checkpoint", ctx.path(ACTION_CKPT), "--out", ctx.stage_dir,
+                      "--seed", ctx.seed, "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))])
+
+
+def run_bench_qa(ctx: StageContext) -> list[str]:
+    """The same held-out questions for the SFT and the u-GRPO policy (one ``bench qa`` call each)."""
+    argv: list[str] = []
+    for name in ("sft", "grpo"):
+        argv += _cli(ctx, ["bench", "qa", "--checkpoint", ctx.path(name), "--config", ctx.path(SFT) / "config.yaml",
+                           "--out", ctx.stage_dir / name, "--threads", ctx.cfg.get("threads", 2),
+                           *flags(ctx.cfg.get("args"))]) + [";"]
+    return argv[:-1]
+
+
+def run_bench_backtest(ctx: StageContext) -> list[str]:
+    return _cli(ctx, ["bench", "backtest", "--data", ctx.path(DATA), "--checkpoint", ctx.path(TS_BEST),
+                      "--out", ctx.stage_dir, *flags(ctx.cfg.get("args"))])
+
+
+def run_report(ctx: StageContext) -> list[str]:
+    from stockr1.pipeline.report import write_report
+
+    write_report(ctx.run_dir, DEMO_STAGES)
+    return ["(stockr1.pipeline.report.write_report)"]
+
+
+DEMO_STAGES: tuple[Stage, ...] = (
+    Stage("data", run_data, (), (f"{DATA}/manifest.json",), "build windows + context from the offline sample"),
+    Stage("ts", run_ts, (f"{DATA}/manifest.json",), (TS_BEST, TS_LAST), "pretrain the tiny TS encoder (Lightning CLI)"),
+    Stage("action", run_action, (f"{DATA}/manifest.json", TS_BEST), (ACTION_CKPT, ACTION_DECODER),
+          "action-conditioned decoder, initialised from the encoder"),
+    Stage("tokenizer", run_tokenizer, (), (TOKENIZER, POLICY_TINY), "offline tokenizer + tiny Qwen3 policy"),
+    Stage("sft", run_sft, (ACTION_DECODER, TOKENIZER, POLICY_TINY),
+          (f"{SFT}/policy", f"{SFT}/decoder.pt", f"{SFT}/qa.jsonl", f"{SFT}/config.yaml"), "joint SFT (L_SFT + λ L_TS)"),
+    Stage("grpo", run_grpo, (f"{SFT}/policy", f"{SFT}/decoder.pt", f"{SFT}/config.yaml"),
+          (f"{GRPO}/policy", f"{GRPO}/decoder.pt", f"{GRPO}/summary.json"), "uncertainty-weighted GRPO"),
+    Stage("bench_forecast", run_bench_forecast, (f"{DATA}/manifest.json", TS_BEST), ("bench_forecast/metrics.json",),
+          "TS encoder vs baselines (Table 2)"),
+    Stage("bench_action", run_bench_action, (ACTION_CKPT,), ("bench_action/metrics.json",),
+          "oracle gain + controllability of the decoder"),
+    Stage("bench_qa", run_bench_qa, (f"{SFT}/policy", f"{GRPO}/policy", f"{SFT}/qa.jsonl"),
+          ("bench_qa/sft/metrics.json", "bench_qa/grpo/metrics.json"), "QA accuracy per family, SFT vs u-GRPO"),
+    Stage("bench_backtest", run_bench_backtest, (f"{DATA}/manifest.json", TS_BEST), ("bench_backtest/metrics.json",),
+          "z-score signal backtest (Table 6)"),
+    Stage("report", run_report, ("data/manifest.json",), ("report.md",), "report.md with tables, plots and links"),
+)

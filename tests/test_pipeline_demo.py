@@ -1,0 +1,119 @@
+"""The demo's wiring without training anything: configs/demo.yaml, CLI errors, argv building, the
+command runner and the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stockr1.pipeline.demo import REPO, load_config, main, stage_configs
+from stockr1.pipeline.invoke import StageFailed, run_command
+from stockr1.pipeline.report import write_report
+from stockr1.pipeline.runner import DONE, StageContext
+from stockr1.pipeline.stages import DEMO_STAGES, deep_update, derived_config, flags
+
+
+def _walk_keys(d, prefix=""):
+    for k, v in d.items():
+        yield prefix + str(k)
+        if isinstance(v, dict):
+            yield from _walk_keys(v, prefix + str(k) + ".")
+
+
+def test_demo_config_matches_stages_and_is_step_budgeted() -> None:
+    cfg = load_config("configs/demo.yaml")
+    names = {s.name for s in DEMO_STAGES}
+    sections = {k for k, v in cfg.items() if isinstance(v, dict)}
+    assert sections <= names, f"sections without a stage: {sections - names}"
+    for name in sections:
+        if "config" in cfg[name]:
+            assert Path(cfg[name]["config"]).exists(), cfg[name]["config"]
+    keys = list(_walk_keys(cfg))
+    assert not [k for k in keys if "max_time" in k or "time_limit" in k]  # wall-clock budgets vary run to run
+    assert stage_configs(cfg, DEMO_STAGES)["ts"]["threads"] == cfg["threads"]
+
+
+def test_stage_chain_is_consistent() -> None:
+    """Every input of a stage is an output of an earlier stage."""
+    produced: set[str] = set()
+    for st in DEMO_STAGES:
+        for rel in st.inputs:
+            assert any(rel == o or rel.startswith(o + "/") for o in produced), (st.name, rel)
+        produced |= set(st.outputs)
+
+
+def test_only_with_missing_inputs_names_them(tmp_path: Path, capsys) -> None:
+    rc = main(["--out", str(tmp_path), "--only", "sft"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert str(tmp_path / "action" / "decoder.pt") in err and "stage 'action'" in err
+    assert "stage 'tokenizer'" in err
+    assert not (tmp_path / "sft").exists()
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert man["seed"] == 0 and man["stages"] == {} and man["data_hash"] is None
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path), "--only", "nope"])
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path), "--only", "sft", "--from", "ts"])
+
+
+def test_flags_and_deep_update() -> None:
+    assert flags({"max-windows": 200, "no-plots": True, "skip": False, "none": None, "baselines": ["a", "b"]}) == [
+        "--max-windows", "200", "--no-plots", "--baselines", "a", "b"]
+    base = {"train": {"lr": 1.0, "max_steps": 300}, "qa": {"n": 1}}
+    out = deep_update(base, {"train": {"max_steps": 5}, "new": 1})
+    assert out == {"train": {"lr": 1.0, "max_steps": 5}, "qa": {"n": 1}, "new": 1}
+    assert base["train"]["max_steps"] == 300  # the base is not modified
+
+
+def test_derived_config(tmp_path: Path) -> None:
+    src = tmp_path / "base.yaml"
+    src.write_text(yaml.safe_dump({"train": {"max_steps": 300, "lr": 0.1}, "data": {"source": "sample"}}))
+    ctx = StageContext(tmp_path, tmp_path, 3, {"config": str(src), "overrides": {"train": {"max_steps": 7}}}, False)
+    path = derived_config(ctx, {"train": {"seed": 3}})
+    assert yaml.safe_load(path.read_text()) == {"train": {"max_steps": 7, "lr": 0.1, "seed": 3},
+                                                "data": {"source": "sample"}}
+
+
+def test_run_command_in_process_subprocess_and_failure(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    shown = run_command(["bench", "--help"], log)
+    assert shown == ["stockr1", "bench", "--help"]
+    text = log.read_text()
+    assert text.startswith("$ stockr1 bench --help") and "forecast" in text  # the CLI's output is in the log
+    run_command(["--help"], log, isolate=True)
+    assert log.read_text().count("$ stockr1") == 2 and "demo" in log.read_text()
+    with pytest.raises(StageFailed, match="exited with status 2"):
+        run_command(["no-such-command"], log)
+
+
+def test_report_merges_stage_outputs(tmp_path: Path) -> None:
+    run = tmp_path
+    (run / "manifest.json").write_text(json.dumps({"seed": 4, "git_commit": "abc"}))
+    (run / "data").mkdir()
+    (run / "data" / "manifest.json").write_text(json.dumps({"content_hash": "f" * 64, "summary": {"source": "sample"}}))
+    for st in DEMO_STAGES[:3]:
+        (run / st.name).mkdir(exist_ok=True)
+        (run / st.name / DONE).write_text(json.dumps({"wall_s": 10.0, "cpu_s": 4.0}))
+    bf = run / "bench_forecast"
+    bf.mkdir()
+    (bf / "metrics.json").write_text("{}")
+    (bf / "table.md").write_text("| model | crps |\n|---|---|\n| enc | 0.1 |\n")
+    (bf / "fan.png").write_bytes(b"png")
+    for arm, acc in (("sft", 0.4), ("grpo", 0.5)):
+        (run / "bench_qa" / arm).mkdir(parents=True)
+        (run / "bench_qa" / arm / "metrics.json").write_text(json.dumps(
+            {"majority": {"overall": 0.3}, "stock-r1-sft": {"overall": acc, "action_success_rate": 1.0}}))
+    text = write_report(run, DEMO_STAGES).read_text()
+    assert "seed 4" in text and "| enc | 0.1 |" in text and "![fan](bench_forecast/fan.png)" in text
+    assert "| Stock-R1 SFT | 0.4 | 1 |" in text and "| Stock-R1 u-GRPO | 0.5 | 1 |" in text
+    assert text.count("| majority | 0.3 | – |") == 1  # baselines once, from the SFT evaluation
+    assert f"| **total** |  | 3/{len(DEMO_STAGES)} | 30 | 12 |" in text
+    assert "_not run (`stockr1 demo --only bench_action`)_" in text
+
+
+def test_repo_root_resolution() -> None:
+    assert (REPO / "configs" / "demo.yaml").exists()
