@@ -126,6 +126,7 @@ def grpo_overrides(cfg: AblationConfig, variant: Variant, seed: int, sft_cfg: Ma
     qa = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(QAConfig()).items()}
     over = deep_update(cfg.grpo.get("overrides") or {}, {
         "data": dict(sft_cfg.get("data", {})),
+        "max_context_chars": sft_cfg.get("max_context_chars"),
         "qa": {**qa, **dict(sft_cfg.get("qa", {})), **dict((cfg.grpo.get("overrides") or {}).get("qa", {}))},
         "seed": int(seed),
         "train": {"seed": int(seed)},
@@ -174,11 +175,13 @@ def action_accuracy(pairs: Sequence[tuple[Any, Any]], windows, thresholds) -> fl
     return 100.0 * float(np.mean([score_action(r.action, t).score for (_, r), t in zip(pairs, targets, strict=True)]))
 
 
-def evaluate(run_dir: Path, items, windows, thresholds, max_new_tokens: int) -> dict[str, float]:
-    """The QA benchmark's grader on ``items`` (``benchmarks.qa.evaluate_run``) + action accuracy."""
+def evaluate(run_dir: Path, items, windows, thresholds, max_new_tokens: int,
+             max_context_chars: int | None = None) -> dict[str, float]:
+    """The QA benchmark's grader on ``items`` (``benchmarks.qa.evaluate_run``) + action accuracy.
+    ``max_context_chars``: the SFT config's, so evaluation prompts are the prompts SFT/GRPO saw."""
     from benchmarks.qa import evaluate_run
 
-    metrics, pairs = evaluate_run(run_dir, items, windows, max_new_tokens)
+    metrics, pairs = evaluate_run(run_dir, items, windows, max_new_tokens, max_context_chars)
     return {**metrics, "action_accuracy": action_accuracy(pairs, windows, thresholds)}
 
 
@@ -288,7 +291,9 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
         if not eval_cache:  # the held-out slice and thresholds: from the first seed's SFT run
             windows, _ = load_data(sft_cfg.get("data", {}))
             test = [it for it in load_items(first / "qa.jsonl") if it.split == "test"]
-            eval_cache = {"windows": windows, "thresholds": ActionThresholds.fit(windows),
+            th = first / "thresholds.json"  # g as the SFT/GRPO runs used it (fit on train windows)
+            eval_cache = {"windows": windows, "ctx_chars": sft_cfg.get("max_context_chars"),
+                          "thresholds": ActionThresholds.load(th) if th.exists() else ActionThresholds.fit(windows),
                           "items": balanced_slice(test, int(cfg.eval.get("n", 40)))}
         ev = eval_cache
         mnt = int(cfg.eval.get("max_new_tokens", 384))
@@ -309,7 +314,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
             per_seed[v.key][seed] = _cached(
                 work / "eval" / f"{eval_name}-n{len(ev['items'])}.json",
                 lambda run_dir=run_dir, ev=ev, mnt=mnt: evaluate(run_dir, ev["items"], ev["windows"],
-                                                                 ev["thresholds"], mnt),
+                                                                 ev["thresholds"], mnt, ev["ctx_chars"]),
                 timings, f"eval/{name}")
     return {"per_seed": per_seed, "metrics": aggregate(per_seed), "timings": timings,
             "n_eval": len(eval_cache.get("items", [])),
