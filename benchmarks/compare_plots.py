@@ -1,0 +1,133 @@
+"""Reporting for `stockr1 bench compare`: per-decision records -> the shared simulator -> one table,
+``metrics.json`` and the equity-curve PNG.
+
+Every method row and the buy-and-hold row go through ``benchmarks.backtest.simulate`` /
+``buy_and_hold`` and ``stockr1.metrics.trading`` with one ``BacktestConfig``, ticker by ticker,
+then metrics are averaged over tickers (as ``stockr1 bench backtest``). A decision with no
+parseable position (``position`` None) is traded as flat and counted as a parse failure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.backtest import BacktestConfig, buy_and_hold, simulate
+from stockr1.metrics.trading import TRADING_METRICS
+
+BUY_AND_HOLD = "buy_and_hold"
+TEXT_METRICS = ("tokens_per_decision", "consistency", "parse_failure_rate", "n_decisions")
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One evaluated decision. position: +1 / -1 / 0, or None = no parseable decision (flat)."""
+
+    ticker: str
+    date: str
+    position: int | None
+    tokens: int
+    consistency: float
+
+
+def _mean_finite(values: Sequence[float]) -> float:
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    return float(np.mean(v)) if v else float("nan")
+
+
+def method_metrics(records: Sequence[DecisionRecord], prices: Mapping[str, pd.Series], cfg: BacktestConfig,
+                   benchmark: pd.Series | None = None) -> tuple[dict[str, float], pd.Series]:
+    """Trading metrics (mean over tickers) + tokens / consistency / parse failures, and the mean
+    equity curve [T] over tickers."""
+    if not records:
+        raise ValueError("no decisions to evaluate")
+    per, curves = [], []
+    for tk in sorted(prices):
+        rs = [r for r in records if r.ticker == tk]
+        if not rs:
+            continue
+        d = pd.Series([0 if r.position is None else int(r.position) for r in rs],
+                      pd.DatetimeIndex([pd.Timestamp(r.date) for r in rs])).sort_index()
+        unknown = d.index.difference(prices[tk].index)
+        if len(unknown):
+            raise ValueError(f"decision days of {tk!r} not in its price calendar: {[str(x.date()) for x in unknown[:3]]}")
+        res = simulate(d, prices[tk], cfg, benchmark)
+        per.append(res.metrics)
+        curves.append(res.equity.reset_index(drop=True))
+    out = {k: _mean_finite([m[k] for m in per]) for k in TRADING_METRICS}
+    out.update({
+        "tokens_per_decision": float(np.mean([r.tokens for r in records])),
+        "consistency": _mean_finite([r.consistency for r in records]),
+        "parse_failure_rate": float(np.mean([r.position is None for r in records])),
+        "n_decisions": float(len(records)),
+    })
+    return out, pd.concat(curves, axis=1).mean(axis=1)
+
+
+def buy_and_hold_metrics(prices: Mapping[str, pd.Series], cfg: BacktestConfig,
+                         benchmark: pd.Series | None = None) -> tuple[dict[str, float], pd.Series]:
+    """The shared simulator's buy-and-hold per ticker, averaged; text metrics are NaN (no model)."""
+    res = [buy_and_hold(prices[tk], cfg, benchmark) for tk in sorted(prices)]
+    out = {k: _mean_finite([r.metrics[k] for r in res]) for k in TRADING_METRICS}
+    out.update({k: float("nan") for k in TEXT_METRICS})
+    return out, pd.concat([r.equity.reset_index(drop=True) for r in res], axis=1).mean(axis=1)
+
+
+def _pct(x: float) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{100 * x:.2f}"
+
+
+def _num(x: float, fmt: str = ".3f") -> str:
+    return "-" if x is None or not math.isfinite(x) else format(x, fmt)
+
+
+def table_md(metrics: Mapping[str, Mapping[str, float]], timings: Mapping[str, Mapping[str, float]] | None = None) -> str:
+    """One row per method: returns, Sharpe, drawdown, hit rate, tokens per decision, consistency s,
+    parse failures (and train / eval seconds when ``timings`` is given)."""
+    timings = timings or {}
+    head = ("| Method | CR (%) | AR (%) | Sharpe | MDD (%) | HR (%) | Trades | Tokens/decision | Consistency s "
+            "| Parse failures (%) | Train (s) | Eval (s) |\n|---|" + "---|" * 11 + "\n")
+    rows = []
+    for name, m in metrics.items():
+        t = timings.get(name, {})
+        rows.append(
+            f"| {name} | {_pct(m['cumulative_return'])} | {_pct(m['annual_return'])} | {_num(m['sharpe'])} | "
+            f"{_pct(m['max_drawdown'])} | {_pct(m['hit_rate'])} | {_num(m['n_trades'], '.1f')} | "
+            f"{_num(m['tokens_per_decision'], '.1f')} | {_num(m['consistency'])} | {_pct(m['parse_failure_rate'])} | "
+            f"{_num(t.get('train_s', float('nan')), '.0f')} | {_num(t.get('eval_s', float('nan')), '.0f')} |")
+    return head + "\n".join(rows) + "\n"
+
+
+def plot_equity(curves: Mapping[str, pd.Series], path: str | Path, title: str = "") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for name, c in curves.items():
+        ax.plot(c.to_numpy(), label=name, lw=2.0 if name == BUY_AND_HOLD else 1.2,
+                ls="--" if name == BUY_AND_HOLD else "-")
+    ax.set_xlabel("trading day of the held-out period")
+    ax.set_ylabel("equity (mean over tickers)")
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def clean(x: object) -> object:
+    """NaN -> None (valid JSON), recursively."""
+    if isinstance(x, dict):
+        return {k: clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [clean(v) for v in x]
+    return None if isinstance(x, float) and math.isnan(x) else x
