@@ -256,6 +256,44 @@ def _alphaquanter(env: Env, i: int, m: Mapping) -> tuple[str, str, dict]:
     return episode_prompt(tk, t, int(m.get("max_tool_calls", 3))), "", {"smoothed_return": r}
 
 
+def _teacher_trading_r1(env: Env, i: int, m: Mapping) -> str:
+    """The method's own format teacher: ``prompt.template_thesis`` (stage 3) for the day's label."""
+    from rl.methods.trading_r1.prompt import PromptConfig, snapshot_blocks, template_thesis
+
+    tk, t = env.ref(i)
+    label = int(env.labels[i])
+    blocks = snapshot_blocks(env.store, tk, t, PromptConfig(n_days=int(m.get("prompt_days", 5))))
+    return template_thesis(blocks, label if label >= 0 else 2, 3)
+
+
+def _teacher_trade_r1(env: Env, i: int, m: Mapping) -> str:
+    """Format teacher (rl/methods/trade_r1 has none): two context lines quoted verbatim as the
+    reasoning (grounded by construction) and the side of the day's realised excess return."""
+    from rl.methods.trade_r1.judge import claims
+
+    tk, _ = env.ref(i)
+    _, _, cols = _trade_r1(env, i, m)
+    lines = [c for c in claims(cols["context"]) if "%" in c][:2] or claims(cols["context"])[:2]
+    side = "BUY" if cols["excess_return"] > 0 else "SELL"
+    return "<think>" + " ".join(ln.rstrip(".") + "." for ln in lines) + f"</think><answer>{side} {tk}</answer>"
+
+
+def _teacher_alphaquanter(env: Env, i: int, m: Mapping) -> str:
+    """Format teacher (AlphaQuanter ships none): one RSI call, its real point-in-time response, a
+    short reasoning and the regime action of the outcome reward. The response tokens are trained
+    on too (text SFT has no tool mask); at rollout the engine writes them, never the model."""
+    from rl.methods.alphaquanter.rewards import RewardConfig, regime
+    from rl.methods.alphaquanter.tools import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, AlphaQuanterTool
+
+    tk, t = env.ref(i)
+    call = '{"name": "get_indicator", "arguments": {"indicator": "rsi"}}'
+    obs = AlphaQuanterTool(env.store)((tk, t), call).observation
+    r = _alphaquanter(env, i, m)[2]["smoothed_return"]
+    act = ("SELL", "HOLD", "BUY")[1 + regime(r, RewardConfig().theta)] if np.isfinite(r) else "HOLD"
+    return (f"<think>Momentum first: check the RSI of {tk}.</think>{TOOL_CALL_OPEN}{call}{TOOL_CALL_CLOSE}{obs}"
+            f"<think>The RSI reading sets the momentum view for the next days.</think><answer>{act}</answer>")
+
+
 @dataclass(frozen=True)
 class TextMethod:
     """A sibling method: reward key of ``rl.methods.reward_functions``, default reward weights,
@@ -266,15 +304,19 @@ class TextMethod:
     weights: Mapping[str, float]
     build: Callable[[Env, int, Mapping], tuple[str, str, dict]]
     position: Callable[[str], int | None]
+    teacher: Callable[[Env, int, Mapping], str]
     data_tools: bool = False
 
 
 TEXT_METHODS: dict[str, TextMethod] = {
     "trading_r1": TextMethod("trading_r1", {"decision": 1.0, "outcome": 0.5, "placement": 0.1}, _trading_r1,
-                             position_trading_r1),
-    "trade_r1_fsr": TextMethod("trade_r1_fsr", {"trade_r1_fsr": 1.0}, _trade_r1, position_trade_r1),
-    "trade_r1_dsr": TextMethod("trade_r1_dsr", {"trade_r1_dsr": 1.0}, _trade_r1, position_trade_r1),
-    "alphaquanter": TextMethod("alphaquanter", {"total": 1.0}, _alphaquanter, position_alphaquanter, data_tools=True),
+                             position_trading_r1, _teacher_trading_r1),
+    "trade_r1_fsr": TextMethod("trade_r1_fsr", {"trade_r1_fsr": 1.0}, _trade_r1, position_trade_r1,
+                               _teacher_trade_r1),
+    "trade_r1_dsr": TextMethod("trade_r1_dsr", {"trade_r1_dsr": 1.0}, _trade_r1, position_trade_r1,
+                               _teacher_trade_r1),
+    "alphaquanter": TextMethod("alphaquanter", {"total": 1.0}, _alphaquanter, position_alphaquanter,
+                               _teacher_alphaquanter, data_tools=True),
 }
 
 
@@ -314,6 +356,12 @@ def run_text_method(name: str, env: Env, out: Path) -> tuple[list[DecisionRecord
     t0 = time.perf_counter()
     if not m.get("checkpoint"):
         built = [spec.build(env, int(i), m) for i in env.train_rows]
+        if m.get("warm_start"):  # format SFT with the shared prompt-masked text SFT, then GRPO
+            from rl.methods.trading_r1.backend import text_sft
+
+            targets = [spec.teacher(env, int(i), m) for i in env.train_rows]
+            losses = text_sft(policy, [b[0] for b in built], targets, seed=cfg.seed, **dict(m["warm_start"]))
+            info["warm_start_loss"] = [losses[0], losses[-1]]
         weights = dict(m.get("weights") or spec.weights)
         funcs = reward_functions(spec.reward)
         rft, acc = _rft(cfg, m)
@@ -355,6 +403,24 @@ def stock_r1_item(windows, i: int, h: int):
                   str(windows.split[i]), tolerance=round(0.35 * math.sqrt(h), 2))
 
 
+def stock_r1_sft(ws: Mapping[str, Any], cfg: CompareConfig, out: Path) -> Path:
+    """Joint SFT of Stock-R1 (``llm.sft.run_sft``) on a derived copy of ``ws["config"]`` with
+    ``ws["overrides"]`` merged in (seed and context trimming from the compare config)."""
+    import yaml
+
+    from llm.sft import load_yaml, run_sft
+    from rl.cli import deep_update
+
+    over = deep_update({"run": "sft", "max_context_chars": cfg.max_context_chars, "train": {"seed": cfg.seed},
+                        "wandb": {"mode": "disabled"}},
+                       ws.get("overrides") or {})
+    derived = out / "sft_config.yaml"
+    derived.parent.mkdir(parents=True, exist_ok=True)
+    derived.write_text(yaml.safe_dump(deep_update(load_yaml(ws.get("config", "configs/sft/tiny.yaml")), over)))
+    run_sft(derived, run="sft", out_root=out)
+    return out / "sft"
+
+
 def run_stock_r1(env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, Any]]:
     """u-GRPO through ``rl.cli.run_grpo`` (its own QA prompts, decoder, ForecastTool and scorer),
     then greedy rollouts on the decision days and the z-rule on each decoded forecast."""
@@ -379,8 +445,12 @@ def run_stock_r1(env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, A
                           "queries_per_step": int(g.get("queries_per_step", 2)), "lr": float(g.get("lr", 1e-4)),
                           "seed": cfg.seed, "ckpt_every": int(g.get("steps", 1)),
                           "accelerator": str(g.get("accelerator", "cpu"))}}
+        sft_dir = None
+        if m.get("warm_start"):  # Stock-R1's own joint SFT (llm.sft.run_sft), then u-GRPO from it
+            sft_dir = stock_r1_sft(m["warm_start"], cfg, out)
+            info["warm_start_s"] = time.perf_counter() - t0
         summary = run_grpo(m.get("config", "configs/grpo/tiny.yaml"), run="stock_r1", out_root=out / "grpo",
-                           overrides=deep_update(over, m.get("overrides") or {}), use_wandb=False)
+                           sft_dir=sft_dir, overrides=deep_update(over, m.get("overrides") or {}), use_wandb=False)
         info["reward_final"] = summary.get("final", {}).get("reward/total")
     info["train_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
