@@ -113,6 +113,7 @@ def test_report_merges_stage_outputs(tmp_path: Path) -> None:
     assert text.count("| majority | 0.3 | – |") == 1  # baselines once, from the SFT evaluation
     assert f"| **total** |  | 3/{len(DEMO_STAGES)} | 30 | 12 |" in text
     assert "_not run (`stockr1 demo --only bench_action`)_" in text
+    assert "| [report](report/) | report.md with tables, plots and links | this page |" in text
 
 
 def test_repo_root_resolution() -> None:

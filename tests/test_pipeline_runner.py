@@ -93,9 +93,10 @@ def test_from_reruns_later_stages_fresh_wipes_stage(tmp_path: Path) -> None:
     runner = StageRunner(make_stages(calls), tmp_path, 0, {}, log=lambda s: None)
     runner.run()
     (tmp_path / "b" / "stale.txt").write_text("x")
+    (tmp_path / "c" / DONE).unlink()  # c looks interrupted, but its input is about to change: no resume
     calls.clear()
     runner.run(start="b")
-    assert calls == [("b", False), ("c", False)]  # a rerun of a finished stage starts clean
+    assert calls == [("b", False), ("c", False)]  # --from reruns from scratch
     assert not (tmp_path / "b" / "stale.txt").exists()
     (tmp_path / "c" / "stale.txt").write_text("x")
     calls.clear()

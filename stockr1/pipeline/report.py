@@ -40,8 +40,8 @@ def timing_rows(run_dir: Path, stages: Sequence[Stage]) -> list[dict[str, Any]]:
     rows = []
     for st in stages:
         done = read_done(run_dir / st.name)
-        rows.append({"stage": f"[{st.name}]({st.name}/)", "what": st.doc,
-                     "status": "done" if done else "not run",
+        status = "done" if done else "this page" if "report.md" in st.outputs else "not run"
+        rows.append({"stage": f"[{st.name}]({st.name}/)", "what": st.doc, "status": status,
                      "wall s": done.get("wall_s") if done else None, "CPU s": done.get("cpu_s") if done else None})
     done_rows = [r for r in rows if r["status"] == "done"]
     rows.append({"stage": "**total**", "what": "", "status": f"{len(done_rows)}/{len(stages)}",

@@ -141,8 +141,8 @@ class StageRunner:
             raise StageInputError(f"stage '{stage.name}' is missing its input(s):\n" + "\n".join(lines))
 
     def run(self, only: str | None = None, start: str | None = None, fresh: bool = False) -> list[StageResult]:
-        """Run the selected stages. ``start`` (``--from``) and ``fresh`` rerun finished stages;
-        ``fresh`` also deletes their directories (no resume)."""
+        """Run the selected stages. ``start`` (``--from``) reruns it and every later stage from scratch;
+        ``fresh`` reruns the selected ones from scratch (their directories are deleted first)."""
         todo = select(self.stages, only, start)
         results: list[StageResult] = []
         for stage in todo:
@@ -154,8 +154,9 @@ class StageRunner:
                                            done.get("argv", [])))
                 continue
             self.check_inputs(stage)
-            if (fresh or done is not None) and stage_dir.exists():
-                shutil.rmtree(stage_dir)  # a finished stage reruns from scratch: resuming it would be a no-op
+            if (fresh or start is not None or done is not None) and stage_dir.exists():
+                # --from: inputs may have changed, so no stale progress; a finished stage: resuming is a no-op
+                shutil.rmtree(stage_dir)
             resume = stage_dir.exists() and any(stage_dir.iterdir())
             stage_dir.mkdir(parents=True, exist_ok=True)
             self.log(f"[demo] {stage.name}: {'resuming' if resume else 'starting'}")
