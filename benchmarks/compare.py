@@ -226,13 +226,22 @@ TRADE_R1_TASK = ("Decide a position in {ticker} for the next {h} trading days. R
                  "<answer>SELL {ticker}</answer> or <answer>HOLD {ticker}</answer>.")
 
 
+def _prompt_cfg(m: Mapping):
+    """Trading-R1's PromptConfig: ``prompt_days`` values per indicator, optional ``sections`` subset
+    (the tiny config keeps three so the thesis fits a CPU token budget)."""
+    from rl.methods.trading_r1.prompt import SECTIONS, PromptConfig
+
+    return PromptConfig(n_days=int(m.get("prompt_days", 5)), sections=tuple(m.get("sections") or SECTIONS))
+
+
 def _trading_r1(env: Env, i: int, m: Mapping) -> tuple[str, str, dict]:
     from rl.methods.trading_r1.curriculum import excess_returns
-    from rl.methods.trading_r1.prompt import PromptConfig, build_prompt, snapshot_blocks
+    from rl.methods.trading_r1.prompt import build_prompt, snapshot_blocks
 
     tk, t = env.ref(i)
-    pc = PromptConfig(n_days=int(m.get("prompt_days", 5)))
-    evidence = "\n".join(snapshot_blocks(env.store, tk, t, pc).values())
+    pc = _prompt_cfg(m)
+    blocks = snapshot_blocks(env.store, tk, t, pc)
+    evidence = "\n".join(blocks[k] for k in pc.sections if k in blocks)
     label = int(env.labels[i])
     er = float(excess_returns(env.frames, tk, [t], env.bt.holding, env.cfg.benchmark)[0])
     return build_prompt(env.store, tk, t, pc), evidence, {"label": label if label >= 0 else None, "excess_return": er}
@@ -258,11 +267,12 @@ def _alphaquanter(env: Env, i: int, m: Mapping) -> tuple[str, str, dict]:
 
 def _teacher_trading_r1(env: Env, i: int, m: Mapping) -> str:
     """The method's own format teacher: ``prompt.template_thesis`` (stage 3) for the day's label."""
-    from rl.methods.trading_r1.prompt import PromptConfig, snapshot_blocks, template_thesis
+    from rl.methods.trading_r1.prompt import snapshot_blocks, template_thesis
 
     tk, t = env.ref(i)
     label = int(env.labels[i])
-    blocks = snapshot_blocks(env.store, tk, t, PromptConfig(n_days=int(m.get("prompt_days", 5))))
+    pc = _prompt_cfg(m)
+    blocks = {k: v for k, v in snapshot_blocks(env.store, tk, t, pc).items() if k in pc.sections}
     return template_thesis(blocks, label if label >= 0 else 2, 3)
 
 
@@ -344,8 +354,6 @@ def _rft(cfg: CompareConfig, m: Mapping) -> tuple[dict[str, Any], str]:
 
 def run_text_method(name: str, env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, Any]]:
     """Train (unless a checkpoint is given) and evaluate one sibling method on the decision days."""
-    from llm.rollout import RolloutEngine
-    from llm.tokenizer import chat_prompt
     from rl.methods import reward_functions, run_grpo
     from rl.methods.alphaquanter.tools import AlphaQuanterTool
 
@@ -371,22 +379,34 @@ def run_text_method(name: str, env: Env, out: Path) -> tuple[list[DecisionRecord
         info["reward_per_step"] = [h.get("reward/total") for h in hist]
     info["train_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    records, example = evaluate_text_method(policy, name, env)
+    info["eval_s"], info["example_output"] = time.perf_counter() - t0, example
+    return records, info
+
+
+def evaluate_text_method(policy, name: str, env: Env) -> tuple[list[DecisionRecord], str]:
+    """Greedy rollouts of ``policy`` (the Policy forward contract and a ``.tokenizer``; a
+    ``ScriptedPolicy`` in tests) on the decision days -> records, and the first completion."""
+    from llm.rollout import RolloutEngine
+    from llm.tokenizer import chat_prompt
+    from rl.methods.alphaquanter.tools import AlphaQuanterTool
+
+    spec, cfg, m = TEXT_METHODS[name], env.cfg, env.cfg.method(name)
+    tok = policy.tokenizer
+    tools = [AlphaQuanterTool(env.store)] if spec.data_tools else []
     built = [spec.build(env, int(i), m) for i in env.rows]
     ev = {**cfg.eval, **dict(m.get("eval", {}))}
-    engine = RolloutEngine(policy, policy.tokenizer, tools, max_new_tokens=int(m.get("max_new_tokens", 128)),
+    engine = RolloutEngine(policy, tok, tools, max_new_tokens=int(m.get("max_new_tokens", 128)),
                            temperature=float(ev.get("temperature", 0.0)), max_tool_calls=int(m.get("max_tool_calls", 1)),
                            max_batch_rows=ev.get("max_batch_rows"), seed=cfg.seed)
-    rollouts = engine.generate([chat_prompt(policy.tokenizer, b[0]) for b in built],
-                               sample_refs=[env.ref(int(i)) for i in env.rows])
+    rollouts = engine.generate([chat_prompt(tok, b[0]) for b in built], sample_refs=[env.ref(int(i)) for i in env.rows])
     records = []
     for i, b, ro in zip(env.rows, built, rollouts, strict=True):
         tk, t = env.ref(int(i))
         obs = "\n".join(s.text for s in ro.segments if s.kind == "tool")
         s = consistency(f"{b[1]}\n{obs}".strip(), ro.completion, tk, env.aliases)
         records.append(DecisionRecord(tk, str(t.date()), spec.position(ro.completion), ro.n_generated, s))
-    info["eval_s"] = time.perf_counter() - t0
-    info["example_output"] = rollouts[0].completion[:600] if rollouts else ""
-    return records, info
+    return records, rollouts[0].completion[:600] if rollouts else ""
 
 
 # ------------------------------------------------------------------------------ Stock-R1
@@ -424,14 +444,9 @@ def stock_r1_sft(ws: Mapping[str, Any], cfg: CompareConfig, out: Path) -> Path:
 def run_stock_r1(env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, Any]]:
     """u-GRPO through ``rl.cli.run_grpo`` (its own QA prompts, decoder, ForecastTool and scorer),
     then greedy rollouts on the decision days and the z-rule on each decoded forecast."""
-    import torch
-
-    from forecast_action.derive import ActionThresholds
     from llm.policy import Policy
-    from llm.rollout import RolloutEngine
     from llm.sft import load_decoder
-    from llm.tools import ForecastTool
-    from rl.cli import build_samples, deep_update, run_grpo
+    from rl.cli import deep_update, run_grpo
 
     cfg, m = env.cfg, env.cfg.method("stock_r1")
     g = {**cfg.grpo, **dict(m.get("grpo", {}))}
@@ -455,9 +470,31 @@ def run_stock_r1(env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, A
     info["train_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     policy, decoder = Policy.load(run_dir / "policy"), load_decoder(run_dir / "decoder.pt")
+    records, example = evaluate_stock_r1(policy, decoder, env)
+    info["eval_s"], info["example_output"] = time.perf_counter() - t0, example
+    return records, info
+
+
+def stock_r1_samples(env: Env, decoder, tokenizer) -> list:
+    """The decision-day queries as Stock-R1 sees them (``rl.cli.build_samples``: the shared QA
+    prompt, K soft tokens from the decoder's encoder, U_q)."""
+    from forecast_action.derive import ActionThresholds
+    from rl.cli import build_samples
+
     w = env.windows
     items = [stock_r1_item(w, int(i), env.bt.holding) for i in env.rows]
-    samples = build_samples(items, w, ActionThresholds.fit(w), decoder, policy.tokenizer, cfg.max_context_chars)
+    return build_samples(items, w, ActionThresholds.fit(w), decoder, tokenizer, env.cfg.max_context_chars)
+
+
+def evaluate_stock_r1(policy, decoder, env: Env) -> tuple[list[DecisionRecord], str]:
+    """Greedy rollouts with the ForecastTool on the decision days; side = z-rule on the decoded forecast."""
+    import torch
+
+    from llm.rollout import RolloutEngine
+    from llm.tools import ForecastTool
+
+    cfg, m, w = env.cfg, env.cfg.method("stock_r1"), env.windows
+    samples = stock_r1_samples(env, decoder, policy.tokenizer)
     ev = {**cfg.eval, **dict(m.get("eval", {}))}
     engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, w, int(m.get("n_samples", 16)))],
                            max_new_tokens=int(m.get("max_new_tokens", 128)), temperature=float(ev.get("temperature", 0.0)),
@@ -472,9 +509,7 @@ def run_stock_r1(env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, A
         obs = "\n".join(s.text for s in ro.segments if s.kind == "tool")
         s = consistency(f"{env.context(int(i))}\n{obs}".strip(), stock_r1_verification_text(model, pos), tk, env.aliases)
         records.append(DecisionRecord(tk, str(t.date()), pos, ro.n_generated, s))
-    info["eval_s"] = time.perf_counter() - t0
-    info["example_output"] = rollouts[0].completion[:600] if rollouts else ""
-    return records, info
+    return records, rollouts[0].completion[:600] if rollouts else ""
 
 
 # ------------------------------------------------------------------------------ benchmark

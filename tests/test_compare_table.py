@@ -1,0 +1,156 @@
+"""bench compare: decision -> side per method, table assembly from hand-made records, the
+buy-and-hold row is the backtest simulator's buy-and-hold, decision-day subsampling."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.backtest import BacktestConfig, buy_and_hold, simulate
+from benchmarks.compare import (
+    CompareConfig,
+    consistency,
+    decision_rows,
+    position_alphaquanter,
+    position_stock_r1,
+    position_trade_r1,
+    position_trading_r1,
+    stock_r1_verification_text,
+)
+from benchmarks.compare_plots import DecisionRecord, buy_and_hold_metrics, clean, method_metrics, table_md
+from stockr1.types import CLOSE, Forecast, Windows
+
+CFG = BacktestConfig(threshold=0.5, holding=2, allocation=1.0, cost_bps=0.0, vol_lookback=3)
+
+
+def test_trading_r1_side():
+    assert position_trading_r1("<conclusion>x</conclusion>\nDECISION: [[[STRONG BUY]]]") == 1
+    assert position_trading_r1("thesis\nDECISION: [[[BUY]]]") == 1
+    assert position_trading_r1("thesis\nDECISION: [[[HOLD]]]") == 0
+    assert position_trading_r1("thesis\nDECISION: [[[strong sell]]]") == -1
+    assert position_trading_r1("thesis\nDECISION: [[[SELL]]]") == -1
+    assert position_trading_r1("thesis without a decision") is None
+    assert position_trading_r1("DECISION: [[[MAYBE]]]") is None
+
+
+def test_trade_r1_side():
+    assert position_trade_r1("<think>up</think><answer>BUY AAA</answer>") == 1
+    assert position_trade_r1("<think>down</think><answer>SELL AAA</answer>") == -1
+    assert position_trade_r1("<think>flat</think><answer>HOLD AAA</answer>") == 0
+    assert position_trade_r1("<think>pick</think><answer>AAA</answer>") == 1  # naming an asset selects it: long
+    assert position_trade_r1("<think>no decision</think>") is None
+
+
+def test_alphaquanter_side():
+    assert position_alphaquanter("<think>a</think><answer>BUY</answer>") == 1
+    assert position_alphaquanter("<think>a</think><answer>SELL</answer>") == -1
+    assert position_alphaquanter("<think>a</think><answer>HOLD</answer>") == 0
+    assert position_alphaquanter("<think>a</think><answer>SHORT</answer>") is None
+    assert position_alphaquanter("no answer") is None
+
+
+def _window(closes: np.ndarray) -> Windows:
+    """One window whose last close is closes[-1]; hist carries the closes for the vol estimate."""
+    hist = np.ones((1, len(closes), 5))
+    hist[0, :, CLOSE] = closes
+    fut = np.ones((1, 4, 5))
+    return Windows(ticker=np.array(["AAA"]), date=np.array([np.datetime64("2020-01-10")]), x=np.zeros((1, 5, len(closes))),
+                   y=np.zeros((1, 5, 4)), hist=hist, future=fut, split=np.array(["test"]), context=np.array([], dtype=object))
+
+
+def test_stock_r1_side_is_the_c5_z_rule():
+    closes = np.array([100.0, 101.0, 100.0, 101.0])
+    w = _window(closes)
+    vol = np.std(np.diff(np.log(closes)), ddof=1)  # ~0.0114 per day; h = 2 -> denominator ~0.0162
+    h = CFG.holding
+
+    def fc(pred_return):
+        path = np.array([[101.0, 101.0 * (1 + pred_return), 0.0, 0.0]])
+        return Forecast(close=path, close_samples=path[:, None, :], high=path, low=path, volume=np.ones_like(path))
+
+    up, flat, down = 0.6 * vol * math.sqrt(h), 0.3 * vol * math.sqrt(h), -0.6 * vol * math.sqrt(h)
+    assert position_stock_r1(fc(up), object(), w, CFG) == 1
+    assert position_stock_r1(fc(flat), object(), w, CFG) == 0
+    assert position_stock_r1(fc(down), object(), w, CFG) == -1
+    assert position_stock_r1(fc(up), None, w, CFG) is None  # unparseable action: the unconditioned forecast is not traded
+    assert position_stock_r1(None, object(), w, CFG) is None
+
+
+def test_stock_r1_verification_text_trades_the_side():
+    model = "Rates fell sharply. <forecast_action>{}</forecast_action> <answer>2.0</answer>"
+    assert stock_r1_verification_text(model, 1).endswith("<answer>BUY</answer>")
+    assert "2.0" not in stock_r1_verification_text(model, -1)
+    assert "<answer>" not in stock_r1_verification_text(model, None)
+
+
+def test_consistency_scores_grounded_over_hallucinated_and_zero_without_decision():
+    ctx = "AAA revenue grew 12% on strong demand\nFed held rates at 5.25%"
+    good = consistency(ctx, "<think>AAA revenue grew 12% on strong demand.</think><answer>BUY AAA</answer>", "AAA")
+    bad = consistency(ctx, "<think>AAA will fall 300% on weak rumours.</think><answer>BUY AAA</answer>", "AAA")
+    none = consistency(ctx, "AAA revenue grew 12% on strong demand.", "AAA")
+    assert 0.0 <= bad < good <= 1.0
+    assert none == 0.0
+
+
+PRICES = pd.Series([100.0, 110.0, 99.0, 121.0, 121.0, 133.1], index=pd.bdate_range("2020-01-01", periods=6))
+
+
+def test_buy_and_hold_row_equals_the_simulator():
+    m, curve = buy_and_hold_metrics({"AAA": PRICES}, CFG)
+    ref = buy_and_hold(PRICES, CFG)
+    for k, v in ref.metrics.items():
+        assert (math.isnan(v) and math.isnan(m[k])) or m[k] == pytest.approx(v)
+    assert m["cumulative_return"] == pytest.approx(0.331)  # 133.1 / 100 - 1, no costs
+    assert m["max_drawdown"] == pytest.approx(0.1)  # 110 -> 99
+    np.testing.assert_allclose(curve.to_numpy(), ref.equity.to_numpy())
+    assert math.isnan(m["tokens_per_decision"]) and math.isnan(m["parse_failure_rate"])
+
+
+def test_method_metrics_from_hand_made_records():
+    d = PRICES.index
+    recs = [DecisionRecord("AAA", str(d[0].date()), 1, 10, 0.5),  # long 100 -> 99 (held 2 days)
+            DecisionRecord("AAA", str(d[2].date()), None, 30, 0.0),  # parse failure: flat
+            DecisionRecord("AAA", str(d[3].date()), -1, 20, 1.0)]  # short 121 -> 133.1
+    m, curve = method_metrics(recs, {"AAA": PRICES}, CFG)
+    ref = simulate(pd.Series([1, 0, -1], index=d[[0, 2, 3]]), PRICES, CFG)
+    assert m["cumulative_return"] == pytest.approx(ref.metrics["cumulative_return"])
+    assert m["cumulative_return"] == pytest.approx(0.99 * 0.9 - 1)  # -1% long, then -10% short
+    assert m["n_trades"] == 2 and m["hit_rate"] == 0.0
+    assert m["tokens_per_decision"] == pytest.approx(20.0)
+    assert m["consistency"] == pytest.approx(0.5)
+    assert m["parse_failure_rate"] == pytest.approx(1 / 3)
+    np.testing.assert_allclose(curve.to_numpy(), ref.equity.to_numpy())
+    table = table_md({"buy_and_hold": buy_and_hold_metrics({"AAA": PRICES}, CFG)[0], "m": m},
+                     {"m": {"train_s": 12.0, "eval_s": 3.0}})
+    lines = table.strip().splitlines()
+    assert len(lines) == 4 and lines[2].startswith("| buy_and_hold | 33.10 |")
+    row = [c.strip() for c in lines[3].split("|")[1:-1]]
+    assert row[0] == "m" and row[1] == "-10.90" and row[7] == "20.0" and row[8] == "0.500" and row[9] == "33.33"
+    assert row[10] == "12" and row[11] == "3"
+    json.dumps(clean({"m": m}))  # NaN-free JSON
+
+
+def test_decision_day_outside_the_calendar_is_an_error():
+    with pytest.raises(ValueError, match="not in its price calendar"):
+        method_metrics([DecisionRecord("AAA", "2019-06-01", 1, 1, 0.0)], {"AAA": PRICES}, CFG)
+
+
+def test_decision_rows_spread_over_the_period_and_respect_holding():
+    n = 50
+    w = Windows(ticker=np.array(["A"] * n + ["B"] * n), date=np.tile(pd.bdate_range("2020-01-01", periods=n).values, 2),
+                x=np.zeros((2 * n, 5, 3)), y=np.zeros((2 * n, 5, 2)), hist=np.ones((2 * n, 3, 5)),
+                future=np.ones((2 * n, 2, 5)), split=np.array((["train"] * 10 + ["test"] * 40) * 2),
+                context=np.array([], dtype=object))
+    rows = decision_rows(w, per_ticker=4, holding=5)  # stride = max(5, ceil(40 / 4)) = 10
+    assert rows.tolist() == [10, 20, 30, 40, 60, 70, 80, 90]
+    rows = decision_rows(w, per_ticker=100, holding=5)  # never closer than the holding period
+    assert np.all(np.diff(rows[:8]) == 5) and len(rows) == 16
+
+
+def test_config_rejects_unknown_keys_and_methods():
+    with pytest.raises(ValueError, match="unknown compare config keys"):
+        CompareConfig.from_dict({"steps": 3})
+    with pytest.raises(ValueError, match="unknown methods"):
+        CompareConfig.from_dict({"methods": {"trade_r2": {}}})
