@@ -85,8 +85,13 @@ class ActionDecoderModule(TSForecastModule):
         if init_encoder:
             encoder_state, action_state = load_encoder_state(init_encoder)
             self.decoder.load_encoder_state(encoder_state)
-            if action_state:  # starting from an earlier action-decoder checkpoint
-                self.decoder.action_encoder.load_state_dict(action_state)
+            if action_state:  # starting from an earlier action-decoder checkpoint (the head may be new)
+                enc_part = {k: v for k, v in action_state.items() if not k.startswith("action_head.")}
+                head_part = {k[len("action_head."):]: v for k, v in action_state.items()
+                             if k.startswith("action_head.")}
+                self.decoder.action_encoder.load_state_dict(enc_part)
+                if head_part:
+                    self.decoder.action_head.load_state_dict(head_part)
         if train_scope not in ("all", "action"):
             raise ValueError(f"train_scope must be 'all' or 'action', got {train_scope!r}")
         if train_scope == "action":
@@ -194,4 +199,5 @@ def load_encoder_state(path: str | Path) -> tuple[dict[str, Tensor], dict[str, T
     enc = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
     pre = "decoder.action_encoder."
     act = {k[len(pre):]: v for k, v in state.items() if k.startswith(pre)}
-    return enc or state, act
+    head = {k[len("decoder."):]: v for k, v in state.items() if k.startswith("decoder.action_head.")}
+    return enc or state, {**act, **head}
