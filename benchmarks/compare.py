@@ -384,15 +384,15 @@ def run_text_method(name: str, env: Env, out: Path) -> tuple[list[DecisionRecord
     return records, info
 
 
-def evaluate_text_method(policy, name: str, env: Env) -> tuple[list[DecisionRecord], str]:
+def evaluate_text_method(policy, name: str, env: Env, tokenizer=None) -> tuple[list[DecisionRecord], str]:
     """Greedy rollouts of ``policy`` (the Policy forward contract and a ``.tokenizer``; a
-    ``ScriptedPolicy`` in tests) on the decision days -> records, and the first completion."""
+    ``ScriptedPolicy`` with ``tokenizer=`` in tests) on the decision days -> records, first completion."""
     from llm.rollout import RolloutEngine
     from llm.tokenizer import chat_prompt
     from rl.methods.alphaquanter.tools import AlphaQuanterTool
 
     spec, cfg, m = TEXT_METHODS[name], env.cfg, env.cfg.method(name)
-    tok = policy.tokenizer
+    tok = tokenizer or policy.tokenizer
     tools = [AlphaQuanterTool(env.store)] if spec.data_tools else []
     built = [spec.build(env, int(i), m) for i in env.rows]
     ev = {**cfg.eval, **dict(m.get("eval", {}))}
@@ -486,7 +486,7 @@ def stock_r1_samples(env: Env, decoder, tokenizer) -> list:
     return build_samples(items, w, ActionThresholds.fit(w), decoder, tokenizer, env.cfg.max_context_chars)
 
 
-def evaluate_stock_r1(policy, decoder, env: Env) -> tuple[list[DecisionRecord], str]:
+def evaluate_stock_r1(policy, decoder, env: Env, tokenizer=None) -> tuple[list[DecisionRecord], str]:
     """Greedy rollouts with the ForecastTool on the decision days; side = z-rule on the decoded forecast."""
     import torch
 
@@ -494,9 +494,10 @@ def evaluate_stock_r1(policy, decoder, env: Env) -> tuple[list[DecisionRecord], 
     from llm.tools import ForecastTool
 
     cfg, m, w = env.cfg, env.cfg.method("stock_r1"), env.windows
-    samples = stock_r1_samples(env, decoder, policy.tokenizer)
+    tok = tokenizer or policy.tokenizer
+    samples = stock_r1_samples(env, decoder, tok)
     ev = {**cfg.eval, **dict(m.get("eval", {}))}
-    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, w, int(m.get("n_samples", 16)))],
+    engine = RolloutEngine(policy, tok, [ForecastTool(decoder, w, int(m.get("n_samples", 16)))],
                            max_new_tokens=int(m.get("max_new_tokens", 128)), temperature=float(ev.get("temperature", 0.0)),
                            max_tool_calls=1, max_batch_rows=ev.get("max_batch_rows"), seed=cfg.seed)
     ts = torch.stack([s.ts_tokens for s in samples]) if samples[0].ts_tokens is not None else None
