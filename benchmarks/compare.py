@@ -338,9 +338,14 @@ def _policy(cfg: CompareConfig, m: Mapping, soft_tokens: bool):
     from llm.policy import Policy, PolicyConfig
 
     if m.get("checkpoint"):
-        return Policy.load(m["checkpoint"])
+        return Policy.load(m["checkpoint"]).to(eval_device(cfg))
     torch.manual_seed(cfg.seed)
     return Policy(PolicyConfig.from_dict({**cfg.policy, **dict(m.get("policy", {})), "soft_tokens": soft_tokens}))
+
+
+def eval_device(cfg: CompareConfig) -> str:
+    """``eval.device`` (default cpu; "cuda" on a GPU machine). Training devices come from ``grpo.accelerator``."""
+    return str(cfg.eval.get("device", "cpu"))
 
 
 def _rft(cfg: CompareConfig, m: Mapping) -> tuple[dict[str, Any], str]:
@@ -379,7 +384,7 @@ def run_text_method(name: str, env: Env, out: Path) -> tuple[list[DecisionRecord
         info["reward_per_step"] = [h.get("reward/total") for h in hist]
     info["train_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    records, example = evaluate_text_method(policy, name, env)
+    records, example = evaluate_text_method(policy.to(eval_device(cfg)), name, env)
     info["eval_s"], info["example_output"] = time.perf_counter() - t0, example
     return records, info
 
@@ -469,7 +474,7 @@ def run_stock_r1(env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, A
         info["reward_final"] = summary.get("final", {}).get("reward/total")
     info["train_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    policy, decoder = Policy.load(run_dir / "policy"), load_decoder(run_dir / "decoder.pt")
+    policy, decoder = Policy.load(run_dir / "policy").to(eval_device(cfg)), load_decoder(run_dir / "decoder.pt")
     records, example = evaluate_stock_r1(policy, decoder, env)
     info["eval_s"], info["example_output"] = time.perf_counter() - t0, example
     return records, info
