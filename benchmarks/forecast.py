@@ -188,7 +188,22 @@ def table_md(metrics: dict[str, dict[str, float]]) -> str:
 
 
 def differences_md(rows: list[dict]) -> str:
+    """A verdict matrix (baseline × metric) followed by every difference with its CI."""
+    if not rows:
+        return "No differences: only one forecaster was scored.\n"
+    metrics = list(dict.fromkeys(r["metric"] for r in rows))
+    verdict = {(r["baseline"], r["metric"]): r["verdict"] for r in rows}
     lines = [
+        f"Verdicts for **{rows[0]['reference']}** vs each baseline (paired block bootstrap, 95% CI; "
+        "tie = CI contains 0; cal_err_close90 = |coverage of the 90% interval - 0.90|).",
+        "",
+        "| vs | " + " | ".join(metrics) + " |",
+        "|---|" + "---|" * len(metrics),
+    ]
+    for b in dict.fromkeys(r["baseline"] for r in rows):
+        lines.append(f"| {b} | " + " | ".join(verdict.get((b, m), "–") for m in metrics) + " |")
+    lines += [
+        "",
         "| Reference vs | Metric | Reference | Baseline | Diff (ref − base) | 95% CI | Verdict |",
         "|---|---|---|---|---|---|---|",
     ]
