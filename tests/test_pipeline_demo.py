@@ -118,3 +118,17 @@ def test_report_merges_stage_outputs(tmp_path: Path) -> None:
 
 def test_repo_root_resolution() -> None:
     assert (REPO / "configs" / "demo.yaml").exists()
+
+
+def test_export_copies_report_and_small_linked_files(tmp_path: Path) -> None:
+    from stockr1.pipeline.report import export_report
+
+    run, dest = tmp_path / "run", tmp_path / "results"
+    (run / "b").mkdir(parents=True)
+    (run / "manifest.json").write_text("{}")
+    (run / "b" / "plot.png").write_bytes(b"p")
+    (run / "b" / "big.bin").write_bytes(b"x" * 2000)
+    (run / "report.md").write_text("![p](b/plot.png) [dir](b/) [big](b/big.bin) [gone](c/x.json)")
+    copied = export_report(run, dest, max_bytes=1000)
+    assert sorted(p.relative_to(dest).as_posix() for p in copied) == ["b/plot.png", "manifest.json", "report.md"]
+    assert (dest / "b" / "plot.png").read_bytes() == b"p"

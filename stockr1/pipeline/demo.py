@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--from", dest="start", choices=names, default=None, help="rerun this stage and all later ones")
     ap.add_argument("--fresh", action="store_true", help="rerun the selected stages from scratch (no resume)")
     ap.add_argument("--config", default=DEFAULT_CONFIG, help=f"pipeline config (default {DEFAULT_CONFIG})")
+    ap.add_argument("--export", default=None, metavar="DIR",
+                    help="afterwards, copy report.md and the small files it links to DIR (e.g. results/demo)")
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     seed = int(args.seed if args.seed is not None else cfg.get("seed", 0))
@@ -95,4 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         man = write_run_manifest(run_dir, seed, cfg, args.config, DEMO_STAGES, argv)
     print(f"[demo] total {man['total_wall_s']:.0f}s wall, {man['total_cpu_s']:.0f}s CPU over finished stages; "
           f"report: {run_dir / 'report.md'}")
+    if args.export and (run_dir / "report.md").exists():
+        from stockr1.pipeline.report import export_report
+
+        print(f"[demo] exported {len(export_report(run_dir, args.export))} files to {args.export}")
     return 0

@@ -46,6 +46,7 @@ def stage_env(threads: int) -> dict[str, str]:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "STOCKR1_THREADS"):
         env[var] = str(threads)
     env.setdefault("PYTHONHASHSEED", "0")
+    env["PYTHONUNBUFFERED"] = "1"  # the stage's progress reaches the console and log.txt as it happens
     return env
 
 

@@ -123,3 +123,22 @@ def write_report(run_dir: str | Path, stages: Sequence[Stage]) -> Path:
     path = run_dir / "report.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def export_report(run_dir: str | Path, dest: str | Path, max_bytes: int = 1_000_000) -> list[Path]:
+    """Copy ``report.md`` and the files it links (plots, metrics, summaries; each under ``max_bytes``)
+    to ``dest`` with the same relative paths, so the copy renders as the original (results/demo/)."""
+    import re
+    import shutil
+
+    run_dir, dest = Path(run_dir), Path(dest)
+    text = (run_dir / "report.md").read_text()
+    rels = ["report.md", "manifest.json"] + re.findall(r"\]\(([^)#\s]+)\)", text)
+    copied = []
+    for rel in dict.fromkeys(rels):
+        src = run_dir / rel
+        if src.is_file() and src.stat().st_size <= max_bytes:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(src, dest / rel)
+            copied.append(dest / rel)
+    return copied
