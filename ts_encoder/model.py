@@ -168,7 +168,7 @@ class TSEncoder(nn.Module):
         self.head_sigma = nn.Linear(cfg.d_llm, 3 * s)
         self.head_high = nn.Linear(cfg.d_llm, s)
         self.head_low = nn.Linear(cfg.d_llm, s)
-        # start at the unconditional standardised answer: μ = mean, σ = channel std, q = ±1.645 std
+        # start as the trailing-vol random walk: μ = train mean, σ = window std, q = mean ± 1.645 window std
         for head, bias in ((self.head_mu, 0.0), (self.head_sigma, _SOFTPLUS_ONE),
                            (self.head_high, _Z95), (self.head_low, -_Z95)):
             nn.init.normal_(head.weight, std=0.01)
@@ -194,7 +194,7 @@ class TSEncoder(nn.Module):
             raise ValueError(f"x must be [B, {cfg.n_vars}, {cfg.lookback}], got {tuple(x.shape)}")
         b = x.shape[0]
         z = ((x - self.x_loc[:, None]) / self.x_scale[:, None]).clamp(-cfg.input_clip, cfg.input_clip)
-        patches = z.view(b, cfg.n_vars, cfg.n_patches, cfg.patch_len).transpose(1, 2)  # [B, P, V, patch]
+        patches = z.reshape(b, cfg.n_vars, cfg.n_patches, cfg.patch_len).transpose(1, 2)  # [B, P, V, patch]
         h = self.patch_embed(patches) + self.var_embed  # [B, P, V, d]
         h = self.drop(h.reshape(b, cfg.n_tokens, cfg.d_model))  # time-major: k = p * V + v
         mask = self.attn_mask()
