@@ -19,7 +19,8 @@ future) (a missing or unparsable action scores 0), the field-level score R_act u
 Every stage caches its result under ``--work`` (git-ignored), so an interrupted benchmark resumes:
 finished SFT/GRPO runs and evaluations are reused, an unfinished GRPO run continues from ``last.ckpt``.
 Writes ``metrics.json`` (variant -> metric -> mean, ``<metric>_std``, ``n_seeds``), ``per_seed.json``,
-``table.md`` (Table 3 layout), ``entropy.png`` (Fig. 4), ``run_info.json`` (timings, config) and
+``table.md`` (Table 3 layout), ``entropy.png`` (Fig. 4), ``run_info.json`` (config, wall seconds of
+every stage as recorded in ``<work>/timings.json`` when it ran) and
 ``README.md`` (the ordering verdict).
 """
 
@@ -251,13 +252,30 @@ def _write_yaml(cfg: Mapping[str, Any], path: Path, note: str) -> Path:
     return path
 
 
-def _cached(path: Path, fn, timings: dict[str, float], key: str):
+class Timings(dict):
+    """Wall seconds per stage, persisted in ``<work_dir>/timings.json`` so that a resumed or
+    split benchmark still reports what every cached stage cost when it ran."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(json.loads(path.read_text()) if path.exists() else {})
+        self.path = path
+
+    def record(self, key: str, seconds: float) -> None:
+        """Merge into the file as it is now (two invocations may split the rows between them)."""
+        if self.path.exists():
+            self.update({k: v for k, v in json.loads(self.path.read_text()).items() if k not in self})
+        self[key] = float(seconds)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(dict(self), indent=1))
+
+
+def _cached(path: Path, fn, timings: Timings, key: str):
     """JSON result at ``path`` if present, else ``fn()`` written there (the resume unit)."""
     if path.exists():
         return json.loads(path.read_text())
     t0 = time.perf_counter()
     res = fn()
-    timings[key] = time.perf_counter() - t0
+    timings.record(key, time.perf_counter() - t0)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1, default=str))
     return res
@@ -271,7 +289,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
     from rl.cli import run_grpo
 
     work = Path(cfg.work_dir)
-    timings: dict[str, float] = {}
+    timings = Timings(work / "timings.json")
     variants = [VARIANTS_BY_KEY[k] for k in cfg.variants]
     per_seed: dict[str, dict[int, dict[str, float]]] = {v.key: {} for v in variants}
     per_seed_sft = bool(cfg.sft.get("per_seed", True))
@@ -287,7 +305,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
             log(f"[ablation] SFT seed {sft_seed} -> {sft_dir}")
             t0 = time.perf_counter()
             run_sft(path, run=f"s{sft_seed}", out_root=work / "sft")
-            timings[f"sft/s{sft_seed}"] = time.perf_counter() - t0
+            timings.record(f"sft/s{sft_seed}", time.perf_counter() - t0)
         if not eval_cache:  # the held-out slice and thresholds: from the first seed's SFT run
             windows, _ = load_data(sft_cfg.get("data", {}))
             test = [it for it in load_items(first / "qa.jsonl") if it.split == "test"]
@@ -308,7 +326,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
                     t0 = time.perf_counter()
                     run_grpo(cfg.grpo["config"], run=name, out_root=work / "grpo", resume=True, sft_dir=sft_dir,
                              overrides=grpo_overrides(cfg, v, seed, sft_cfg), use_wandb=cfg.wandb)
-                    timings[f"grpo/{name}"] = time.perf_counter() - t0
+                    timings.record(f"grpo/{name}", time.perf_counter() - t0)
             eval_name = f"{v.key}-s{sft_seed}" if v.grpo is None else name
             log(f"[ablation] eval {name}")
             per_seed[v.key][seed] = _cached(
@@ -316,7 +334,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
                 lambda run_dir=run_dir, ev=ev, mnt=mnt: evaluate(run_dir, ev["items"], ev["windows"],
                                                                  ev["thresholds"], mnt, ev["ctx_chars"]),
                 timings, f"eval/{name}")
-    return {"per_seed": per_seed, "metrics": aggregate(per_seed), "timings": timings,
+    return {"per_seed": per_seed, "metrics": aggregate(per_seed), "timings": dict(timings),
             "n_eval": len(eval_cache.get("items", [])),
             "eval_families": dict(_count_families(eval_cache.get("items", [])))}
 

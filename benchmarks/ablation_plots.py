@@ -100,7 +100,7 @@ Seeds {list(cfg['seeds'])} ({n_seeds} seeds, mean ± sample std); {sft_mode}. Ev
 from its seed's SFT checkpoint with the same budget; all rows are graded on the same held-out slice of
 {info['n_eval']} test questions ({info['eval_families']}) by `benchmarks.qa.evaluate_run` (greedy).
 Action accuracy = mean field-level `score_action(emitted, a*)`, a* = g(realised future), missing action = 0.
-Wall time of the stages that ran in this invocation: {info['total_s'] / 60:.1f} min (run_info.json).
+Sum of the stage wall times (each recorded when the stage ran): {info['total_s'] / 60:.1f} min (run_info.json).
 
 {table}
 Entropy curves (Fig. 4, from each GRPO run's `metrics.jsonl`): `entropy.png`.

@@ -103,3 +103,15 @@ def test_entropy_curves_plot_and_readme(tmp_path):
             "ordering": {m: ordering(agg, m) for m in ("overall", "action_accuracy")}}
     text = readme(agg, info, render_table(agg))
     assert "**does not hold**" in text and "grpo 52.0 ± 2.0" in text and "one SFT per seed" in text
+
+
+def test_timings_persist_and_merge(tmp_path):
+    from benchmarks.ablation import Timings
+
+    path = tmp_path / "w" / "timings.json"
+    a, b = Timings(path), Timings(path)  # two invocations splitting the rows
+    a.record("sft/s0", 10.0)
+    b.record("grpo/ugrpo-s0", 5.0)
+    a.record("eval/sft-s0", 2.0)
+    assert json.loads(path.read_text()) == {"sft/s0": 10.0, "grpo/ugrpo-s0": 5.0, "eval/sft-s0": 2.0}
+    assert Timings(path) == {"sft/s0": 10.0, "grpo/ugrpo-s0": 5.0, "eval/sft-s0": 2.0}
