@@ -9,7 +9,7 @@ Featurisation (``featurize``), per action:
   ``start_value`` is encoded the same way, so a wrong claimed start shows up as a non-zero feature.
 
 ``ActionEncoder`` maps ``ActionBatch`` to ``z_a [B, cond_dim]``: [field embeddings | numeric * mask | mask]
--> Linear -> SiLU -> Linear. The decoder feeds z_a to the TS encoder's FiLM hook.
+-> Linear -> SiLU -> Linear -> LayerNorm. The decoder feeds z_a to the TS encoder's FiLM hook.
 """
 
 from __future__ import annotations
@@ -107,7 +107,10 @@ class ActionEncoder(nn.Module):
         self.cfg = cfg
         self.embeds = nn.ModuleList(nn.Embedding(FIELD_SPECS[f].n_bins + 1, cfg.emb_dim) for f in CODE_FIELDS)
         d_in = len(CODE_FIELDS) * cfg.emb_dim + 2 * len(NUMERIC_FIELDS)
-        self.mlp = nn.Sequential(nn.Linear(d_in, cfg.hidden), nn.SiLU(), nn.Linear(cfg.hidden, cfg.cond_dim))
+        # The final LayerNorm gives z_a unit scale per dimension: the conditioned heads are zero-initialised
+        # linear maps of z_a and Adam moves each weight ~lr per step, so an O(0.1) z_a learns ~10x slower.
+        self.mlp = nn.Sequential(nn.Linear(d_in, cfg.hidden), nn.SiLU(), nn.Linear(cfg.hidden, cfg.cond_dim),
+                                 nn.LayerNorm(cfg.cond_dim))
 
     def forward(self, batch: ActionBatch) -> Tensor:
         emb = [e(batch.codes[:, j]) for j, e in enumerate(self.embeds)]

@@ -89,7 +89,9 @@ class ActionDecoderModule(TSForecastModule):
                 enc_part = {k: v for k, v in action_state.items() if not k.startswith("action_head.")}
                 head_part = {k[len("action_head."):]: v for k, v in action_state.items()
                              if k.startswith("action_head.")}
-                self.decoder.action_encoder.load_state_dict(enc_part)
+                missing, unexpected = self.decoder.action_encoder.load_state_dict(enc_part, strict=False)
+                if unexpected or (missing and len(missing) == len(self.decoder.action_encoder.state_dict())):
+                    raise ValueError(f"action encoder state does not fit: missing {missing}, unexpected {unexpected}")
                 if head_part:
                     self.decoder.action_head.load_state_dict(head_part)
         if train_scope not in ("all", "action"):
