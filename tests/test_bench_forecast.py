@@ -88,3 +88,28 @@ def test_cached_baselines_are_reused_identically(tmp_path, capsys):
     # a different test subset must not hit the cache
     main(args + ["--out", str(tmp_path / "c"), "--max-windows", "5"])
     assert len(list((tmp_path / "cache").glob("*.npz"))) == 4
+
+
+def test_bench_forecast_scores_a_checkpoint_against_baselines(tmp_path):
+    """The model path: a (random-init) TSForecastModule checkpoint is loaded with no extra
+    arguments and becomes the reference of the differences."""
+    import lightning as L
+    import torch
+
+    from ts_encoder.module import TSForecastModule
+
+    module = TSForecastModule(encoder=dict(lookback=90, horizon=10, patch_len=5, n_vars=5, d_model=16,
+                                           n_layers=1, n_heads=2, ffn_dim=32, dropout=0.0, d_llm=16, cond_dim=0))
+    ckpt = tmp_path / "rand.ckpt"
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+                "pytorch-lightning_version": L.__version__}, ckpt)
+    csv = tmp_path / "M.csv"
+    _write_csv(csv, seed=5)
+    out = tmp_path / "out"
+    main(["--data", str(csv), "--out", str(out), "--checkpoint", str(ckpt), "--baselines", "random_walk",
+          "--max-windows", "10", "--n-samples", "16", "--n-boot", "20", "--no-plots"])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(metrics) == ["stockr1_ts", "random_walk"]
+    assert tuple(metrics["stockr1_ts"]) == METRICS
+    rows = json.loads((out / "differences.json").read_text())
+    assert {r["reference"] for r in rows} == {"stockr1_ts"} and {r["baseline"] for r in rows} == {"random_walk"}
