@@ -62,7 +62,7 @@ def load_data(spec: str, lookback: int, horizon: int) -> Windows:
     p = Path(spec)
     if not p.exists():
         raise FileNotFoundError(f"--data {spec!r}: not 'sample' and no such file or directory")
-    if p.is_dir() and not any(f.suffix.lower() in (".csv", ".parquet", ".pq") for f in p.iterdir()):
+    if p.is_dir() and (p / "manifest.json").exists():  # built by `stockr1 data build`
         return data.load_windows(p)
     return data.build_windows(data.load_source("csv", path=str(p)), lookback=lookback, horizon=horizon)
 

@@ -113,3 +113,16 @@ def test_bench_forecast_scores_a_checkpoint_against_baselines(tmp_path):
     assert tuple(metrics["stockr1_ts"]) == METRICS
     rows = json.loads((out / "differences.json").read_text())
     assert {r["reference"] for r in rows} == {"stockr1_ts"} and {r["baseline"] for r in rows} == {"random_walk"}
+
+
+def test_bench_forecast_reads_a_built_dataset_dir(tmp_path):
+    from stockr1.data import BuildConfig, build_dataset
+
+    csv = tmp_path / "D.csv"
+    _write_csv(csv, seed=7)
+    build_dataset(BuildConfig(source="csv", path=str(csv), context=False), tmp_path / "ds")
+    out = tmp_path / "out"
+    main(["--data", str(tmp_path / "ds"), "--out", str(out), "--baselines", "random_walk,drift",
+          "--n-samples", "16", "--n-boot", "20", "--no-plots"])
+    run = json.loads((out / "run.json").read_text())
+    assert run["tickers"] == ["D"] and run["n_test_windows"] >= 2
