@@ -19,7 +19,7 @@ def test_ddp_two_cpu_processes(tmp_path: Path) -> None:
                   "lr": 1e-3, "warmup_steps": 1, "fan_chart_windows": 0, "val_samples": 4},
         "data": {"source": "synthetic", "n_tickers": 2, "n_days": 250, "lookback": 20, "horizon": 5,
                  "batch_size": 16, "eval_batch_size": 32},
-        "trainer": {"accelerator": "cpu", "devices": 2, "strategy": "ddp", "max_steps": 2,
+        "trainer": {"default_root_dir": str(tmp_path), "accelerator": "cpu", "devices": 2, "strategy": "ddp", "max_steps": 2,
                     "limit_val_batches": 1, "val_check_interval": 2, "num_sanity_val_steps": 0,
                     "logger": False, "enable_progress_bar": False, "enable_model_summary": False,
                     "callbacks": [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",

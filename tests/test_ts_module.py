@@ -23,7 +23,7 @@ def _windows():
 def _trainer(tmp: Path, max_steps: int) -> L.Trainer:
     ckpt = ModelCheckpoint(dirpath=tmp, monitor="val/loss", mode="min", save_last=True, filename="best",
                            auto_insert_metric_name=False)
-    return L.Trainer(accelerator="cpu", devices=1, max_steps=max_steps, limit_val_batches=1, val_check_interval=2,
+    return L.Trainer(default_root_dir=tmp, accelerator="cpu", devices=1, max_steps=max_steps, limit_val_batches=1, val_check_interval=2,
                      logger=False, callbacks=[ckpt], enable_progress_bar=False, enable_model_summary=False)
 
 
