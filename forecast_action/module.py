@@ -79,7 +79,7 @@ class ActionDecoderModule(TSForecastModule):
                          fan_chart_windows=fan_chart_windows)
         self.save_hyperparameters({
             **dict(self.hparams), "action": asdict(act_cfg), "thresholds": thresholds, "p_none": p_none,
-            "init_encoder": None, "pretrained_from": init_encoder or pretrained_from,
+            "init_encoder": None, "pretrained_from": init_encoder or pretrained_from, "train_scope": train_scope,
         })
         self.decoder = ActionConditionedDecoder(cfg, act_cfg, encoder=self.model, normalizer=self.normalizer)
         if init_encoder:
