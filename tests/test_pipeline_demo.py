@@ -132,3 +132,22 @@ def test_export_copies_report_and_small_linked_files(tmp_path: Path) -> None:
     copied = export_report(run, dest, max_bytes=1000)
     assert sorted(p.relative_to(dest).as_posix() for p in copied) == ["b/plot.png", "manifest.json", "report.md"]
     assert (dest / "b" / "plot.png").read_bytes() == b"p"
+
+
+def test_training_curves_read_each_trainers_files(tmp_path: Path) -> None:
+    from stockr1.pipeline.report import plot_training, training_curves
+
+    (tmp_path / "ts" / "logs" / "version_0").mkdir(parents=True)
+    (tmp_path / "ts" / "logs" / "version_0" / "metrics.csv").write_text(
+        "epoch,step,train/loss_step,val/loss\n0,9,-1.0,\n0,19,,-2.5\n1,39,,-3.0\n")
+    (tmp_path / "sft").mkdir()
+    (tmp_path / "sft" / "log.txt").write_text("$ stockr1 sft\nstep 10: loss -4.2 (sft 6.83, ts -110.5)\nnoise\n"
+                                              "step 20: loss -5.6 (sft 6.12, ts -118.0)\n")
+    (tmp_path / "grpo").mkdir()
+    (tmp_path / "grpo" / "metrics.jsonl").write_text(json.dumps({"step": 1.0, "reward/total": -1.5}) + "\n")
+    c = training_curves(tmp_path)
+    assert c["ts: validation L_TS per epoch"] == {"val/loss": [(0.0, -2.5), (1.0, -3.0)]}
+    assert c["sft: L_SFT (model tokens)"] == {"l_sft": [(10.0, 6.83), (20.0, 6.12)]}
+    assert c["grpo: reward per step"]["reward/total"] == [(1.0, -1.5)]
+    assert "action: validation L_TS per epoch" not in c
+    assert plot_training(tmp_path, tmp_path / "t.png") and (tmp_path / "t.png").stat().st_size > 1000

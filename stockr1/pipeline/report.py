@@ -7,6 +7,7 @@ run-relative links, so the run directory (or a copy of its small files) is self-
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,8 +78,59 @@ def qa_rows(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+SFT_LOG_LINE = re.compile(r"^step (\d+): loss \S+ \(sft (\S+), ts (\S+)\)")  # llm.sft's progress line
+
+
+def training_curves(run_dir: Path) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per-stage curves {panel: {series: [(x, y)]}} from the files the trainers write: Lightning's
+    CSV logs (ts, action; per epoch), the SFT progress lines in ``sft/log.txt``, ``grpo/metrics.jsonl``."""
+    import csv
+
+    curves: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for stage, keys in (("ts", ("val/loss",)), ("action", ("val/loss", "val/loss_uncond"))):
+        for f in sorted((run_dir / stage / "logs").glob("*/metrics.csv"))[-1:]:
+            rows = list(csv.DictReader(f.open()))
+            curves[f"{stage}: validation L_TS per epoch"] = {
+                k: [(float(r["epoch"]), float(r[k])) for r in rows if r.get(k)] for k in keys}
+    log = run_dir / "sft" / "log.txt"
+    if log.exists():
+        pts = [m.groups() for m in map(SFT_LOG_LINE.match, log.read_text().splitlines()) if m]
+        curves["sft: L_SFT (model tokens)"] = {"l_sft": [(float(a), float(b)) for a, b, _ in pts]}
+    met = run_dir / "grpo" / "metrics.jsonl"
+    if met.exists():
+        rows = [json.loads(line) for line in met.read_text().splitlines() if line.strip()]
+        curves["grpo: reward per step"] = {k: [(r["step"], r[k]) for r in rows if k in r]
+                                           for k in ("reward/total", "reward/r_ans", "reward/r_act")}
+    return {k: v for k, v in curves.items() if any(v.values())}
+
+
+def plot_training(run_dir: Path, path: Path) -> bool:
+    curves = training_curves(run_dir)
+    if not curves:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(4 * len(curves), 3.2), squeeze=False)
+    for ax, (title, series) in zip(axes[0], curves.items(), strict=True):
+        for name, pts in series.items():
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=name)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
 def _training_section(run_dir: Path) -> list[str]:
     out = ["## Training", ""]
+    if plot_training(run_dir, run_dir / "training.png"):
+        out += ["![training curves](training.png)", ""]
     for name, title in (("sft", "Joint SFT"), ("grpo", "u-GRPO")):
         s = _json(run_dir / name / "summary.json")
         if s is None:
@@ -128,7 +180,6 @@ def write_report(run_dir: str | Path, stages: Sequence[Stage]) -> Path:
 def export_report(run_dir: str | Path, dest: str | Path, max_bytes: int = 1_000_000) -> list[Path]:
     """Copy ``report.md`` and the files it links (plots, metrics, summaries; each under ``max_bytes``)
     to ``dest`` with the same relative paths, so the copy renders as the original (results/demo/)."""
-    import re
     import shutil
 
     run_dir, dest = Path(run_dir), Path(dest)
