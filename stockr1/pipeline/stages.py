@@ -9,7 +9,6 @@ paths (checkpoints of earlier stages, seed). Nothing of the stages' own logic is
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -154,11 +153,7 @@ def run_grpo(ctx: StageContext) -> list[str]:
 
 
 def run_bench_forecast(ctx: StageContext) -> list[str]:
-    # `--data <built dataset dir>` is taken for a directory of OHLCV files (its shards are .parquet), so
-    # when the data stage built the embedded sample, pass `sample` (the same windows; docs/pipeline.md).
-    built = json.loads(ctx.path(f"{DATA}/manifest.json").read_text())
-    data = "sample" if built.get("config", {}).get("source") == "sample" else ctx.path(DATA)
-    return _cli(ctx, ["bench", "forecast", "--data", data, "--checkpoint", ctx.path(TS_BEST),
+    return _cli(ctx, ["bench", "forecast", "--data", ctx.path(DATA), "--checkpoint", ctx.path(TS_BEST),
                       "--out", ctx.stage_dir, "--seed", ctx.seed, "--cache-dir", ctx.stage_dir / "cache",
                       "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))])
 
