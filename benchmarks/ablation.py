@@ -330,7 +330,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
             eval_name = f"{v.key}-s{sft_seed}" if v.grpo is None else name
             log(f"[ablation] eval {name}")
             per_seed[v.key][seed] = _cached(
-                work / "eval" / f"{eval_name}-n{len(ev['items'])}.json",
+                work / "eval" / f"{eval_name}-n{len(ev['items'])}-t{mnt}.json",
                 lambda run_dir=run_dir, ev=ev, mnt=mnt: evaluate(run_dir, ev["items"], ev["windows"],
                                                                  ev["thresholds"], mnt, ev["ctx_chars"]),
                 timings, f"eval/{name}")
