@@ -112,9 +112,10 @@ Entropy curves (Fig. 4, from each GRPO run's `metrics.jsonl`): `entropy.png`.
 
 ## Why a tiny random-init policy may not reproduce it
 
-The policy is a ~0.2M-parameter Qwen3-shaped model initialised at random and fine-tuned for a few
-dozen SFT steps on CPU, then a handful of GRPO steps with small groups. At that scale (i) the SFT
-policy barely follows the protocol (answer/action parse rates in the table), so many rollouts get
+The policy is a ~0.2M-parameter Qwen3-shaped model initialised at random and fine-tuned for
+{info['config']['sft'].get('overrides', {}).get('train', {}).get('max_steps', '?')} SFT steps on CPU, then
+{info['config']['grpo'].get('overrides', {}).get('train', {}).get('max_steps', '?')} GRPO steps per row with small groups. At that scale (i) the SFT
+policy barely follows the protocol (answer/action parse rates in `per_seed.json`), so many rollouts get
 the format penalty and groups often have zero reward spread, which gives GRPO no signal; (ii) the
 held-out slice is small, so one question is several points of accuracy and the seed spread is of
 the order of the gaps the paper reports (1–9 points on 4,000 questions with 4B/8B models); (iii) with

@@ -98,7 +98,7 @@ def test_entropy_curves_plot_and_readme(tmp_path):
     png = plot_entropy(curves, tmp_path / "out" / "entropy.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     agg = aggregate(PER_SEED)
-    info = {"config": {"seeds": [0, 1, 2], "sft": {"per_seed": True}}, "config_path": "c.yaml", "n_eval": 30,
+    info = {"config": {"seeds": [0, 1, 2], "sft": {"per_seed": True}, "grpo": {}}, "config_path": "c.yaml", "n_eval": 30,
             "eval_families": {"news": 6}, "total_s": 120.0,
             "ordering": {m: ordering(agg, m) for m in ("overall", "action_accuracy")}}
     text = readme(agg, info, render_table(agg))
