@@ -261,9 +261,10 @@ class Timings(dict):
         self.path = path
 
     def record(self, key: str, seconds: float) -> None:
-        """Merge into the file as it is now (two invocations may split the rows between them)."""
+        """Set one key in the file as it is now: the file is the truth (two invocations may split
+        the rows between them), so a stale in-memory value never overwrites a newer one."""
         if self.path.exists():
-            self.update({k: v for k, v in json.loads(self.path.read_text()).items() if k not in self})
+            self.update(json.loads(self.path.read_text()))
         self[key] = float(seconds)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(dict(self), indent=1))

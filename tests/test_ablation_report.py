@@ -115,3 +115,7 @@ def test_timings_persist_and_merge(tmp_path):
     a.record("eval/sft-s0", 2.0)
     assert json.loads(path.read_text()) == {"sft/s0": 10.0, "grpo/ugrpo-s0": 5.0, "eval/sft-s0": 2.0}
     assert Timings(path) == {"sft/s0": 10.0, "grpo/ugrpo-s0": 5.0, "eval/sft-s0": 2.0}
+    a.record("sft/s0", 11.0)  # a re-run stage: the new time replaces the old in every view
+    b.record("eval/grpo-s0", 1.0)  # b's stale in-memory sft/s0 (10.0) must not win
+    assert json.loads(path.read_text()) == {"sft/s0": 11.0, "grpo/ugrpo-s0": 5.0, "eval/sft-s0": 2.0,
+                                            "eval/grpo-s0": 1.0}
