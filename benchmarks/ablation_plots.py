@@ -97,7 +97,7 @@ def readme(metrics: Mapping[str, Mapping[str, float]], info: Mapping[str, Any], 
 
 Produced by `stockr1 bench ablation --config {info['config_path']} --out <this dir>` (see docs/ablation.md).
 Seeds {list(cfg['seeds'])} ({n_seeds} seeds, mean ± sample std); {sft_mode}. Every GRPO variant starts
-from its seed's SFT checkpoint with the same budget; all rows are graded on the same held-out slice of
+from {"its seed's" if cfg["sft"].get("per_seed", True) else "the shared"} SFT checkpoint with the same budget; all rows are graded on the same held-out slice of
 {info['n_eval']} test questions ({info['eval_families']}) by `benchmarks.qa.evaluate_run` (greedy).
 Action accuracy = mean field-level `score_action(emitted, a*)`, a* = g(realised future), missing action = 0.
 Sum of the stage wall times (each recorded when the stage ran): {info['total_s'] / 60:.1f} min (run_info.json).
