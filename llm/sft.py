@@ -277,10 +277,19 @@ def save_decoder(decoder: nn.Module, path: str | Path) -> None:
 
 
 def load_decoder(path: str | Path) -> nn.Module:
+    """A decoder saved by ``save_decoder`` (``.pt``) or the Lightning checkpoint that
+    ``forecast_action.train`` writes (``decoder.ckpt``)."""
     from forecast_action.decoder import ActionConditionedDecoder
     from forecast_action.encoder import ActionEncoderConfig
     from ts_encoder.config import TSEncoderConfig
 
+    if Path(path).suffix == ".ckpt":
+        from forecast_action.module import ActionDecoderModule
+
+        try:
+            return ActionDecoderModule.load_from_checkpoint(path, map_location="cpu").decoder.eval()
+        except (OSError, KeyError, RuntimeError, TypeError) as e:
+            raise ValueError(f"cannot load a decoder from Lightning checkpoint {path}: {e}") from e
     try:
         ck = torch.load(path, map_location="cpu", weights_only=False)
         dec = ActionConditionedDecoder(TSEncoderConfig(**ck["ts_cfg"]), ActionEncoderConfig(**ck["act_cfg"]))

@@ -49,6 +49,20 @@ def test_training_moves_the_action_path_and_reloads(trained) -> None:
     assert np.all(np.isfinite(f1.uncertainty)) and np.all((f1.uncertainty >= 0) & (f1.uncertainty <= 1))
 
 
+def test_sft_loads_the_trainer_checkpoint_directly(trained) -> None:
+    from llm.sft import load_decoder
+
+    out, module, _ = trained
+    dec = load_decoder(out / "decoder.ckpt")
+    w = synthetic_windows().split_of("test").select(np.arange(3))
+    acts = [ForecastAction(direction="down"), None, ForecastAction()]
+    f1 = module.decoder.forecast(w, acts, n_samples=4, generator=torch.Generator().manual_seed(1))
+    f2 = dec.forecast(w, acts, n_samples=4, generator=torch.Generator().manual_seed(1))
+    np.testing.assert_allclose(f1.close_samples, f2.close_samples)
+    with pytest.raises(ValueError, match="cannot load a decoder"):
+        load_decoder(out / "missing.ckpt")
+
+
 def test_init_from_pretrained_encoder(tmp_path) -> None:
     torch.manual_seed(0)
     enc = TSEncoder(TSEncoderConfig(**MODEL))  # an unconditioned (cond_dim=0) pretrained encoder
