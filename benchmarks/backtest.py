@@ -259,10 +259,12 @@ def _plot(curves: dict[str, pd.Series], path: Path) -> None:
     plt.close(fig)
 
 
-def _clean(x: object) -> object:
-    """NaN -> None so metrics.json is valid JSON."""
+def json_clean(x: object) -> object:
+    """NaN -> None (valid JSON), recursively through dicts, lists and tuples."""
     if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
+        return {k: json_clean(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [json_clean(v) for v in x]
     return None if isinstance(x, float) and math.isnan(x) else x
 
 
@@ -287,8 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     mean, per, curves = run_models(forecasts, test, cfg, a.benchmark)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(_clean(mean), indent=2))
-    (out / "per_ticker.json").write_text(json.dumps(_clean(per), indent=2))
+    (out / "metrics.json").write_text(json.dumps(json_clean(mean), indent=2))
+    (out / "per_ticker.json").write_text(json.dumps(json_clean(per), indent=2))
     (out / "config.json").write_text(json.dumps({**asdict(cfg), "data": a.data, "split": a.split, "n_windows": len(test),
                                                   "period": [str(test.date.min())[:10], str(test.date.max())[:10]]},
                                                  indent=2))

@@ -40,12 +40,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.backtest import BacktestConfig, directions_from_z, prices_from_windows, zscore_signals
+from benchmarks.backtest import (
+    BacktestConfig,
+    directions_from_z,
+    json_clean,
+    prices_from_windows,
+    zscore_signals,
+)
 from benchmarks.compare_plots import (
     BUY_AND_HOLD,
     DecisionRecord,
     buy_and_hold_metrics,
-    clean,
     method_metrics,
     plot_equity,
     table_md,
@@ -532,7 +537,7 @@ def run_method(name: str, env: Env, work: Path, fingerprint: str) -> tuple[list[
     records, info = run_stock_r1(env, out) if name == "stock_r1" else run_text_method(name, env, out)
     out.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"fingerprint": fingerprint, "records": [dataclasses.asdict(r) for r in records],
-                                 "info": clean(info)}, indent=1, default=str))
+                                 "info": json_clean(info)}, indent=1, default=str))
     return records, info
 
 
@@ -559,7 +564,7 @@ def compare(cfg: CompareConfig, out: Path, env: Env | None = None, methods: Sequ
         infos[name], decisions[name] = info, [dataclasses.asdict(r) for r in records]
         print(f"[compare] {name}: {timings[name]}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(clean(metrics), indent=2))
+    (out / "metrics.json").write_text(json.dumps(json_clean(metrics), indent=2))
     table = table_md(metrics, timings)
     (out / "table.md").write_text(table)
     (out / "decisions.json").write_text(json.dumps(decisions, indent=0))
@@ -567,7 +572,7 @@ def compare(cfg: CompareConfig, out: Path, env: Env | None = None, methods: Sequ
     last = {tk: str(p.index[-1].date()) for tk, p in env.prices.items()}
     plot_equity(curves, out / "equity.png",
                 f"held-out period {min(first.values())} .. {max(last.values())}, {len(env.rows)} decisions per method")
-    (out / "run_info.json").write_text(json.dumps(clean({
+    (out / "run_info.json").write_text(json.dumps(json_clean({
         "config": dataclasses.asdict(cfg), "methods": methods, "timings_s": timings, "total_s": time.perf_counter() - t_all,
         "decision_days": {"n": int(len(env.rows)), "per_ticker": {tk: int(np.sum(env.windows.ticker[env.rows] == tk))
                                                                  for tk in env.prices},

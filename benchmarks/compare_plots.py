@@ -124,10 +124,3 @@ def plot_equity(curves: Mapping[str, pd.Series], path: str | Path, title: str = 
     plt.close(fig)
 
 
-def clean(x: object) -> object:
-    """NaN -> None (valid JSON), recursively."""
-    if isinstance(x, dict):
-        return {k: clean(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [clean(v) for v in x]
-    return None if isinstance(x, float) and math.isnan(x) else x

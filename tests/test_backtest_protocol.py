@@ -102,4 +102,4 @@ def test_prices_from_windows_and_run_models(tmp_path):
     assert len(curves["oracle"]) == 50
     table = bt.table_md(mean)
     assert table.count("\n") == 4 and "| oracle |" in table
-    assert json.loads(json.dumps(bt._clean(mean)))
+    assert json.loads(json.dumps(bt.json_clean(mean)))

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.backtest import BacktestConfig, buy_and_hold, simulate
+from benchmarks.backtest import BacktestConfig, buy_and_hold, json_clean, simulate
 from benchmarks.compare import (
     CompareConfig,
     consistency,
@@ -19,7 +19,7 @@ from benchmarks.compare import (
     position_trading_r1,
     stock_r1_verification_text,
 )
-from benchmarks.compare_plots import DecisionRecord, buy_and_hold_metrics, clean, method_metrics, table_md
+from benchmarks.compare_plots import DecisionRecord, buy_and_hold_metrics, method_metrics, table_md
 from stockr1.types import CLOSE, Forecast, Windows
 
 CFG = BacktestConfig(threshold=0.5, holding=2, allocation=1.0, cost_bps=0.0, vol_lookback=3)
@@ -129,7 +129,7 @@ def test_method_metrics_from_hand_made_records():
     row = [c.strip() for c in lines[3].split("|")[1:-1]]
     assert row[0] == "m" and row[1] == "-10.90" and row[7] == "20.0" and row[8] == "0.500" and row[9] == "33.33"
     assert row[10] == "12" and row[11] == "3"
-    json.dumps(clean({"m": m}))  # NaN-free JSON
+    json.dumps(json_clean({"m": m}))  # NaN-free JSON
 
 
 def test_decision_day_outside_the_calendar_is_an_error():
