@@ -24,12 +24,21 @@ Both start at zero, so the decoder still starts as the pretrained encoder.
 
 "No action" is the all-missing action (every field at its missing index), trained by action dropout,
 so the same network forecasts with and without an action through one code path.
+
+Persistence: ``save(path)`` / ``ActionConditionedDecoder.load(path)`` write and read one file holding
+``{"format", "version", "ts_cfg", "act_cfg", "state_dict"}`` (configs as plain dicts, so the file loads
+with ``torch.load(weights_only=True)`` and needs no pickled classes). Files from before the format had a
+version (``{ts_cfg, act_cfg, state_dict}``) load as version 0. The Lightning checkpoint that
+``forecast_action.train`` writes is read by ``ActionDecoderModule.load_from_checkpoint`` (or
+``llm.sft.load_decoder``, which accepts both).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -42,6 +51,9 @@ from ts_encoder.config import TSEncoderConfig
 from ts_encoder.model import GAUSSIAN_CHANNELS, TSEncoder, TSOutput
 from ts_encoder.sampling import to_forecast
 from ts_encoder.uncertainty import UncertaintyNormalizer
+
+FILE_FORMAT = "stockr1.action_decoder"
+FORMAT_VERSION = 1  # 0: the unversioned {ts_cfg, act_cfg, state_dict} files of earlier releases
 
 
 class ActionHead(nn.Module):
@@ -94,6 +106,51 @@ class ActionConditionedDecoder(nn.Module):
         self.action_encoder = ActionEncoder(act_cfg)
         self.action_head = ActionHead(act_cfg.cond_dim, self.ts_cfg.horizon)
         self.normalizer = normalizer if normalizer is not None else UncertaintyNormalizer()
+
+    def save(self, path: str | Path) -> None:
+        """Write configs + weights (+ the fitted uncertainty normaliser, a buffer) to ``path`` atomically."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save({"format": FILE_FORMAT, "version": FORMAT_VERSION, "ts_cfg": asdict(self.ts_cfg),
+                    "act_cfg": asdict(self.act_cfg), "state_dict": self.state_dict()}, tmp)
+        os.replace(tmp, path)  # a kill mid-save keeps the previous file
+
+    @classmethod
+    def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> ActionConditionedDecoder:
+        """The decoder ``save`` wrote (or a version-0 file), in eval mode.
+
+        Raises ValueError naming ``path`` when the file is missing, unreadable, not a decoder file, from
+        a newer format, or when its configs and weights do not fit each other."""
+
+        def bad(why: str) -> ValueError:
+            return ValueError(f"cannot load a decoder from {path}: {why}")
+
+        try:
+            ck = torch.load(path, map_location=map_location, weights_only=True)
+        except Exception as e:  # any failure to deserialise (truncated zip, bad pickle, I/O) = unusable file
+            raise bad(f"{type(e).__name__}: {e}") from e
+        if not isinstance(ck, dict) or not {"ts_cfg", "act_cfg", "state_dict"} <= set(ck):
+            keys = sorted(ck)[:8] if isinstance(ck, dict) else type(ck).__name__
+            hint = " (a Lightning checkpoint: use ActionDecoderModule.load_from_checkpoint)" \
+                if isinstance(ck, dict) and "pytorch-lightning_version" in ck else ""
+            raise bad(f"not an action-decoder file, expected keys ts_cfg/act_cfg/state_dict, got {keys}{hint}")
+        version = ck.get("version", 0)
+        if ck.get("format", FILE_FORMAT) != FILE_FORMAT or not isinstance(version, int) or version > FORMAT_VERSION:
+            raise bad(f"format {ck.get('format')!r} version {version!r}; this code reads {FILE_FORMAT!r} "
+                      f"up to version {FORMAT_VERSION}")
+        try:
+            ts, act = TSEncoderConfig(**ck["ts_cfg"]), ActionEncoderConfig(**ck["act_cfg"])
+        except (TypeError, ValueError) as e:  # unknown / invalid config fields
+            raise bad(f"invalid config: {e}") from e
+        if ts.cond_dim != act.cond_dim:
+            raise bad(f"config mismatch: ts_cfg.cond_dim={ts.cond_dim} but act_cfg.cond_dim={act.cond_dim}")
+        dec = cls(ts, act)
+        try:
+            dec.load_state_dict(ck["state_dict"])
+        except (RuntimeError, TypeError) as e:  # missing / unexpected keys or shapes that do not match the configs
+            raise bad(f"weights do not match the stored configs: {e}") from e
+        return dec.eval()
 
     def load_encoder_state(self, state: dict[str, Tensor]) -> None:
         """Initialise from an unconditioned encoder's state dict (FiLM keeps its identity init)."""

@@ -272,31 +272,24 @@ def warmup_decoder(decoder: nn.Module, windows, thresholds, steps: int, batch_si
 
 
 def save_decoder(decoder: nn.Module, path: str | Path) -> None:
-    torch.save({"ts_cfg": dataclasses.asdict(decoder.ts_cfg), "act_cfg": dataclasses.asdict(decoder.act_cfg),
-                "state_dict": decoder.state_dict()}, path)
+    """``ActionConditionedDecoder.save`` (configs + weights + format version, written atomically)."""
+    decoder.save(path)
 
 
 def load_decoder(path: str | Path) -> nn.Module:
-    """A decoder saved by ``save_decoder`` (``.pt``) or the Lightning checkpoint that
-    ``forecast_action.train`` writes (``decoder.ckpt``)."""
+    """A decoder saved by ``save_decoder`` (``.pt``, any format version) or the Lightning checkpoint
+    that ``forecast_action.train`` writes (``decoder.ckpt``), in eval mode; ValueError naming the file
+    when it cannot be used."""
     from forecast_action.decoder import ActionConditionedDecoder
-    from forecast_action.encoder import ActionEncoderConfig
-    from ts_encoder.config import TSEncoderConfig
 
     if Path(path).suffix == ".ckpt":
         from forecast_action.module import ActionDecoderModule
 
         try:
             return ActionDecoderModule.load_from_checkpoint(path, map_location="cpu").decoder.eval()
-        except (OSError, KeyError, RuntimeError, TypeError) as e:
+        except Exception as e:  # truncated / foreign / mismatched checkpoint: name the file, keep the cause
             raise ValueError(f"cannot load a decoder from Lightning checkpoint {path}: {e}") from e
-    try:
-        ck = torch.load(path, map_location="cpu", weights_only=False)
-        dec = ActionConditionedDecoder(TSEncoderConfig(**ck["ts_cfg"]), ActionEncoderConfig(**ck["act_cfg"]))
-        dec.load_state_dict(ck["state_dict"])
-    except (OSError, KeyError, RuntimeError, TypeError) as e:
-        raise ValueError(f"cannot load a decoder from {path}: {e}") from e
-    return dec.eval()
+    return ActionConditionedDecoder.load(path)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
