@@ -8,6 +8,12 @@ So the result lines up with ``Rollout.gen_mask`` / padded masks position by posi
 
 ``temperature`` and ``banned_token_ids`` reproduce the engine's sampling distribution (logits /
 T, banned ids at -inf), which GRPO's importance ratio needs; SFT leaves them at the defaults.
+
+``logits_to_keep=k`` (HF's name and convention, 0 = all): only the last ``k`` positions are scored and
+the LM head runs on the last ``k + 1`` hidden states only, so the ``[B, T, V]`` logits (V = 152k for
+Qwen, 2.4 GB in fp32 per 4k-token row) are never built for the prompt. Positions before ``T - k`` are
+0, as masked positions already are; the kept positions are computed exactly as without ``k``.
+`keep_for_mask(loss_mask)` gives the smallest ``k`` that covers every position a loss uses.
 """
 
 from __future__ import annotations
@@ -42,12 +48,24 @@ def pad_sequences(
     return ids, att, out_mask
 
 
+def keep_for_mask(mask: Tensor) -> int:
+    """mask [B, T] -> the smallest ``k`` whose last-``k`` window holds every nonzero entry (1 if none)."""
+    cols = mask.bool().any(0).nonzero()
+    return int(mask.shape[1] - cols[0, 0]) if len(cols) else 1
+
+
 def _logits(policy, input_ids: Tensor, attention_mask: Tensor, ts_tokens: Tensor | None,
-            temperature: float, banned_token_ids: Sequence[int] | None) -> Tensor:
-    """[B, T-1, V] float32 logits predicting input_ids[:, 1:]."""
+            temperature: float, banned_token_ids: Sequence[int] | None, logits_to_keep: int) -> Tensor:
+    """[B, n, V] float32 logits predicting input_ids[:, T-n:]; n = T-1, or logits_to_keep when 0 < it < T-1."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0 for log-probs, got {temperature}")
-    logits = policy(input_ids, attention_mask, ts_tokens).logits[:, :-1].float()
+    if logits_to_keep < 0:
+        raise ValueError(f"logits_to_keep must be >= 0 (0 = all positions), got {logits_to_keep}")
+    if 0 < logits_to_keep < input_ids.shape[1] - 1:  # hidden state t-1 predicts token t: one more row
+        out = policy(input_ids, attention_mask, ts_tokens, logits_to_keep=logits_to_keep + 1)
+    else:
+        out = policy(input_ids, attention_mask, ts_tokens)
+    logits = out.logits[:, :-1].float()
     if temperature != 1.0:
         logits = logits / temperature
     if banned_token_ids:
@@ -68,12 +86,13 @@ def _per_row(logits: Tensor, targets: Tensor, entropy: bool) -> tuple[Tensor, Te
 
 
 def _finish(x: Tensor, attention_mask: Tensor) -> Tensor:
-    """Shift to [B, T]; zero position 0, padding, and banned (tool-only, -inf) targets.
+    """x [B, n] scores the last n tokens -> [B, T]; zero unscored positions (position 0, or before
+    ``T - n``), padding, and banned (tool-only, -inf) targets.
 
     Banned tokens only ever come from the tool, so gen_mask is 0 there; zeroing them keeps a
     masked loss finite (-inf * 0 would be NaN).
     """
-    x = torch.cat([x.new_zeros(x.shape[0], 1), x], dim=1)
+    x = torch.cat([x.new_zeros(x.shape[0], attention_mask.shape[1] - x.shape[1]), x], dim=1)
     m = attention_mask.bool()
     has_context = torch.cat([torch.zeros_like(m[:, :1]), m[:, :-1]], dim=1)  # first real token has none
     return torch.where(m & has_context & torch.isfinite(x), x, torch.zeros_like(x))
@@ -87,13 +106,15 @@ def token_logprobs(
     *,
     temperature: float = 1.0,
     banned_token_ids: Sequence[int] | None = None,
+    logits_to_keep: int = 0,
 ) -> Tensor:
     """input_ids [B, T], attention_mask [B, T], ts_tokens [B, K, d_ts] -> log p(token_t | <t) [B, T].
 
-    Each row's first real token, padded positions and banned-token positions are 0.
+    Each row's first real token, padded positions, banned-token positions and (with
+    ``logits_to_keep=k > 0``) positions before ``T - k`` are 0.
     """
-    lp, _ = _per_row(_logits(policy, input_ids, attention_mask, ts_tokens, temperature, banned_token_ids),
-                     input_ids[:, 1:], entropy=False)
+    logits = _logits(policy, input_ids, attention_mask, ts_tokens, temperature, banned_token_ids, logits_to_keep)
+    lp, _ = _per_row(logits, input_ids[:, input_ids.shape[1] - logits.shape[1]:], entropy=False)
     return _finish(lp, attention_mask)
 
 
@@ -105,10 +126,11 @@ def token_logprobs_and_entropy(
     *,
     temperature: float = 1.0,
     banned_token_ids: Sequence[int] | None = None,
+    logits_to_keep: int = 0,
 ) -> tuple[Tensor, Tensor]:
     """As `token_logprobs`, plus the entropy [B, T] of the distribution that produced token t."""
-    lp, ent = _per_row(_logits(policy, input_ids, attention_mask, ts_tokens, temperature, banned_token_ids),
-                       input_ids[:, 1:], entropy=True)
+    logits = _logits(policy, input_ids, attention_mask, ts_tokens, temperature, banned_token_ids, logits_to_keep)
+    lp, ent = _per_row(logits, input_ids[:, input_ids.shape[1] - logits.shape[1]:], entropy=True)
     return _finish(lp, attention_mask), _finish(ent, attention_mask)
 
 
