@@ -218,15 +218,33 @@ class SFTTrainer:
         return loss
 
     def fit(self, data: SFTData) -> list[dict[str, float]]:
+        """Train to ``cfg.max_steps``; one JSON line per step (step, loss, l_sft, l_ts, lr, sec) is appended
+        to ``run_dir/metrics.jsonl``. Lines past the step this run starts from (written after the last
+        checkpoint of an interrupted run, or a torn last line) are dropped first, so a resumed run keeps
+        one continuous file; ``sec`` continues from the restored history."""
         cfg = self.cfg
         rng = np.random.default_rng([cfg.seed, self.step])  # resumed runs draw fresh batches
-        t0 = time.time()
+        t0 = time.time() - (self.history[-1]["sec"] if self.history else 0.0)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        mpath = self.run_dir / "metrics.jsonl"
+        kept = []
+        for line in (mpath.read_text().splitlines() if mpath.exists() else []):
+            try:
+                if json.loads(line)["step"] <= self.step:
+                    kept.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+        tmp = self.run_dir / "metrics.jsonl.tmp"
+        tmp.write_text("".join(f"{line}\n" for line in kept))
+        os.replace(tmp, mpath)  # a kill while trimming keeps the old file
         while self.step < cfg.max_steps:
             idx = rng.choice(len(data), size=min(cfg.batch_size, len(data)), replace=False)
             loss = self.train_step(data.batch(idx))
             rec = {"step": self.step, "loss": float(loss.total.detach()), "l_sft": float(loss.sft),
                    "l_ts": float(loss.ts), "lr": self.sched.get_last_lr()[0], "sec": time.time() - t0}
             self.history.append(rec)
+            with mpath.open("a") as f:
+                f.write(json.dumps(rec) + "\n")
             if self.logger is not None:
                 self.logger.log(rec, step=self.step)
             if self.step % cfg.log_every == 0:
