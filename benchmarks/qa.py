@@ -1,9 +1,15 @@
-"""`stockr1 bench qa --checkpoint RUN_DIR [--ablation-checkpoint RUN_DIR] --out DIR`
+"""`stockr1 bench qa --checkpoint RUN_DIR [--ablation-checkpoint RUN_DIR] [--name LABEL] [--qa QA.jsonl] --out DIR`
 
 QA accuracy per task family and overall (Stock-R1 Table 1 layout) on held-out test questions, with
 action success rate, answer parse rate and tokens per answer, beside the majority-class and
 random-walk baselines. ``--ablation-checkpoint`` is a second SFT run trained from the same init
 with soft tokens off (same budget); both are evaluated on the same questions in this one run.
+
+``--name`` labels the checkpoint's row (default ``stock-r1-sft``; the ablation row is
+``<name>-no-ts-tokens``), e.g. ``stock-r1-grpo`` for a GRPO run directory. ``--qa`` evaluates the
+questions of another QA file instead of the run's own ``qa.jsonl`` (its train split feeds the
+majority-class baseline, its test split is evaluated); its windows must come from the same data
+section (``--config``).
 """
 
 from __future__ import annotations
@@ -51,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint", required=True, help="SFT run dir (policy/, decoder.pt, qa.jsonl, config)")
     ap.add_argument("--ablation-checkpoint", default=None, help="the same SFT with soft tokens off")
     ap.add_argument("--config", default=None, help="SFT config (for the data section); default: run's")
+    ap.add_argument("--name", default="stock-r1-sft", help="row label of --checkpoint in metrics.json / table.md")
+    ap.add_argument("--qa", default=None, help="QA jsonl to evaluate instead of the run's qa.jsonl")
     ap.add_argument("--out", required=True)
     ap.add_argument("--n", type=int, default=200, help="test questions evaluated (balanced slice)")
     ap.add_argument("--max-new-tokens", type=int, default=512)
@@ -60,12 +68,22 @@ def main(argv: list[str] | None = None) -> int:
     run = Path(args.checkpoint)
     cfg = load_yaml(args.config or run / "config.yaml")
     windows, _ = load_data(cfg.get("data", {}))
-    items = load_items(run / "qa.jsonl")
+    qa_path = Path(args.qa) if args.qa else run / "qa.jsonl"
+    if not qa_path.exists():
+        raise SystemExit(f"stockr1 bench qa: QA file {qa_path} does not exist"
+                         + ("" if args.qa else " (the run has no qa.jsonl: pass --qa)"))
+    items = load_items(qa_path)
     train = [i for i in items if i.split == "train"]
     test = [i for i in items if i.split == "test"][: args.n]
+    if not test:
+        raise SystemExit(f"stockr1 bench qa: {qa_path} has no test-split questions")
+    bad = [i.id for i in items if not 0 <= i.window < len(windows)]
+    if bad:
+        raise SystemExit(f"stockr1 bench qa: {qa_path} refers to windows outside the {len(windows)} of the "
+                         f"configured data (items {bad[:3]}...): was it generated from another data section?")
     metrics = {k: dict(v) for k, v in baseline_table(train, test, windows).items()}
     samples = {}
-    for name, path in (("stock-r1-sft", run), ("stock-r1-sft-no-ts-tokens", args.ablation_checkpoint)):
+    for name, path in ((args.name, run), (f"{args.name}-no-ts-tokens", args.ablation_checkpoint)):
         if path is None:
             continue
         metrics[name], pairs = evaluate_run(Path(path), test, windows, args.max_new_tokens,

@@ -1,0 +1,77 @@
+"""`stockr1 bench qa --name --qa` on a tiny saved run: the row label and the evaluated questions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+
+from benchmarks.qa import main
+from forecast_action.decoder import ActionConditionedDecoder
+from forecast_action.encoder import ActionEncoderConfig
+from llm.policy import Policy, PolicyConfig
+from llm.qa import QAConfig, QAGenerator, save_items
+from llm.qa.prompt import SYSTEM_PROMPT
+from llm.sft import load_data, save_decoder
+from llm.tokenizer import train_tokenizer
+from ts_encoder.config import TSEncoderConfig
+
+DATA = {"source": "synthetic", "n_tickers": 2, "n_days": 400, "seed": 0, "lookback": 90, "horizon": 10}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A saved tiny run (policy/, decoder.pt, config.yaml, qa.jsonl) and a second QA file."""
+    root = tmp_path_factory.mktemp("qa_args")
+    run = root / "run"
+    windows, ctx = load_data(DATA)
+    own, _ = QAGenerator(windows, ctx).generate(QAConfig(n_train=6, n_val=0, n_test=3, seed=0))
+    other, _ = QAGenerator(windows, ctx).generate(QAConfig(n_train=6, n_val=0, n_test=2, seed=7))
+    run.mkdir()
+    save_items(own, run / "qa.jsonl")
+    save_items(other, root / "other.jsonl")
+    (run / "config.yaml").write_text(yaml.safe_dump({"data": DATA, "max_context_chars": 200}))
+    tok = train_tokenizer([SYSTEM_PROMPT] + [it.question for it in own + other], 400, root / "tok")
+    torch.manual_seed(0)
+    ts = TSEncoderConfig(lookback=90, horizon=10, patch_len=15, d_model=16, n_layers=1, n_heads=2, ffn_dim=32,
+                         dropout=0.0, d_llm=16)
+    dec = ActionConditionedDecoder(ts, ActionEncoderConfig(cond_dim=8, emb_dim=4, hidden=16))
+    save_decoder(dec, run / "decoder.pt")
+    pcfg = PolicyConfig(tiny_hidden=32, tiny_layers=1, tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64,
+                        lora_r=0, d_ts=16)
+    Policy(pcfg, tokenizer=tok).save(run / "policy")
+    return run, own, other, root
+
+
+def questions(out) -> list[str]:
+    return [s["question"] for rows in json.loads((out / "samples.json").read_text()).values() for s in rows]
+
+
+def test_name_labels_the_row_and_qa_replaces_the_questions(run) -> None:
+    run_dir, own, other, root = run
+    args = ["--checkpoint", str(run_dir), "--n", "2", "--max-new-tokens", "4", "--threads", "1"]
+    assert main([*args, "--out", str(root / "default")]) == 0
+    metrics = json.loads((root / "default" / "metrics.json").read_text())
+    assert "stock-r1-sft" in metrics
+    assert questions(root / "default") == [it.question for it in own if it.split == "test"][:2]
+
+    assert main([*args, "--out", str(root / "named"), "--name", "stock-r1-grpo", "--qa", str(root / "other.jsonl")]) == 0
+    metrics = json.loads((root / "named" / "metrics.json").read_text())
+    assert "stock-r1-grpo" in metrics and "stock-r1-sft" not in metrics
+    assert "| stock-r1-grpo |" in (root / "named" / "table.md").read_text()
+    other_test = [it.question for it in other if it.split == "test"]
+    assert questions(root / "named") == other_test[:2]
+    assert other_test[:2] != [it.question for it in own if it.split == "test"][:2]
+
+
+def test_bad_qa_file_is_named(run) -> None:
+    run_dir, _, _, root = run
+    with pytest.raises(SystemExit, match="missing.jsonl does not exist"):
+        main(["--checkpoint", str(run_dir), "--out", str(root / "x"), "--qa", str(root / "missing.jsonl")])
+    only_train = root / "train_only.jsonl"
+    only_train.write_text("".join(line + "\n" for line in (root / "other.jsonl").read_text().splitlines()
+                                  if '"split": "train"' in line))
+    with pytest.raises(SystemExit, match="has no test-split questions"):
+        main(["--checkpoint", str(run_dir), "--out", str(root / "x"), "--qa", str(only_train)])
