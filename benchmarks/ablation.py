@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from rl.cli import deep_update
+from stockr1.config import config_from_dict
 
 FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
 METRICS = (*FAMILY_COLS, "overall", "action_accuracy", "action_success_rate", "answer_parse_rate")
@@ -86,20 +87,13 @@ class AblationConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AblationConfig:
-        names = set(cls.__dataclass_fields__)
-        bad = sorted(set(d) - names)
-        if bad:
-            raise ValueError(f"unknown ablation config keys {bad}; valid: {sorted(names)}")
-        kw = dict(d)
-        for k in ("seeds", "variants"):
-            if k in kw:
-                kw[k] = tuple(kw[k])
-        unknown = sorted(set(kw.get("variants", ())) - set(VARIANTS_BY_KEY))
+        cfg = config_from_dict(cls, d, "ablation config")
+        unknown = sorted(set(cfg.variants) - set(VARIANTS_BY_KEY))
         if unknown:
             raise ValueError(f"unknown variants {unknown}; valid: {list(VARIANTS_BY_KEY)}")
-        if len(kw.get("seeds", cls.seeds)) < 1:
+        if len(cfg.seeds) < 1:
             raise ValueError("seeds must list at least one seed")
-        return cls(**kw)
+        return cfg
 
 
 # ------------------------------------------------------------------------------ config resolution

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from llm.special_tokens import PROTOCOL_TOKENS, TS_PLACEHOLDER, add_protocol_tokens
+from stockr1.config import config_from_dict
 
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -77,12 +79,8 @@ class PolicyConfig:
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PolicyConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown PolicyConfig keys {unknown}; valid keys: {sorted(names)}")
-        return cls(**d)
+    def from_dict(cls, d: Mapping[str, Any]) -> PolicyConfig:
+        return config_from_dict(cls, d, "PolicyConfig")
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> PolicyConfig:

@@ -34,7 +34,6 @@ and draws its queries from a permutation of epoch ``k // steps_per_epoch``, so a
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import os
 import time
@@ -51,6 +50,7 @@ from llm.logprobs import pad_sequences, token_logprobs, token_logprobs_and_entro
 from rl.grpo import GRPOLossConfig, UncertaintyWeightConfig, group_advantages, grpo_loss, uncertainty_weight
 from rl.logging import RunLogger, step_metrics
 from rl.rewards import REWARD_NAMES, RewardBreakdown, RewardWeights, combine_rewards, compute_rewards
+from stockr1.config import config_from_dict
 
 
 @dataclass(frozen=True)
@@ -99,15 +99,8 @@ class GRPOTrainConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GRPOTrainConfig:
-        nested = {"loss": GRPOLossConfig, "uncertainty": UncertaintyWeightConfig, "rewards": RewardWeights}
-        names = {f.name for f in dataclasses.fields(cls)}
-        bad = sorted(set(d) - names)
-        if bad:
-            raise ValueError(f"unknown GRPOTrainConfig keys {bad}; valid: {sorted(names)}")
-        kw = {k: (nested[k](**v) if k in nested and isinstance(v, Mapping) else v) for k, v in d.items()}
-        if "reward_components" in kw:
-            kw["reward_components"] = tuple(kw["reward_components"])
-        return cls(**kw)
+        # nested sections (loss, uncertainty, rewards) are built from their mappings by their annotations
+        return config_from_dict(cls, d, "GRPOTrainConfig")
 
 
 def query_indices(n: int, step: int, per_step: int, seed: int, rank: int = 0, world: int = 1) -> list[int]:

@@ -1,0 +1,109 @@
+"""One home for "YAML mapping -> frozen dataclass config".
+
+`config_from_dict(cls, d, where)` is what every ``XConfig.from_dict`` calls. It
+
+- rejects unknown keys, naming the section (``where``) and listing the valid keys;
+- builds nested dataclass fields from mappings (fields typed as a dataclass, plus ``nested``);
+- turns lists into tuples for tuple-typed fields;
+- coerces numeric strings for int / float fields. PyYAML follows YAML 1.1, where a float needs a
+  dot: ``lr: 2e-3`` loads as the *string* "2e-3", which otherwise only fails deep inside the LR
+  scheduler ("can't multiply sequence by non-int of type 'float'"). A string that is not a number
+  is an error naming the field and the section.
+
+Nothing else is converted: bools, mappings and ``int | str`` fields (e.g. ``devices: auto``) pass
+through; each config keeps its own ``__post_init__`` / ``from_dict`` checks on top.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+T = TypeVar("T")
+
+
+def config_from_dict(cls: type[T], d: Mapping[str, Any] | None, where: str,
+                     nested: Mapping[str, type] | None = None) -> T:
+    """Build the dataclass ``cls`` from the mapping ``d`` (None = all defaults).
+
+    where:  the section named in errors ("GRPOTrainConfig", "compare config"); a nested field's
+            section is ``f"{where}.{key}"``.
+    nested: key -> dataclass for fields whose annotation is not itself that dataclass (e.g. an
+            ``Any``-typed field that should be built from its mapping).
+    """
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"config_from_dict needs a dataclass type, got {cls!r}")
+    if d is None:
+        d = {}
+    if not isinstance(d, Mapping):
+        raise ValueError(f"{where} must be a mapping of keys to values, got {type(d).__name__}: {d!r}")
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    names = {f.name for f in fields}
+    bad = sorted(set(d) - names, key=str)
+    if bad:
+        raise ValueError(f"unknown {where} keys {bad}; valid keys: {sorted(names)}")
+    hints = typing.get_type_hints(cls)
+    nested = dict(nested or {})
+    kw = {}
+    for key, value in d.items():
+        sub = nested.get(key)
+        if sub is not None and isinstance(value, Mapping):
+            kw[key] = config_from_dict(sub, value, f"{where}.{key}")
+        else:
+            kw[key] = _convert(value, hints.get(key, Any), where, key)
+    return cls(**kw)
+
+
+def _convert(value: Any, hint: Any, where: str, key: str) -> Any:
+    """``value`` for a field annotated ``hint`` (see the module docstring for what converts)."""
+    if value is None or hint is Any:
+        return value
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        members = [a for a in get_args(hint) if a is not type(None)]
+        if isinstance(value, str) and str in members:
+            return value  # e.g. devices: int | str
+        if len(members) == 1:
+            return _convert(value, members[0], where, key)
+        if isinstance(value, str) and members and set(members) <= {int, float}:
+            return _number(value, float if float in members else int, where, key)
+        if isinstance(value, list) and any(m is tuple or get_origin(m) is tuple for m in members):
+            return tuple(value)
+        return value
+    if hint in (int, float):
+        return _number(value, hint, where, key) if isinstance(value, str) else value
+    if hint is tuple or origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            return value
+        args = get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(v, args[0], where, f"{key}[{i}]") for i, v in enumerate(value))
+        if args and len(args) == len(value):
+            return tuple(_convert(v, a, where, f"{key}[{i}]") for i, (v, a) in enumerate(zip(args, value, strict=True)))
+        return tuple(value)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+        return config_from_dict(hint, value, f"{where}.{key}")
+    return value
+
+
+def _number(text: str, kind: type, where: str, key: str) -> int | float:
+    """A YAML 1.1 numeric string ("2e-3", "1e4", " 64 ") -> kind; anything else is an error."""
+    if kind is int:
+        try:
+            return int(text)  # exact for big integers
+        except ValueError:
+            pass
+    try:
+        x = float(text)
+    except ValueError:
+        raise ValueError(f"{where}: {key!r} must be {'an integer' if kind is int else 'a number'}, "
+                         f"got the string {text!r}") from None
+    if kind is float:
+        return x
+    if not (math.isfinite(x) and x.is_integer()):
+        raise ValueError(f"{where}: {key!r} must be an integer, got the string {text!r}")
+    return int(x)
