@@ -1,5 +1,5 @@
 """Reporting for `stockr1 bench compare`: per-decision records -> the shared simulator -> one table,
-``metrics.json`` and the equity-curve PNG.
+``metrics.json``, the equity-curve PNG and the run's JSON records (`write_report`).
 
 Every method row and the buy-and-hold row go through ``benchmarks.backtest.simulate`` /
 ``buy_and_hold`` and ``stockr1.metrics.trading`` with one ``BacktestConfig``, ticker by ticker,
@@ -9,6 +9,7 @@ parseable position (``position`` None) is traded as flat and counted as a parse 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.backtest import BacktestConfig, buy_and_hold, simulate
+from benchmarks.backtest import BacktestConfig, buy_and_hold, json_clean, simulate
 from stockr1.metrics.trading import TRADING_METRICS
 
 BUY_AND_HOLD = "buy_and_hold"
@@ -124,3 +125,18 @@ def plot_equity(curves: Mapping[str, pd.Series], path: str | Path, title: str = 
     plt.close(fig)
 
 
+
+
+def write_report(out: Path, metrics: Mapping[str, Mapping[str, float]], curves: Mapping[str, pd.Series],
+                 timings: Mapping[str, Mapping[str, float]], decisions: Mapping[str, list], title: str,
+                 run_info: Mapping[str, object]) -> str:
+    """Write ``metrics.json``, ``table.md``, ``decisions.json``, ``equity.png`` (titled ``title``) and
+    ``run_info.json`` under ``out`` (NaN -> null); return the table."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(json_clean(metrics), indent=2))
+    table = table_md(metrics, timings)
+    (out / "table.md").write_text(table)
+    (out / "decisions.json").write_text(json.dumps(decisions, indent=0))
+    plot_equity(curves, out / "equity.png", title)
+    (out / "run_info.json").write_text(json.dumps(json_clean(run_info), indent=1, default=str))
+    return table

@@ -7,18 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.compare import (
-    TEXT_METHODS,
-    CompareConfig,
-    Env,
-    evaluate_stock_r1,
-    evaluate_text_method,
-    stock_r1_samples,
-)
+from benchmarks.compare import TEXT_METHODS, CompareConfig, Env, evaluate_stock_r1, evaluate_text_method
 from benchmarks.compare_plots import method_metrics
 from llm.scripted import ScriptedPolicy
 from llm.special_tokens import EOS_TOKEN
 from llm.tokenizer import chat_prompt, train_tokenizer
+from rl.methods.stock_r1.adapter import decision_samples as stock_r1_samples
 from stockr1.data import load_source, synthetic_windows
 from stockr1.data.context import synthetic_store
 from stockr1.data.quality import check_frames

@@ -1,5 +1,6 @@
-"""bench compare: decision -> side per method, table assembly from hand-made records, the
-buy-and-hold row is the backtest simulator's buy-and-hold, decision-day subsampling."""
+"""bench compare: decision -> side per method (each method's ``rl/methods/<method>/adapter.py``),
+table assembly from hand-made records, the buy-and-hold row is the backtest simulator's
+buy-and-hold, decision-day subsampling."""
 
 import json
 import math
@@ -9,17 +10,14 @@ import pandas as pd
 import pytest
 
 from benchmarks.backtest import BacktestConfig, buy_and_hold, json_clean, simulate
-from benchmarks.compare import (
-    CompareConfig,
-    consistency,
-    decision_rows,
-    position_alphaquanter,
-    position_stock_r1,
-    position_trade_r1,
-    position_trading_r1,
-    stock_r1_verification_text,
-)
+from benchmarks.compare import CompareConfig, decision_rows
 from benchmarks.compare_plots import DecisionRecord, buy_and_hold_metrics, method_metrics, table_md
+from rl.methods.alphaquanter.adapter import position as position_alphaquanter
+from rl.methods.stock_r1.adapter import position as position_stock_r1
+from rl.methods.stock_r1.adapter import verification_text as stock_r1_verification_text
+from rl.methods.trade_r1.adapter import consistency
+from rl.methods.trade_r1.adapter import position as position_trade_r1
+from rl.methods.trading_r1.adapter import position as position_trading_r1
 from stockr1.types import CLOSE, Forecast, Windows
 
 CFG = BacktestConfig(threshold=0.5, holding=2, allocation=1.0, cost_bps=0.0, vol_lookback=3)
