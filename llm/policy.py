@@ -54,7 +54,7 @@ class PolicyConfig:
     tiny_kv_heads: int = 2
     tiny_intermediate: int = 128
     tiny_max_positions: int = 4096
-    seed: int = 0
+    seed: int = 0  # init of the tiny base (above) and of the projector: a build is a function of the config
     # LoRA (App. C.2: r = 32, alpha = 32 on the projection and feed-forward modules)
     lora_r: int = 32
     lora_alpha: int = 32
@@ -169,7 +169,11 @@ class Policy(nn.Module):
         self.ts_token_id: int = self.tokenizer.convert_tokens_to_ids(TS_PLACEHOLDER)
         self.model = self._wrap_lora(model, cfg, adapter_path)
         hidden = model.get_input_embeddings().weight.shape[1]
-        self.projector = TSProjector(cfg.d_ts, hidden, cfg.projector)
+        # Projector init from cfg.seed alone (the global RNG is left untouched): two builds of one config
+        # get the same projector whatever ran before. Same seed as the tiny base; different tensors.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cfg.seed)
+            self.projector = TSProjector(cfg.d_ts, hidden, cfg.projector)
         self.projector.requires_grad_(cfg.soft_tokens)
 
     # ------------------------------------------------------------------ construction helpers

@@ -48,6 +48,25 @@ def test_placeholders_get_projected_ts_tokens_in_order(tok):
         pol.embed(enc.input_ids, torch.randn(2, 3, 5))
 
 
+def test_projector_init_is_a_function_of_the_seed(tok):
+    torch.manual_seed(123)
+    a = Policy(_cfg(), tokenizer=tok)
+    torch.rand(1000)  # global RNG use between builds must not change the projector
+    torch.manual_seed(999)
+    b = Policy(_cfg(), tokenizer=tok)
+    c = Policy(_cfg(seed=1), tokenizer=tok)
+    for (name, pa), pb, pc in zip(a.projector.state_dict().items(), b.projector.state_dict().values(),
+                                  c.projector.state_dict().values(), strict=True):
+        assert torch.equal(pa, pb), name
+        if name.endswith("weight"):
+            assert not torch.equal(pa, pc), name  # another seed, another init
+    torch.manual_seed(5)
+    before = torch.rand(3)
+    torch.manual_seed(5)
+    Policy(_cfg(), tokenizer=tok)
+    assert torch.equal(torch.rand(3), before)  # the build (tiny base + projector) leaves the global RNG as it was
+
+
 def test_soft_tokens_change_generation_and_switch_off(tok):
     torch.manual_seed(0)
     on = Policy(_cfg(), tokenizer=tok)
