@@ -1,7 +1,8 @@
 """rl/methods/<method>/adapter.py: each method's decision query, format teacher and side rule on
 a `DecisionEnv` (the compare benchmark's Env over synthetic data). A format teacher must produce
-the side its own method's labels / returns call for, parse back through the method's position
-rule, and score at least as well as the opposite decision under the method's reward."""
+the side its own method's labels / returns call for and parse back through the method's position
+rule; Trading-R1's and AlphaQuanter's must outscore the opposite decision under their reward
+(Trade-R1's gated reward takes r from the data, so the side only moves it through the judge)."""
 
 from __future__ import annotations
 
