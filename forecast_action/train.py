@@ -5,12 +5,21 @@
 Writes ``OUT/decoder.ckpt`` (``ActionDecoderModule.load_from_checkpoint`` needs no arguments), the
 train-fitted g thresholds beside it (``OUT/action_thresholds.json``) and a CSV log under ``OUT/logs``.
 Model selection uses the validation split (lowest conditioned ``val/loss``), never test.
+
+Resume: every validation also writes ``OUT/last.ckpt`` (weights, optimiser, schedule, loop counters,
+best-checkpoint tracking and the global RNG states); rerunning the same command continues from it
+and logs to the next ``OUT/logs/version_N`` (Lightning's CSV writer replaces an existing file, so each
+run segment keeps its own; concatenate them by ``step``). The RNG states make the resumed run draw
+the same shuffles and action dropout as an uninterrupted one, so it ends with the same weights
+(tested on CPU).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,7 +73,31 @@ def subsample(windows: Windows, max_train: int | None, max_val: int | None, seed
     return windows.select(np.sort(np.concatenate(keep)))
 
 
-def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None) -> ActionDecoderModule:
+class RNGState(L.Callback):
+    """Stores the global torch / CUDA / numpy / python RNG states in each checkpoint and sets them back
+    when training resumes from it: the next epoch's shuffle, action dropout and dropout masks are then
+    those the uninterrupted run drew. (Lightning restores weights and loop counters, not RNG states.)"""
+
+    def state_dict(self) -> dict[str, Any]:
+        np_state = np.random.get_state()
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+        return {"torch": torch.get_rng_state(), "cuda": cuda,
+                "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]),
+                "python": random.getstate()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        torch.set_rng_state(state["torch"])
+        if state["cuda"] and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(state["cuda"])
+        kind, key, *rest = state["numpy"]
+        np.random.set_state((kind, key.numpy().astype(np.uint32), *rest))
+        random.setstate(state["python"])
+
+
+def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None,
+          callbacks: Sequence[L.Callback] = ()) -> ActionDecoderModule:
+    """Train (or resume from ``out/last.ckpt``) and return the best module on val; ``callbacks``: extra
+    Lightning callbacks."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t = dict(cfg.train)
@@ -81,11 +114,24 @@ def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None
                                  thresholds=thresholds, **t)
     ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename="decoder", monitor="val/loss", mode="min",
                                                save_top_k=1, enable_version_counter=False)
-    trainer = L.Trainer(max_epochs=epochs, accelerator="auto", devices=1, callbacks=[ckpt],
+    # its own callback: Lightning's save_last=True writes last.ckpt only when the best one improves
+    latest = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename="last", save_top_k=1,
+                                                 enable_version_counter=False)
+    last = out / "last.ckpt"
+    resume_step = None
+    if last.exists():
+        try:  # mmap: reads the step without loading the weights
+            resume_step = int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"])
+        except Exception as e:
+            raise ValueError(f"cannot resume from {last} (delete it to start over): {type(e).__name__}: {e}") from e
+    if resume_step is not None:
+        print(f"resuming from {last} (step {resume_step})", flush=True)
+    trainer = L.Trainer(max_epochs=epochs, accelerator="auto", devices=1,
+                        callbacks=[ckpt, latest, RNGState(), *callbacks],
                         logger=L.pytorch.loggers.CSVLogger(out, name="logs"), enable_progress_bar=False,
                         gradient_clip_val=1.0, log_every_n_steps=10, enable_model_summary=False)
-    trainer.fit(module, datamodule=dm)
-    best = ActionDecoderModule.load_from_checkpoint(ckpt.best_model_path, map_location="cpu")
+    trainer.fit(module, datamodule=dm, ckpt_path=last if resume_step is not None else None)
+    best = ActionDecoderModule.load_from_checkpoint(ckpt.best_model_path or out / "decoder.ckpt", map_location="cpu")
     best.thresholds.save(out / THRESHOLDS_FILE)
     return best
 
