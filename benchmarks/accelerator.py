@@ -202,6 +202,13 @@ def bench_ts(scale: Scale, device: str, steps: int, meter: Meter) -> dict[str, f
 
 
 # --------------------------------------------------------------------------------- part (b)
+def batch_to(b, device: torch.device):
+    """An ``llm.sft.SFTBatch`` with its tensors on ``device``. ``SFTTrainer.train_step`` does not move
+    batches (Fabric's module wrapper casts precision, not devices), so on cuda the caller must."""
+    return dataclasses.replace(b, **{f: getattr(b, f).to(device) for f in ("input_ids", "attention_mask", "loss_mask",
+                                                                          "x", "y")})
+
+
 def build_policy(scale: Scale, device: str, work: Path, traces, d_ts: int):
     """Offline tokenizer on the traces -> random Qwen3 saved to ``work/model`` -> ``Policy`` from there."""
     from llm.policy import Policy, PolicyConfig
@@ -244,11 +251,13 @@ def bench_policy(scale: Scale, device: str, steps: int, max_new_tokens: int, wor
     record({"policy_build_s": t_build, "params_total": float(sum(p.numel() for p in policy.parameters())),
             "params_trainable": float(sum(p.numel() for p in trainable.values())),
             "params_base_formula": float(qwen3_param_count(qcfg)), "n_traces": float(len(traces))})
-    # U_q normaliser on 512 evenly spaced train windows (rl.cli fits on all of them: minutes on cpu at 4b)
+    # U_q normaliser on 512 evenly spaced train windows, on the device (rl.cli fits on all of them on
+    # cpu: minutes with the small encoder); build_samples then finds it fitted
     tr = np.flatnonzero(windows.split == "train")
     with torch.no_grad():
-        x = torch.as_tensor(windows.x[tr[np.linspace(0, len(tr) - 1, min(len(tr), 512)).astype(int)]])
-        decoder.eval().normalizer.fit(raw_uncertainty(decoder.encoder(x)))
+        x = torch.as_tensor(windows.x[tr[np.linspace(0, len(tr) - 1, min(len(tr), 512)).astype(int)]], device=device)
+        decoder.to(device).eval().normalizer.fit(raw_uncertainty(decoder.encoder(x)))
+    decoder.cpu()
     samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer, ctx_chars)  # decoder on cpu
 
     # --- joint SFT steps
@@ -258,11 +267,12 @@ def bench_policy(scale: Scale, device: str, steps: int, max_new_tokens: int, wor
     data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len)
     meter.reset()
     trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, work / "sft")
+    trainable = {n: p for n, p in policy.named_parameters() if p.requires_grad}  # as placed by Fabric
     before = {n: p.detach().clone() for n, p in trainable.items()}
     bs = min(tcfg.batch_size, len(data))
     times, losses, tokens = [], [], []
     for k in range(steps):
-        batch = data.batch((np.arange(bs) + k * bs) % len(data))
+        batch = batch_to(data.batch((np.arange(bs) + k * bs) % len(data)), trainer.fabric.device)
         loss, dt = meter.time(lambda b=batch, tr=trainer: tr.train_step(b))
         times.append(dt)
         losses.append(float(loss.total.detach()))

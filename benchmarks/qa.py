@@ -25,12 +25,13 @@ EXTRA_COLS = ("action_success_rate", "answer_parse_rate", "action_and_answer_rat
 
 
 def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int,
-                 max_context_chars: int | None = None) -> tuple[dict[str, float], list]:
+                 max_context_chars: int | None = None, device: str = "cpu") -> tuple[dict[str, float], list]:
+    """Greedy rollouts of the run's policy on ``device`` (the decoder tool stays on cpu), graded."""
     from llm.policy import Policy
     from llm.qa.evaluate import grade_rollouts, rollout_items
     from llm.sft import load_decoder
 
-    policy = Policy.load(run_dir / "policy").eval()
+    policy = Policy.load(run_dir / "policy").to(device).eval()
     decoder = load_decoder(run_dir / "decoder.pt")
     pairs = rollout_items(policy, decoder, windows, items, max_new_tokens=max_new_tokens,
                           max_context_chars=max_context_chars)
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=200, help="test questions evaluated (balanced slice)")
     ap.add_argument("--max-new-tokens", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="device of the policy during rollouts (cpu, cuda, cuda:1, ...)")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     run = Path(args.checkpoint)
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         if path is None:
             continue
         metrics[name], pairs = evaluate_run(Path(path), test, windows, args.max_new_tokens,
-                                            cfg.get("max_context_chars"))
+                                            cfg.get("max_context_chars"), args.device)
         samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                          for it, r in pairs[:5]]
     out = Path(args.out)

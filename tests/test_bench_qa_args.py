@@ -57,7 +57,8 @@ def test_name_labels_the_row_and_qa_replaces_the_questions(run) -> None:
     assert "stock-r1-sft" in metrics
     assert questions(root / "default") == [it.question for it in own if it.split == "test"][:2]
 
-    assert main([*args, "--out", str(root / "named"), "--name", "stock-r1-grpo", "--qa", str(root / "other.jsonl")]) == 0
+    assert main([*args, "--out", str(root / "named"), "--name", "stock-r1-grpo", "--qa", str(root / "other.jsonl"),
+                 "--device", "cpu"]) == 0
     metrics = json.loads((root / "named" / "metrics.json").read_text())
     assert "stock-r1-grpo" in metrics and "stock-r1-sft" not in metrics
     assert "| stock-r1-grpo |" in (root / "named" / "table.md").read_text()
