@@ -11,16 +11,16 @@ Qwen/Qwen3-4B-Instruct-2507, built from a local ``Qwen3Config`` with the numbers
 (trained in-process on this run's traces, as ``llm.sft.run_sft`` does) and loaded back through
 ``llm.policy.Policy`` with configs/policy/qwen3-4b-instruct-2507.yaml's settings (LoRA r = 32, alpha = 32
 on q/k/v/o/gate/up/down, protocol-token rows, soft tokens, gradient checkpointing, sdpa), except
-``name_or_path`` (the local dir), ``d_ts`` (the decoder's ``d_llm``) and ``dtype`` (bf16 on cuda, fp32
-on cpu). The tokenizer has ~2k ids, the model 151,936 rows: sampled ids past the tokenizer decode to
+``name_or_path`` (the local dir), ``d_ts`` (the decoder's ``d_llm``) and ``dtype`` (``--precision``: bf16
+by default on cuda, fp32 on cpu). The tokenizer has ~2k ids, the model 151,936 rows: sampled ids past the tokenizer decode to
 nothing, so random rollouts never stop early and every generation writes its full token budget.
 
 Parts, each on ``--device`` and each timed over ``--steps`` steps (``*_first_s``: step 1, with CUDA
 warm-up; ``*_s``: median of the later steps, or step 1 when there is one):
 
 a. TS encoder: ``ts_encoder.module.TSForecastModule`` + ``WindowDataModule`` on the offline sample
-   (``stockr1.data.sample_windows``), Lightning ``Trainer`` with precision bf16-mixed (cuda) / 32-true
-   (cpu), config configs/ts_encoder/small.yaml (4b) or tiny.yaml (tiny): steps/s, final loss.
+   (``stockr1.data.sample_windows``), Lightning ``Trainer`` with precision bf16-mixed (``--precision bf16``,
+   the default on cuda) or 32-true (fp32, the default on cpu), config configs/ts_encoder/small.yaml (4b) or tiny.yaml (tiny): steps/s, final loss.
 b. Policy: ``llm.sft.prepare`` (QA items + ``TraceWriter`` traces on the sample, decoder = the TS config
    of (a) conditioned on actions), one ``JointSFT`` / ``SFTTrainer.train_step`` per step (the train
    section of configs/sft/qwen3-4b.yaml or tiny.yaml, warm-up 0 so step 1 runs at the configured lr),
@@ -105,14 +105,14 @@ def qwen3_param_count(cfg) -> int:
     return emb + cfg.num_hidden_layers * layer + h
 
 
-def save_random_qwen3(cfg, tokenizer, out_dir: Path, device: str, seed: int = 0) -> Path:
-    """Initialise ``Qwen3ForCausalLM(cfg)`` on ``device`` (bf16 on cuda: a 4B fp32 init on CPU is slow)
-    and save it with ``tokenizer`` as an HF model dir that ``from_pretrained`` reads."""
+def save_random_qwen3(cfg, tokenizer, out_dir: Path, device: str, dtype: torch.dtype, seed: int = 0) -> Path:
+    """Initialise ``Qwen3ForCausalLM(cfg)`` on ``device`` (a 4B init on CPU is slow) and save it with
+    ``tokenizer`` as an HF model dir that ``from_pretrained`` reads."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     del model
@@ -161,7 +161,7 @@ def load_yaml(path: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------- part (a)
-def bench_ts(scale: Scale, device: str, steps: int, meter: Meter) -> dict[str, float]:
+def bench_ts(scale: Scale, device: str, steps: int, bf16: bool, meter: Meter) -> dict[str, float]:
     """A few Lightning training steps of TSForecastModule on the offline sample."""
     import lightning as L
 
@@ -190,7 +190,7 @@ def bench_ts(scale: Scale, device: str, steps: int, meter: Meter) -> dict[str, f
 
     timer = Timer()
     meter.reset()
-    trainer = L.Trainer(accelerator=device, devices=1, precision="bf16-mixed" if device == "cuda" else "32-true",
+    trainer = L.Trainer(accelerator=device, devices=1, precision="bf16-mixed" if bf16 else "32-true",
                         max_steps=steps, limit_val_batches=0, num_sanity_val_steps=0, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                         gradient_clip_val=spec["trainer"].get("gradient_clip_val"), callbacks=[timer])
@@ -209,7 +209,7 @@ def batch_to(b, device: torch.device):
                                                                           "x", "y")})
 
 
-def build_policy(scale: Scale, device: str, work: Path, traces, d_ts: int):
+def build_policy(scale: Scale, device: str, bf16: bool, work: Path, traces, d_ts: int):
     """Offline tokenizer on the traces -> random Qwen3 saved to ``work/model`` -> ``Policy`` from there."""
     from llm.policy import Policy, PolicyConfig
     from llm.qa.prompt import SYSTEM_PROMPT
@@ -218,13 +218,13 @@ def build_policy(scale: Scale, device: str, work: Path, traces, d_ts: int):
     tok = build_or_load_tokenizer([SYSTEM_PROMPT] + [t.user + t.completion for t in traces], scale.tokenizer_vocab,
                                   work / "tokenizer")
     qcfg = qwen3_config(scale.arch, len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-    save_random_qwen3(qcfg, tok, work / "model", device)
+    save_random_qwen3(qcfg, tok, work / "model", device, torch.bfloat16 if bf16 else torch.float32)
     pcfg = dataclasses.replace(PolicyConfig.from_yaml(POLICY_YAML), name_or_path=str(work / "model"), d_ts=d_ts,
-                               dtype="bfloat16" if device == "cuda" else "float32")
+                               dtype="bfloat16" if bf16 else "float32")
     return Policy(pcfg), qcfg
 
 
-def bench_policy(scale: Scale, device: str, steps: int, max_new_tokens: int, work: Path, meter: Meter,
+def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_tokens: int, work: Path, meter: Meter,
                  record: Callable[[dict[str, float]], None]) -> None:
     """Part (b); ``record`` is called after each phase with that phase's metrics."""
     from forecast_action.derive import ActionThresholds
@@ -246,7 +246,7 @@ def bench_policy(scale: Scale, device: str, steps: int, max_new_tokens: int, wor
     windows, items, decoder, traces = prepare(prep, work / "prep")
     thresholds = ActionThresholds.load(work / "prep" / "thresholds.json")
     train_items = [it for it in items if it.split == "train"]
-    (policy, qcfg), t_build = meter.time(lambda: build_policy(scale, device, work, traces, decoder.ts_cfg.d_llm))
+    (policy, qcfg), t_build = meter.time(lambda: build_policy(scale, device, bf16, work, traces, decoder.ts_cfg.d_llm))
     trainable = {n: p for n, p in policy.named_parameters() if p.requires_grad}
     record({"policy_build_s": t_build, "params_total": float(sum(p.numel() for p in policy.parameters())),
             "params_trainable": float(sum(p.numel() for p in trainable.values())),
@@ -261,7 +261,7 @@ def bench_policy(scale: Scale, device: str, steps: int, max_new_tokens: int, wor
     samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer, ctx_chars)  # decoder on cpu
 
     # --- joint SFT steps
-    precision = "bf16-mixed" if device == "cuda" else "32-true"
+    precision = "bf16-mixed" if bf16 else "32-true"
     tcfg = from_dict(TrainConfig, {**sft_cfg["train"], "accelerator": device, "precision": precision,
                                    "max_steps": steps, "warmup_steps": 0})
     data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len)
@@ -366,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--scale", choices=tuple(SCALES), default="4b")
+    ap.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                    help="bf16: bf16 weights + bf16-mixed Fabric/Lightning; auto: bf16 on cuda, fp32 on cpu")
     ap.add_argument("--steps", type=int, default=2, help="timed steps per part (step 1 includes warm-up)")
     ap.add_argument("--max-new-tokens", type=int, default=256, help="model tokens per generated row")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: 2 on cpu)")
@@ -381,10 +383,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads or args.device == "cpu":
         torch.set_num_threads(args.threads or 2)
     scale, meter = SCALES[args.scale], Meter(args.device)
+    bf16 = args.precision == "bf16" or (args.precision == "auto" and args.device == "cuda")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     metrics: dict[str, dict[str, float]] = {}
-    info = run_info(args.device, args.scale, args.steps)
+    info = {**run_info(args.device, args.scale, args.steps), "bf16": bf16}
 
     def write() -> None:
         info["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -403,8 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     pol_name = f"policy-qwen3-{args.scale}-random"
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         for part, name, fn in (
-            ("ts", ts_name, lambda: record(ts_name)(bench_ts(scale, args.device, args.steps, meter))),
-            ("policy", pol_name, lambda: bench_policy(scale, args.device, args.steps, args.max_new_tokens,
+            ("ts", ts_name, lambda: record(ts_name)(bench_ts(scale, args.device, args.steps, bf16, meter))),
+            ("policy", pol_name, lambda: bench_policy(scale, args.device, bf16, args.steps, args.max_new_tokens,
                                                       Path(work), meter, record(pol_name))),
         ):
             if part not in args.parts:
