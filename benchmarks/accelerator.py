@@ -66,22 +66,24 @@ TINY_QWEN3: dict[str, Any] = dict(vocab_size=None, hidden_size=64, intermediate_
                                   num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                                   max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=True,
                                   rope_parameters={"rope_type": "default", "rope_theta": 5_000_000.0})
-POLICY_YAML = "configs/policy/qwen3-4b-instruct-2507.yaml"
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+POLICY_YAML = CONFIGS / "policy" / "qwen3-4b-instruct-2507.yaml"
 
 
 @dataclass(frozen=True)
 class Scale:
     arch: dict[str, Any]
-    ts_config: str  # TS encoder of part (a) and of the decoder in part (b)
-    sft_config: str
-    grpo_config: str
+    ts_config: Path  # TS encoder of part (a) and of the decoder in part (b)
+    sft_config: Path
+    grpo_config: Path
     qa_train: int = 16  # QA items -> traces for SFT batches and GRPO queries
     tokenizer_vocab: int = 2000
 
 
 SCALES = {
-    "tiny": Scale(TINY_QWEN3, "configs/ts_encoder/tiny.yaml", "configs/sft/tiny.yaml", "configs/grpo/tiny.yaml"),
-    "4b": Scale(QWEN3_4B, "configs/ts_encoder/small.yaml", "configs/sft/qwen3-4b.yaml", "configs/grpo/qwen3-4b.yaml"),
+    "tiny": Scale(TINY_QWEN3, CONFIGS / "ts_encoder/tiny.yaml", CONFIGS / "sft/tiny.yaml", CONFIGS / "grpo/tiny.yaml"),
+    "4b": Scale(QWEN3_4B, CONFIGS / "ts_encoder/small.yaml", CONFIGS / "sft/qwen3-4b.yaml",
+                CONFIGS / "grpo/qwen3-4b.yaml"),
 }
 
 
@@ -154,7 +156,7 @@ def step_times(prefix: str, times: list[float]) -> dict[str, float]:
     return {f"{prefix}_first_s": times[0], f"{prefix}_s": statistics.median(later)}
 
 
-def load_yaml(path: str) -> dict[str, Any]:
+def load_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
     return yaml.safe_load(Path(path).read_text()) or {}
