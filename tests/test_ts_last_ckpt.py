@@ -79,3 +79,20 @@ def test_last_ckpt_is_the_final_epoch_and_resume_continues_from_it(tmp_path: Pat
     last = _ckpt(tmp_path / "ckpt" / "last.ckpt")
     assert (last["epoch"], last["global_step"]) == (4, 5 * STEPS_PER_EPOCH)
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["best.ckpt", "last.ckpt"]
+
+
+def test_demo_ts_stage_keeps_the_configs_checkpoint_callbacks(tmp_path: Path) -> None:
+    """The demo's ts stage replaces the callback list (to write into the run dir); it must keep the
+    config's last.ckpt callback rather than rebuild one with save_last on the monitored callback."""
+    from stockr1.pipeline.stages import run_local_callbacks
+
+    cfg = yaml.safe_load((CONFIGS / "tiny.yaml").read_text())
+    shipped = cfg["trainer"]["callbacks"]
+    moved = run_local_callbacks(cfg, tmp_path / "checkpoints")
+    assert [cb["class_path"] for cb in moved] == [cb["class_path"] for cb in shipped]
+    for old, new in zip(shipped, moved, strict=True):
+        if old["class_path"].endswith("ModelCheckpoint"):
+            assert new["init_args"] == {**old["init_args"], "dirpath": str(tmp_path / "checkpoints")}
+        else:
+            assert new == old
+    assert shipped[0]["init_args"]["dirpath"] == "checkpoints/ts_encoder/tiny"  # the input is not modified

@@ -24,7 +24,6 @@ DATA = "data"
 TS_BEST = "ts/checkpoints/best.ckpt"
 TS_LAST = "ts/checkpoints/last.ckpt"
 ACTION_CKPT = "action/decoder.ckpt"
-ACTION_DECODER = "action/decoder.pt"
 TOKENIZER = "tokenizer/tokenizer"
 POLICY_TINY = "tokenizer/policy_tiny"
 SFT = "sft"
@@ -73,13 +72,24 @@ def run_data(ctx: StageContext) -> list[str]:
     return _cli(ctx, ["data", "build", "--out", ctx.stage_dir, "--seed", ctx.seed, *flags(ctx.cfg.get("args"))])
 
 
+def run_local_callbacks(cfg: Mapping[str, Any], ckpt_dir: Path) -> list[dict[str, Any]]:
+    """The config's trainer callbacks with every ModelCheckpoint writing into ``ckpt_dir`` (a second
+    ``--config`` replaces the list as a whole, so it is copied, not rebuilt: best.ckpt and last.ckpt
+    are whatever the config's callbacks make them)."""
+    out = copy.deepcopy(list((cfg.get("trainer") or {}).get("callbacks") or []))
+    for cb in out:
+        if isinstance(cb, Mapping) and str(cb.get("class_path", "")).endswith("ModelCheckpoint"):
+            cb["init_args"] = {**(cb.get("init_args") or {}), "dirpath": str(ckpt_dir)}
+    return out
+
+
 def run_ts(ctx: StageContext) -> list[str]:
     """Lightning CLI: the base config, then a second ``--config`` with the demo's trainer budget and
-    the run-local logger/checkpoint dirs. An interrupted fit resumes with ``--ckpt_path``."""
+    the run-local logger/checkpoint dirs. An interrupted fit resumes with ``--ckpt_path last.ckpt``
+    (the config's unmonitored ModelCheckpoint rewrites it at every validation)."""
     d = ctx.stage_dir
-    callbacks = [{"class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
-                  "init_args": {"dirpath": str(d / "checkpoints"), "monitor": "val/loss", "mode": "min",
-                                "save_last": True, "filename": "best", "auto_insert_metric_name": False}}]
+    base = yaml.safe_load(Path(ctx.cfg["config"]).read_text()) or {}
+    callbacks = run_local_callbacks(deep_update(base, ctx.cfg.get("overrides") or {}), d / "checkpoints")
     loggers = [{"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(d), "name": "logs"}}]
     if ctx.cfg.get("wandb"):
         loggers.append({"class_path": "lightning.pytorch.loggers.WandbLogger",
@@ -97,24 +107,18 @@ def run_ts(ctx: StageContext) -> list[str]:
 
 
 def run_action(ctx: StageContext) -> list[str]:
-    """forecast_action.train, initialised from the TS encoder (no resume flag: it restarts, ~1 min).
-    Then the decoder is also saved in the format SFT/GRPO load (``llm.sft.save_decoder``)."""
+    """forecast_action.train, initialised from the TS encoder. An interrupted run keeps its stage dir
+    (no ``.done``), and rerunning the same command resumes from ``action/last.ckpt``, which
+    forecast_action.train writes at every validation. SFT reads the best ``action/decoder.ckpt``
+    directly (``llm.sft.load_decoder`` takes a Lightning checkpoint)."""
     import torch
 
     # the decoder starts from the encoder, so it takes the encoder's architecture from its checkpoint
     arch = torch.load(ctx.path(TS_BEST), map_location="cpu", weights_only=False)["hyper_parameters"]["encoder"]
     cfg = derived_config(ctx, {"data": {"source": "dataset", "path": str(ctx.path(DATA))}, "model": arch,
                                "init_encoder": str(ctx.path(TS_BEST)), "train": {"seed": ctx.seed}})
-    argv = _cli(ctx, ["--config", cfg, "--out", ctx.stage_dir, "--threads", ctx.cfg.get("threads", 2)],
+    return _cli(ctx, ["--config", cfg, "--out", ctx.stage_dir, "--threads", ctx.cfg.get("threads", 2)],
                 isolate=True, module="forecast_action.train")
-    # glue (see docs/pipeline.md, "gaps"): llm.sft.load_decoder reads save_decoder's format, not a
-    # Lightning checkpoint, so export the trained decoder once here.
-    from forecast_action.module import ActionDecoderModule
-    from llm.sft import save_decoder
-
-    module = ActionDecoderModule.load_from_checkpoint(ctx.path(ACTION_CKPT), map_location="cpu")
-    save_decoder(module.decoder, ctx.path(ACTION_DECODER))
-    return argv
 
 
 def run_tokenizer(ctx: StageContext) -> list[str]:
@@ -126,9 +130,11 @@ def run_sft(ctx: StageContext) -> list[str]:
     from ``sft/last.ckpt``."""
     import torch
 
-    d_llm = int(torch.load(ctx.path(ACTION_DECODER), map_location="cpu", weights_only=False)["ts_cfg"]["d_llm"])
+    # mmap: reads the hyper-parameters without loading the weights
+    hp = torch.load(ctx.path(ACTION_CKPT), map_location="cpu", weights_only=False, mmap=True)["hyper_parameters"]
+    d_llm = int(hp["encoder"]["d_llm"])
     cfg = derived_config(ctx, {
-        "decoder": {"checkpoint": str(ctx.path(ACTION_DECODER)), "warmup_steps": 0},
+        "decoder": {"checkpoint": str(ctx.path(ACTION_CKPT)), "warmup_steps": 0},
         "policy": {"name_or_path": str(ctx.path(POLICY_TINY)), "tokenizer_path": str(ctx.path(TOKENIZER)), "d_ts": d_llm},
         "train": {"seed": ctx.seed},
         "wandb": {"mode": "offline" if ctx.cfg.get("wandb") else "disabled"},
@@ -188,10 +194,10 @@ def run_report(ctx: StageContext) -> list[str]:
 DEMO_STAGES: tuple[Stage, ...] = (
     Stage("data", run_data, (), (f"{DATA}/manifest.json",), "build windows + context from the offline sample"),
     Stage("ts", run_ts, (f"{DATA}/manifest.json",), (TS_BEST, TS_LAST), "pretrain the tiny TS encoder (Lightning CLI)"),
-    Stage("action", run_action, (f"{DATA}/manifest.json", TS_BEST), (ACTION_CKPT, ACTION_DECODER),
+    Stage("action", run_action, (f"{DATA}/manifest.json", TS_BEST), (ACTION_CKPT,),
           "action-conditioned decoder, initialised from the encoder"),
     Stage("tokenizer", run_tokenizer, (), (TOKENIZER, POLICY_TINY), "offline tokenizer + tiny Qwen3 policy"),
-    Stage("sft", run_sft, (ACTION_DECODER, TOKENIZER, POLICY_TINY),
+    Stage("sft", run_sft, (ACTION_CKPT, TOKENIZER, POLICY_TINY),
           (f"{SFT}/policy", f"{SFT}/decoder.pt", f"{SFT}/qa.jsonl", f"{SFT}/config.yaml"), "joint SFT (L_SFT + λ L_TS)"),
     Stage("grpo", run_grpo, (f"{SFT}/policy", f"{SFT}/decoder.pt", f"{SFT}/config.yaml"),
           (f"{GRPO}/policy", f"{GRPO}/decoder.pt", f"{GRPO}/summary.json"), "uncertainty-weighted GRPO"),
