@@ -81,17 +81,45 @@ def qa_rows(run_dir: Path) -> list[dict[str, Any]]:
 SFT_LOG_LINE = re.compile(r"^step (\d+): loss \S+ \(sft (\S+), ts (\S+)\)")  # llm.sft's progress line
 
 
-def training_curves(run_dir: Path) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """Per-stage curves {panel: {series: [(x, y)]}} from the files the trainers write: Lightning's
-    CSV logs (ts, action; per epoch), the SFT progress lines in ``sft/log.txt``, ``grpo/metrics.jsonl``."""
+def _version(d: Path) -> int:
+    m = re.fullmatch(r"version_(\d+)", d.name)
+    return int(m.group(1)) if m else -1
+
+
+def lightning_series(log_dir: Path, keys: Sequence[str]) -> dict[str, list[tuple[float, float]]]:
+    """{key: [(epoch, value)]} ordered by step, from every ``log_dir/version_*/metrics.csv``.
+
+    Lightning's CSVLogger starts a new ``version_N`` each time a run is resumed, so one version holds
+    one segment of the run. The versions are read in numeric order (version_10 after version_9) and a
+    step logged by several keeps the later version's value: a resumed run redoes the steps after its
+    checkpoint. ValueError naming the file (and line) for a metrics.csv without ``step`` / ``epoch``
+    columns or with a value that is not a number."""
     import csv
 
+    by_step: dict[str, dict[int, tuple[float, float]]] = {k: {} for k in keys}
+    for f in sorted(log_dir.glob("version_*/metrics.csv"), key=lambda f: _version(f.parent)):
+        with f.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = {"step", "epoch"} - set(reader.fieldnames or ())
+            if missing:
+                raise ValueError(f"{f}: not a Lightning metrics.csv (no {sorted(missing)} column)")
+            for r in reader:
+                try:
+                    for k in keys:
+                        if r.get(k):
+                            by_step[k][int(float(r["step"]))] = (float(r["epoch"]), float(r[k]))
+                except (TypeError, ValueError) as e:
+                    raise ValueError(f"{f}, line {reader.line_num}: unreadable row {r}: {e}") from e
+    return {k: [pts[s] for s in sorted(pts)] for k, pts in by_step.items()}
+
+
+def training_curves(run_dir: Path) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per-stage curves {panel: {series: [(x, y)]}} from the files the trainers write: Lightning's
+    CSV logs (ts, action; per epoch, all resumed segments), the SFT progress lines in ``sft/log.txt``,
+    ``grpo/metrics.jsonl``."""
     curves: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for stage, keys in (("ts", ("val/loss",)), ("action", ("val/loss", "val/loss_uncond"))):
-        for f in sorted((run_dir / stage / "logs").glob("*/metrics.csv"))[-1:]:
-            rows = list(csv.DictReader(f.open()))
-            curves[f"{stage}: validation L_TS per epoch"] = {
-                k: [(float(r["epoch"]), float(r[k])) for r in rows if r.get(k)] for k in keys}
+        curves[f"{stage}: validation L_TS per epoch"] = lightning_series(run_dir / stage / "logs", keys)
     log = run_dir / "sft" / "log.txt"
     if log.exists():
         pts = [m.groups() for m in map(SFT_LOG_LINE.match, log.read_text().splitlines()) if m]
