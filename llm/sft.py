@@ -256,11 +256,10 @@ class SFTTrainer:
 
 
 def from_dict(cls, d: dict[str, Any]):
-    names = {f.name for f in dataclasses.fields(cls)}
-    bad = sorted(set(d) - names)
-    if bad:
-        raise ValueError(f"unknown {cls.__name__} keys {bad}; valid: {sorted(names)}")
-    return cls(**d)
+    """``cls`` from a config section: unknown keys named, YAML 1.1 numeric strings ("2e-3") coerced."""
+    from stockr1.config import config_from_dict
+
+    return config_from_dict(cls, d, cls.__name__)
 
 
 def warmup_decoder(decoder: nn.Module, windows, thresholds, steps: int, batch_size: int = 64, lr: float = 1e-3,
