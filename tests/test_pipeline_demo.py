@@ -49,7 +49,7 @@ def test_only_with_missing_inputs_names_them(tmp_path: Path, capsys) -> None:
     rc = main(["--out", str(tmp_path), "--only", "sft"])
     err = capsys.readouterr().err
     assert rc == 2
-    assert str(tmp_path / "action" / "decoder.pt") in err and "stage 'action'" in err
+    assert str(tmp_path / "action" / "decoder.ckpt") in err and "stage 'action'" in err
     assert "stage 'tokenizer'" in err
     assert not (tmp_path / "sft").exists()
     man = json.loads((tmp_path / "manifest.json").read_text())
