@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from llm.logprobs import masked_mean, pad_sequences, token_logprobs
+from llm.logprobs import keep_for_mask, masked_mean, pad_sequences, token_logprobs
 from llm.qa.prompt import SYSTEM_PROMPT
 from llm.special_tokens import IM_END
 from llm.traces import Trace
@@ -145,7 +145,9 @@ class JointSFT(nn.Module):
 
         out = decoder_output(self.decoder, b.x, b.actions, b.start)  # conditioned on a*; h_ts is not
         l_ts, _ = ts_loss(out, b.y, self.ts_weights)
-        lp = token_logprobs(self.policy, b.input_ids, b.attention_mask, out.h_ts)
+        # logits only over the span that holds loss tokens: the LM head skips the prompt
+        lp = token_logprobs(self.policy, b.input_ids, b.attention_mask, out.h_ts,
+                            logits_to_keep=keep_for_mask(b.loss_mask))
         l_sft = -masked_mean(lp, b.loss_mask)
         return SFTLoss(l_sft + self.lambda_ts * l_ts, l_sft.detach(), l_ts.detach(), int(b.loss_mask.sum()))
 
@@ -207,6 +209,9 @@ class SFTTrainer:
 
     def train_step(self, batch: SFTBatch) -> SFTLoss:
         self.model.train()
+        # Fabric's wrapper handles precision, not placement: move the batch to the model's device
+        batch = dataclasses.replace(batch, **{f: self.fabric.to_device(getattr(batch, f))
+                                              for f in ("input_ids", "attention_mask", "loss_mask", "x", "y")})
         loss = self.model(batch)
         self.opt.zero_grad(set_to_none=True)
         self.fabric.backward(loss.total)

@@ -38,6 +38,13 @@ CHAT_TEMPLATE = (
 )
 META_FILE = "stockr1_tokenizer.json"
 
+# GPT-2's pre-tokenizer split, except that `_` counts as a letter: snake_case identifiers (the
+# forecast action's JSON keys, e.g. `range_width_bin`) stay one pre-token, so BPE can learn each key
+# as one token. With GPT-2's split a key is 3-5 pieces shared between keys (`end`,`_`,`value` in
+# `end_value` and `end_change_pct`), and a tiny random-init policy loops over them instead of
+# walking the schema. Qwen's own tokenizer (real policies) is untouched.
+PRE_TOKENIZE_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?[\p{L}_]+| ?\p{N}+| ?[^\s\p{L}\p{N}_]+|\s+(?!\S)|\s+"""
+
 
 def corpus_hash(texts: Iterable[str], vocab_size: int) -> str:
     h = hashlib.sha256(f"vocab={vocab_size}\n".encode())
@@ -53,7 +60,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, out_dir: str | Path |
     texts: the corpus, consumed once in order. vocab_size includes the 256 byte symbols and the
     special tokens. Saves to ``out_dir`` (HF format + a meta file) when given.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     texts = list(texts)
     if not texts:
@@ -65,7 +72,10 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, out_dir: str | Path |
     # removes any doubt and the corpora here are small.
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRE_TOKENIZE_PATTERN), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

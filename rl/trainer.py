@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from llm.logprobs import pad_sequences, token_logprobs, token_logprobs_and_entropy
+from llm.logprobs import keep_for_mask, pad_sequences, token_logprobs, token_logprobs_and_entropy
 from rl.grpo import GRPOLossConfig, UncertaintyWeightConfig, group_advantages, grpo_loss, uncertainty_weight
 from rl.logging import RunLogger, step_metrics
 from rl.rewards import REWARD_NAMES, RewardBreakdown, RewardWeights, combine_rewards, compute_rewards
@@ -270,7 +270,9 @@ class GRPOTrainer:
             self.engine.generator.manual_seed(s)
 
     def _logp(self, model, b: dict[str, Any], sl: slice, entropy: bool = False):
-        kw = {"temperature": max(self.engine.temperature, 1e-6), "banned_token_ids": self.engine.banned_token_ids}
+        # logits only over the span holding generated tokens (old, ref and current share each slice)
+        kw = {"temperature": max(self.engine.temperature, 1e-6), "banned_token_ids": self.engine.banned_token_ids,
+              "logits_to_keep": keep_for_mask(b["gen"][sl])}
         ts = None if b["ts"] is None else b["ts"][sl]
         if entropy:
             return token_logprobs_and_entropy(model, b["ids"][sl], b["att"][sl], ts, **kw)

@@ -75,3 +75,17 @@ def test_bad_arguments_raise_clear_errors(tmp_path: Path):
         train_tokenizer([], 500)
     with pytest.raises(ValueError, match="vocab_size"):
         train_tokenizer(_corpus(), 100)
+
+
+def test_action_keys_become_single_tokens_and_text_round_trips(tmp_path: Path):
+    """`_` counts as a letter in the pre-tokenizer, so each snake_case action key can be one token
+    (with GPT-2's split `end_value` and `end_change_pct` would share the pieces `end`, `_`)."""
+    from forecast_action.schema import FIELD_SPECS
+
+    keys = list(FIELD_SPECS)
+    corpus = [" ".join(f'"{k}": {i}.5,' for k in keys) for i in range(60)] + _corpus(50)
+    tok = train_tokenizer(corpus, 600, tmp_path)
+    for k in keys:
+        assert len(tok(k, add_special_tokens=False).input_ids) == 1, k
+    text = '{"end_value": 2349.91, "end_change_pct": -3.69} snake_case_words and _x 1_000\n\nok'
+    assert tok.decode(tok(text, add_special_tokens=False).input_ids) == text
