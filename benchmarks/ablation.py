@@ -9,7 +9,8 @@ through SFT's ``prepare_from``), then every GRPO variant starts from *that* SFT 
 (``rl.cli.run_grpo``, GRPO seed s) with the same budget (``grpo.overrides``). So the seed spread of
 every row includes the SFT's own seed variance, and within a seed the rows differ only by the RL
 variant. With ``sft.per_seed: false`` one SFT (seed = first seed) is reused by all seeds, and the SFT
-row has zero spread (greedy decoding is deterministic).
+row has zero spread (greedy decoding is deterministic). With ``sft.run_dir`` a finished SFT run
+(``stockr1 sft``) is the shared start of every seed and variant and no SFT is trained here.
 
 Evaluation: ``benchmarks.qa.evaluate_run`` (the QA benchmark's greedy rollouts through the one
 rollout engine and its grader) on a family-balanced slice of the first SFT run's test questions,
@@ -288,12 +289,17 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
     variants = [VARIANTS_BY_KEY[k] for k in cfg.variants]
     per_seed: dict[str, dict[int, dict[str, float]]] = {v.key: {} for v in variants}
     per_seed_sft = bool(cfg.sft.get("per_seed", True))
-    first = work / "sft" / f"s{cfg.seeds[0]}"
+    shared = Path(cfg.sft["run_dir"]) if cfg.sft.get("run_dir") else None  # a finished SFT run, reused
+    if shared is not None and not (shared / "summary.json").exists():
+        raise FileNotFoundError(f"sft.run_dir {shared} is not a finished SFT run (no summary.json); "
+                                f"train it with `stockr1 sft --config {cfg.sft.get('config', 'configs/sft/tiny.yaml')}`")
+    first = shared or work / "sft" / f"s{cfg.seeds[0]}"
     eval_cache: dict[str, Any] = {}
     for seed in cfg.seeds:
-        sft_seed = seed if per_seed_sft else cfg.seeds[0]
-        sft_dir = work / "sft" / f"s{sft_seed}"
-        sft_cfg = resolved_sft(cfg, sft_seed, None if sft_seed == cfg.seeds[0] else first)
+        sft_seed = cfg.seeds[0] if shared is not None or not per_seed_sft else seed
+        sft_dir = shared or work / "sft" / f"s{sft_seed}"
+        sft_cfg = (_load_yaml(shared / "config.yaml") if shared is not None
+                   else resolved_sft(cfg, sft_seed, None if sft_seed == cfg.seeds[0] else first))
         if not (sft_dir / "summary.json").exists():
             path = _write_yaml(sft_cfg, work / "configs" / f"sft-s{sft_seed}.yaml",
                                f"derived by stockr1 bench ablation from {cfg.sft['config']}")

@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "ablation": ("benchmarks.ablation:main", "SFT vs GRPO vs u-GRPO and reward ablations (Table 3)"),
     "compare": ("benchmarks.compare:main", "Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter"),
     "throughput": ("benchmarks.throughput:main", "GRPO step time vs TRL, decoder share of rollout time"),
+    "sft_recipe": ("benchmarks.sft_recipe:main", "which tiny SFT recipe learns the protocol (val parse rate by step)"),
     "accelerator": ("benchmarks.accelerator:main", "GPU check: TS encoder, SFT, rollout and GRPO steps at 4B scale"),
 }
 

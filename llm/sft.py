@@ -416,10 +416,24 @@ def _logger(cfg: dict[str, Any], run: str, run_dir: Path):
                       mode=os.environ.get("WANDB_MODE", wcfg.get("mode", "offline")), resume="allow", id=f"sft-{run}")
 
 
+def build_policy(cfg: dict[str, Any], traces: Sequence[Trace], run_dir: Path):
+    """The config's policy. A tiny policy whose tokenizer is not built yet (`stockr1 tokenizer
+    build`) gets one trained on this run's corpus, saved in ``run_dir/tokenizer``."""
+    from llm.policy import Policy, PolicyConfig
+
+    pcfg = PolicyConfig.from_dict(cfg.get("policy", {}))
+    if pcfg.name_or_path == "tiny" and not Path(pcfg.tokenizer_path or "checkpoints/tokenizer").exists():
+        from llm.tokenizer import build_or_load_tokenizer
+
+        corpus = [SYSTEM_PROMPT] + [t.user + t.completion for t in traces]
+        build_or_load_tokenizer(corpus, int(cfg.get("tokenizer_vocab", 4000)), run_dir / "tokenizer")
+        pcfg = dataclasses.replace(pcfg, tokenizer_path=str(run_dir / "tokenizer"))
+    return Policy(pcfg)
+
+
 def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = None,
             out_root: str | Path = "checkpoints/sft") -> dict[str, Any]:
     """The whole stage: data -> traces -> joint training (resumable) -> policy/ + decoder.pt."""
-    from llm.policy import Policy, PolicyConfig
 
     cfg = load_yaml(config)
     run = run or cfg.get("run", Path(config).stem)
@@ -428,16 +442,7 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     torch.manual_seed(tcfg.seed)
     windows, items, decoder, traces = prepare(cfg, run_dir)
     (run_dir / "config.yaml").write_text(Path(config).read_text())
-    pcfg = PolicyConfig.from_dict(cfg.get("policy", {}))
-    if pcfg.name_or_path == "tiny" and not Path(pcfg.tokenizer_path or "checkpoints/tokenizer").exists():
-        # no offline tokenizer built yet (`stockr1 tokenizer build`): train one on this run's corpus
-        from llm.qa.prompt import SYSTEM_PROMPT as sys_prompt
-        from llm.tokenizer import build_or_load_tokenizer
-
-        corpus = [sys_prompt] + [t.user + t.completion for t in traces]
-        build_or_load_tokenizer(corpus, int(cfg.get("tokenizer_vocab", 2000)), run_dir / "tokenizer")
-        pcfg = dataclasses.replace(pcfg, tokenizer_path=str(run_dir / "tokenizer"))
-    policy = Policy(pcfg)
+    policy = build_policy(cfg, traces, run_dir)
     data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len)
     logger = _logger(cfg, run, run_dir)
     trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger)

@@ -97,11 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="train the offline tokenizer and save the tiny policy")
     b.add_argument("--out", default="checkpoints", help="output root (default: checkpoints)")
-    b.add_argument("--vocab-size", type=int, default=2000)
+    b.add_argument("--vocab-size", type=int, default=4000)
     b.add_argument("--corpus", default=None, help="text file (one text per line) or .jsonl with 'text'")
     b.add_argument("--n-items", type=int, default=1500, help="QA items for the default corpus")
     b.add_argument("--seed", type=int, default=0)
-    for name, default in (("hidden", 64), ("layers", 2), ("heads", 4), ("kv-heads", 2), ("intermediate", 128)):
+    # the tiny recipe of configs/sft/tiny.yaml (results/sft_recipe: it learns the protocol on CPU)
+    for name, default in (("hidden", 128), ("layers", 4), ("heads", 4), ("kv-heads", 2), ("intermediate", 384)):
         b.add_argument(f"--tiny-{name}", type=int, default=default)
     args = ap.parse_args(argv)
     corpus = read_corpus(args.corpus) if args.corpus else default_corpus(args.n_items, seed=args.seed)

@@ -22,7 +22,7 @@ def _write_corpus(path: Path) -> Path:
 def test_build_writes_tokenizer_and_loadable_tiny_policy(tmp_path: Path):
     corpus = _write_corpus(tmp_path / "corpus.txt")
     args = ["build", "--out", str(tmp_path / "ck"), "--corpus", str(corpus), "--vocab-size", "400",
-            "--tiny-hidden", "32", "--tiny-intermediate", "64"]
+            "--tiny-hidden", "32", "--tiny-layers", "2", "--tiny-intermediate", "64"]
     assert main(args) == 0
     tok_json = (tmp_path / "ck" / "tokenizer" / "tokenizer.json").read_bytes()
     assert main(args) == 0  # rebuild: cached tokenizer reused, identical bytes

@@ -1,0 +1,176 @@
+"""`stockr1 bench sft_recipe --config configs/sft_recipe/tiny.yaml --out DIR`: which tiny SFT recipe
+learns the protocol, and after how many steps.
+
+The QA target of the llm issue (>= 95% of held-out rollouts with a complete parseable action and a
+parseable answer after the tiny CPU SFT) depends on the policy size, tokenizer, learning rate and the
+number of steps. This sweep trains each variant (overrides merged into one SFT config, all sharing
+the same QA items, decoder init and traces through ``prepare_from``) with ``llm.sft`` and, at each
+``eval_at`` step, runs greedy rollouts through the one rollout engine on a family-balanced slice of
+the **validation** questions (never test: this is model selection) and grades them with the QA
+benchmark's grader. Variants run in parallel processes (``--jobs``), each on ``--device``.
+
+Writes ``metrics.json`` (variant -> step -> metrics), ``table.md`` (action+answer parse rate and
+accuracy by step) and ``curves.png``; every variant's run dir under ``--work`` resumes when rerun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rl.cli import deep_update
+
+COLS = ("action_and_answer_rate", "action_success_rate", "answer_parse_rate", "overall", "tokens_per_answer")
+
+
+def balanced_val(items, n: int) -> list:
+    """n validation items, round-robin over families (so every family is in every evaluation)."""
+    by: dict[str, list] = {}
+    for it in items:
+        if it.split == "val":
+            by.setdefault(it.family, []).append(it)
+    out, k = [], 0
+    while len(out) < n and any(k < len(v) for v in by.values()):
+        out += [v[k] for v in by.values() if k < len(v)]
+        k += 1
+    return out[:n]
+
+
+def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict[str, dict[str, float]]:
+    """Train variant ``name`` step-block by step-block, evaluating on validation after each block."""
+    import dataclasses
+
+    import torch
+
+    from llm.qa.evaluate import grade_rollouts, rollout_items
+    from llm.sft import (
+        JointSFT,
+        SFTData,
+        SFTTrainer,
+        TrainConfig,
+        build_policy,
+        from_dict,
+        load_yaml,
+        prepare,
+    )
+
+    over = dict(cfg["variants"][name] or {})
+    eval_at = over.pop("eval_at", cfg["eval_at"])  # a variant may evaluate on its own step grid
+    vcfg = deep_update(deep_update(load_yaml(cfg["sft_config"]), cfg.get("common", {})), over)
+    run_dir = work / name
+    tcfg = from_dict(TrainConfig, {**vcfg.get("train", {}), "accelerator": device})
+    torch.manual_seed(tcfg.seed)
+    windows, items, decoder, traces = prepare(vcfg, run_dir)
+    policy = build_policy(vcfg, traces, run_dir)
+    data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len)
+    trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir)
+    trainer.maybe_resume()
+    val = balanced_val(items, int(cfg.get("n_eval", 40)))
+    res_path = run_dir / "recipe_eval.json"
+    res = json.loads(res_path.read_text()) if res_path.exists() else {}
+    for stop in eval_at:
+        if str(stop) in res:
+            continue
+        trainer.cfg = dataclasses.replace(tcfg, max_steps=int(stop))  # the LR schedule keeps tcfg's horizon
+        t0 = time.time()
+        hist = trainer.fit(data)
+        train_s = time.time() - t0
+        policy.eval()
+        decoder.cpu()
+        pairs = rollout_items(policy, decoder, windows, val, max_new_tokens=int(cfg.get("max_new_tokens", 640)),
+                              max_context_chars=vcfg.get("max_context_chars"))
+        decoder.to(trainer.fabric.device)
+        m = grade_rollouts(pairs)
+        m.update(l_sft=float(hist[-1]["l_sft"]), train_s=train_s, sample=pairs[0][1].completion[:1200])
+        res[str(stop)] = m
+        res_path.write_text(json.dumps(res, indent=1))
+        print(f"[{name}] step {stop}: parse {m['action_and_answer_rate']:.0f}% acc {m['overall']:.1f}% "
+              f"L_SFT {m['l_sft']:.3f}", flush=True)
+    return res
+
+
+def table(results: dict[str, dict[str, dict[str, float]]]) -> str:
+    lines = ["| variant | step | L_SFT | " + " | ".join(COLS) + " |", "|---" * (len(COLS) + 3) + "|"]
+    for name, by_step in results.items():
+        for step, m in sorted(by_step.items(), key=lambda kv: int(kv[0])):
+            vals = " | ".join(f"{m.get(c, float('nan')):.1f}" for c in COLS)
+            lines.append(f"| {name} | {step} | {m.get('l_sft', float('nan')):.3f} | {vals} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.5))
+    for name, by_step in results.items():
+        steps = sorted(int(s) for s in by_step)
+        ax[0].plot(steps, [by_step[str(s)]["action_and_answer_rate"] for s in steps], marker="o", label=name)
+        ax[1].plot(steps, [by_step[str(s)]["l_sft"] for s in steps], marker="o", label=name)
+    ax[0].set(xlabel="SFT step", ylabel="% action + answer parseable (val)")
+    ax[1].set(xlabel="SFT step", ylabel="L_SFT (train batch)")
+    ax[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import yaml
+
+    ap = argparse.ArgumentParser(prog="stockr1 bench sft_recipe", description=__doc__.split("\n")[0])
+    ap.add_argument("--config", required=True, help="sweep YAML (configs/sft_recipe/*.yaml)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--work", default="checkpoints/sft_recipe", help="variant run dirs (resumable)")
+    ap.add_argument("--device", default="cpu", help="accelerator of each variant's training (cpu, cuda)")
+    ap.add_argument("--jobs", type=int, default=1, help="variants trained in parallel processes")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads per process")
+    ap.add_argument("--only", default=None, help="run this one variant in this process (used by --jobs)")
+    ap.add_argument("--report-only", action="store_true", help="tabulate what --work holds; train nothing")
+    args = ap.parse_args(argv)
+    cfg = yaml.safe_load(Path(args.config).read_text())
+    work, out = Path(args.work), Path(args.out)
+    names = [args.only] if args.only else list(cfg["variants"])
+    procs: list[tuple[str, subprocess.Popen]] = []
+    failed = []
+    work.mkdir(parents=True, exist_ok=True)
+    if not args.report_only and (args.jobs == 1 or args.only):  # in this process, one after another
+        import torch
+
+        torch.set_num_threads(args.threads)
+        for name in names:
+            run_variant(cfg, name, work, args.device)
+        if args.only:
+            return 0
+    for name in [] if args.report_only or args.jobs == 1 else names:  # a pool of --jobs processes
+        while len([p for _, p in procs if p.poll() is None]) >= args.jobs:
+            time.sleep(2)
+        cmd = [sys.executable, "-m", "benchmarks.sft_recipe", "--config", args.config, "--out", args.out,
+               "--work", args.work, "--device", args.device, "--threads", str(args.threads), "--only", name]
+        with open(work / f"{name}.log", "a") as log:  # the child keeps its own copy of the handle
+            procs.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())))
+    for name, p in procs:
+        if p.wait() != 0:
+            failed.append(name)
+    results = {n: json.loads((work / n / "recipe_eval.json").read_text())
+               for n in names if (work / n / "recipe_eval.json").exists()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps({"config": cfg, "device": args.device, "failed": failed,
+                                                  "results": results}, indent=1))
+    (out / "table.md").write_text(table(results))
+    if results:
+        plot(results, out / "curves.png")
+    print(table(results) + (f"failed: {failed} (logs in {work})" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
