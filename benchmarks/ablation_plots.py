@@ -91,13 +91,19 @@ def readme(metrics: Mapping[str, Mapping[str, float]], info: Mapping[str, Any], 
     """results/ablation/README.md: what ran, the table, the ordering verdicts and the caveats."""
     cfg, o = info["config"], info["ordering"]
     n_seeds = len(cfg["seeds"])
-    sft_mode = ("one SFT per seed (the spread includes SFT variance)" if cfg["sft"].get("per_seed", True)
-                else "one SFT (first seed) reused by every seed (SFT row spread is 0)")
+    shared = cfg["sft"].get("run_dir")
+    per_seed = cfg["sft"].get("per_seed", True) and not shared
+    sft_mode = ("one SFT per seed (the spread includes SFT variance)" if per_seed
+                else f"one SFT ({shared or 'first seed'}) shared by every seed (SFT row spread is 0)")
+    sft_steps = cfg["sft"].get("overrides", {}).get("train", {}).get("max_steps", "?")
+    if shared and (Path(shared) / "summary.json").exists():
+        sft_steps = json.loads((Path(shared) / "summary.json").read_text()).get("steps", "?")
+    sft_row = metrics.get("sft", {})
     return f"""# Ablation: SFT vs GRPO vs u-GRPO and reward components (Stock-R1 Table 3, Fig. 4)
 
 Produced by `stockr1 bench ablation --config {info['config_path']} --out <this dir>` (see docs/ablation.md).
 Seeds {list(cfg['seeds'])} ({n_seeds} seeds, mean ± sample std); {sft_mode}. Every GRPO variant starts
-from {"its seed's" if cfg["sft"].get("per_seed", True) else "the shared"} SFT checkpoint with the same budget; all rows are graded on the same held-out slice of
+from {"its seed's" if per_seed else "the shared"} SFT checkpoint with the same budget; all rows are graded on the same held-out slice of
 {info['n_eval']} test questions ({info['eval_families']}) by `benchmarks.qa.evaluate_run` (greedy).
 Action accuracy = mean field-level `score_action(emitted, a*)`, a* = g(realised future), missing action = 0.
 Sum of the stage wall times (each recorded when the stage ran): {info['total_s'] / 60:.1f} min (run_info.json).
@@ -112,11 +118,12 @@ Entropy curves (Fig. 4, from each GRPO run's `metrics.jsonl`): `entropy.png`.
 
 ## Why a tiny random-init policy may not reproduce it
 
-The policy is a ~0.2M-parameter Qwen3-shaped model initialised at random and fine-tuned for
-{info['config']['sft'].get('overrides', {}).get('train', {}).get('max_steps', '?')} SFT steps on CPU, then
+The policy is a tiny Qwen3-shaped model (configs/sft/tiny.yaml: 128 wide, 4 layers, ~1.3M parameters)
+initialised at random and fine-tuned for {sft_steps} joint-SFT steps on CPU, then
 {info['config']['grpo'].get('overrides', {}).get('train', {}).get('max_steps', '?')} GRPO steps per row with small groups. At that scale (i) the SFT
-policy barely follows the protocol (answer/action parse rates in `per_seed.json`), so many rollouts get
-the format penalty and groups often have zero reward spread, which gives GRPO no signal; (ii) the
+policy follows the protocol only in part (on this slice {sft_row.get('action_success_rate', float('nan')):.0f}% complete actions,
+{sft_row.get('answer_parse_rate', float('nan')):.0f}% parseable answers; per run in `per_seed.json`), so many rollouts get
+the format penalty and some groups have zero reward spread, which gives GRPO no signal; (ii) the
 held-out slice is small, so one question is several points of accuracy and the seed spread is of
 the order of the gaps the paper reports (1–9 points on 4,000 questions with 4B/8B models); (iii) with
 so few RL steps the uncertainty weight changes the update size on a few queries only, so u-GRPO vs

@@ -289,7 +289,10 @@ def run_stock_r1(env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, A
     run_dir = Path(m["checkpoint"]) if m.get("checkpoint") else out / "grpo" / "stock_r1"
     if not m.get("checkpoint"):
         over = stock_r1.grpo_overrides(g, cfg.seed, cfg.max_context_chars, int(m.get("max_new_tokens", 128)))
-        sft_dir = None
+        sft_dir = Path(m["sft_run_dir"]) if m.get("sft_run_dir") else None  # a finished joint SFT run
+        if sft_dir is not None and not (sft_dir / "policy" / "policy_config.json").exists():
+            raise FileNotFoundError(f"methods.stock_r1.sft_run_dir {sft_dir} has no policy/: train it with "
+                                    f"`stockr1 sft --config configs/sft/tiny.yaml` or remove the key")
         if m.get("warm_start"):  # Stock-R1's own joint SFT (llm.sft.run_sft), then u-GRPO from it
             sft_dir = stock_r1.warm_start_sft(m["warm_start"], cfg.seed, cfg.max_context_chars, out)
             info["warm_start_s"] = time.perf_counter() - t0
