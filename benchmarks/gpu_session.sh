@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one prepared command of a lent GPU session (see docs/benchmarks.md, "GPU checks"):
+# The one prepared command of a lent GPU session (docs/benchmarks.md, "Tiny SFT recipe sweep"):
 #   1. `bench sft_recipe` on cuda: the tiny SFT recipe sweep (8 variants in parallel on one GPU);
 #   2. `bench accelerator --scale 4b`: a random-init Qwen3-4B-architecture policy through the real
 #      SFT / rollout / u-GRPO code with LoRA and bf16.
@@ -12,10 +12,10 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 WANDB_MODE=disabled PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > /tmp/logs_gpu.txt 2>&1
 mkdir -p /tmp/recipe
-timeout "${RECIPE_TIMEOUT:-330}" python3 -m benchmarks.sft_recipe --config configs/sft_recipe/tiny.yaml \
+timeout "${RECIPE_TIMEOUT:-360}" python3 -m benchmarks.sft_recipe --config configs/sft_recipe/gpu.yaml \
   --out "$OUT/sft_recipe" --work /tmp/recipe --device cuda --jobs 8 --threads 2 > /tmp/recipe/driver.log 2>&1
 pkill -f "benchmarks.sft_recipe" ; sleep 2
-python3 -m benchmarks.sft_recipe --config configs/sft_recipe/tiny.yaml --out "$OUT/sft_recipe" --work /tmp/recipe \
+python3 -m benchmarks.sft_recipe --config configs/sft_recipe/gpu.yaml --out "$OUT/sft_recipe" --work /tmp/recipe \
   --report-only >> /tmp/recipe/driver.log 2>&1
 timeout "${ACCEL_TIMEOUT:-200}" python3 -m benchmarks.accelerator --out "$OUT/accelerator" --device cuda --scale 4b \
   --steps 2 --work /tmp > /tmp/accelerator.log 2>&1
