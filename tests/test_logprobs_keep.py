@@ -8,9 +8,8 @@ import torch
 from torch import nn
 
 from llm.logprobs import keep_for_mask, pad_sequences, token_logprobs, token_logprobs_and_entropy
-from llm.policy import Policy, PolicyConfig
 from llm.special_tokens import ts_placeholders
-from llm.tokenizer import train_tokenizer
+from tests.test_llm_logprobs import setup as policy_setup  # noqa: F401  (the shared tiny policy fixture)
 
 
 class LogitRows(nn.Module):
@@ -27,11 +26,8 @@ class LogitRows(nn.Module):
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    tok = train_tokenizer([f"close {i} rose by {i * 0.5:.1f} percent" for i in range(60)], 320,
-                          tmp_path_factory.mktemp("tok"))
-    torch.manual_seed(0)
-    pol = Policy(PolicyConfig(d_ts=4, lora_r=0, tiny_hidden=32, tiny_intermediate=64), tokenizer=tok).eval()
+def setup(policy_setup):  # noqa: F811  (pytest injects the imported fixture)
+    tok, pol = policy_setup
     seqs = [tok(f"close {i} {ts_placeholders(2)} rose by {i}.5 percent close {i + 1}", add_special_tokens=False).input_ids
             for i in (3, 12)]
     seqs[1] = seqs[1][:-3]  # unequal lengths: padding on one row
