@@ -125,8 +125,6 @@ def plot_equity(curves: Mapping[str, pd.Series], path: str | Path, title: str = 
     plt.close(fig)
 
 
-
-
 def write_report(out: Path, metrics: Mapping[str, Mapping[str, float]], curves: Mapping[str, pd.Series],
                  timings: Mapping[str, Mapping[str, float]], decisions: Mapping[str, list], title: str,
                  run_info: Mapping[str, object]) -> str:

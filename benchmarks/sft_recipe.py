@@ -29,17 +29,11 @@ from rl.cli import deep_update
 COLS = ("action_and_answer_rate", "action_success_rate", "answer_parse_rate", "overall", "tokens_per_answer")
 
 
-def balanced_val(items, n: int) -> list:
-    """n validation items, round-robin over families (so every family is in every evaluation)."""
-    by: dict[str, list] = {}
-    for it in items:
-        if it.split == "val":
-            by.setdefault(it.family, []).append(it)
-    out, k = [], 0
-    while len(out) < n and any(k < len(v) for v in by.values()):
-        out += [v[k] for v in by.values() if k < len(v)]
-        k += 1
-    return out[:n]
+def val_slice(items, n: int) -> list:
+    """n validation items, families round-robin (``benchmarks.ablation.balanced_slice``); never test."""
+    from benchmarks.ablation import balanced_slice
+
+    return balanced_slice([it for it in items if it.split == "val"], n)
 
 
 def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict[str, dict[str, float]]:
@@ -71,7 +65,7 @@ def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict
     data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len)
     trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir)
     trainer.maybe_resume()
-    val = balanced_val(items, int(cfg.get("n_eval", 40)))
+    val = val_slice(items, int(cfg.get("n_eval", 40)))
     res_path = run_dir / "recipe_eval.json"
     res = json.loads(res_path.read_text()) if res_path.exists() else {}
     for stop in eval_at:

@@ -33,6 +33,7 @@ from llm.logprobs import keep_for_mask, masked_mean, pad_sequences, token_logpro
 from llm.qa.prompt import SYSTEM_PROMPT
 from llm.special_tokens import IM_END
 from llm.traces import Trace
+from stockr1.config import config_from_dict
 
 
 @dataclass(frozen=True)
@@ -262,8 +263,6 @@ class SFTTrainer:
 
 def from_dict(cls, d: dict[str, Any]):
     """``cls`` from a config section: unknown keys named, YAML 1.1 numeric strings ("2e-3") coerced."""
-    from stockr1.config import config_from_dict
-
     return config_from_dict(cls, d, cls.__name__)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.sft_recipe import balanced_val, main, run_variant
+from benchmarks.sft_recipe import main, run_variant, val_slice
 from llm.qa.core import QAItem
 
 
@@ -15,12 +15,12 @@ def _item(i: int, family: str, split: str) -> QAItem:
     return QAItem(f"q{i}", family, "t", "q?", "yes", "yes_no", i, "T", "2010-01-01", split)
 
 
-def test_balanced_val_takes_families_round_robin_and_never_test() -> None:
+def test_val_slice_takes_families_round_robin_and_never_test() -> None:
     items = [_item(i, f, s) for i, (f, s) in enumerate(
         [("a", "val"), ("a", "val"), ("a", "val"), ("b", "val"), ("b", "test"), ("c", "val"), ("c", "train")])]
-    got = balanced_val(items, 4)
+    got = val_slice(items, 4)
     assert [it.family for it in got] == ["a", "b", "c", "a"]
-    assert all(it.split == "val" for it in balanced_val(items, 10)) and len(balanced_val(items, 10)) == 5
+    assert all(it.split == "val" for it in val_slice(items, 10)) and len(val_slice(items, 10)) == 5
 
 
 def _sft_config(tmp: Path) -> Path:
