@@ -33,7 +33,7 @@ from llm.qa.baselines import random_walk_answer
 from llm.qa.core import Decision, Path, QAItem, forecast_path
 from llm.qa.families import TEMPLATES_BY_KEY
 from llm.qa.generator import ContextFn
-from llm.qa.prompt import user_message
+from llm.qa.prompt import answer_instruction, user_message
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
 from stockr1.types import Windows
 
@@ -101,18 +101,24 @@ def cite_context(d: Decision) -> str:
     return " ".join(out)
 
 
-def _closes(path: Path, x: int) -> str:
-    return "[" + ", ".join(f"{v:.2f}" for v in path.close[:x]) + "]"
+RECALL = "Recall the instruction: "
 
 
 def explain(item: QAItem, d: Decision, path: Path) -> str:
-    """Reasoning that computes the item's answer from ``path`` (the decoded trajectory)."""
+    """Reasoning that computes the item's answer from ``path`` (the decoded trajectory).
+
+    It opens by restating the prompt's answer instruction verbatim (``RECALL`` + ``answer_instruction``).
+    By then the question is ~550 tokens back; a small policy trained without the restatement wrote one
+    reasoning template whatever was asked (results/sft_recipe), and copying a fixed phrase that ends the
+    prompt is the one long-range step it needs, after which the answer's type is a few tokens away."""
     t = TEMPLATES_BY_KEY[item.template]
     p = item.params
     x = int(p.get("x", path.horizon))
     last = d.last_close
     ans = t.answer(path, d, p)
-    head = f"Today's close is {last:.2f}; the forecast closes for the next {x} days are {_closes(path, x)}."
+    # no re-listing of the trajectory: it sits just above, and copying x of its values was where the
+    # tiny policy looped until the token limit (results/sft_recipe)
+    head = f"Today's close is {last:.2f} and the horizon is {x} days."
     k = t.key
     if k.startswith("fq_mdd") or k == "fd_macro_drawdown":
         body = f"Tracking the running peak from {last:.2f}, the largest peak-to-trough fall is the maximum drawdown."
@@ -138,7 +144,7 @@ def explain(item: QAItem, d: Decision, path: Path) -> str:
     else:
         c = float(path.close[x - 1])
         body = f"The day-{x} close is {c:.2f}, a cumulative return of ({c:.2f} - {last:.2f}) / {last:.2f} = {_pct(c, last):+.2f}%."
-    return f"{head} {body} So the answer is {ans}.\n{ANSWER_OPEN}{ans}{ANSWER_CLOSE}"
+    return f"{RECALL}{answer_instruction(item)}\n{head} {body} So the answer is {ans}.\n{ANSWER_OPEN}{ans}{ANSWER_CLOSE}"
 
 
 class TemplateTeacher:
@@ -191,7 +197,8 @@ class OpenAITeacher:
 
     def reasoning(self, user: str, item: QAItem, d: Decision, before: str, observation: str, path: Path) -> str:
         msg = (f"{user}\n\n{before}{observation}\n\nUsing only the forecast trajectory above, compute the "
-               f"answer step by step and finish with {ANSWER_OPEN}your answer{ANSWER_CLOSE}.")
+               f"answer step by step and finish with {ANSWER_OPEN}your answer{ANSWER_CLOSE}. Begin with the line "
+               f"'{RECALL}{answer_instruction(item)}'.")
         return self.client([{"role": "user", "content": msg}]).strip()
 
 

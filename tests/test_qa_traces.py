@@ -7,7 +7,8 @@ import numpy as np
 from forecast_action.derive import ActionThresholds
 from llm.qa import QAConfig, QAGenerator
 from llm.tools import ForecastTool
-from llm.traces import OpenAITeacher, TemplateTeacher, TraceConfig, TraceWriter, load_traces, save_traces
+from llm.qa.prompt import user_message
+from llm.traces import RECALL, OpenAITeacher, TemplateTeacher, TraceConfig, TraceWriter, load_traces, save_traces
 from stockr1.types import Forecast, Windows
 from tests.test_qa_generator import context_fn, make_windows
 
@@ -52,9 +53,11 @@ def test_traces_use_executed_trajectory_and_filter() -> None:
     (before, m0), (obs, m1), (after, m2) = t.segments
     assert (m0, m1, m2) == (True, False, True)
     assert before.endswith("</forecast_action>") and obs.startswith("\n<forecast_ts>")
-    assert f"{fc_close[0]:.2f}" in obs and f"{fc_close[0]:.2f}" in after  # the decoder's numbers
-    real = w.future[t.window, 0, 3]
-    assert f"{real:.2f}" not in after or abs(real - fc_close[0]) < 0.005  # not the realised future
+    used = [j for j, v in enumerate(fc_close) if f"{v:.2f}" in after]  # the decoder's numbers...
+    assert used and all(f"{fc_close[j]:.2f}" in obs for j in used), after
+    real = w.future[t.window, :, 3]
+    for j in used:  # ...never the realised future's
+        assert f"{real[j]:.2f}" not in after or abs(real[j] - fc_close[j]) < 0.005
     assert after.rstrip().endswith(f"<answer>{t.answer}</answer>")
     assert f"{w.hist[t.window, -1, 3]:.2f}" in before  # the rationale cites the context
     assert "Question:" in t.user and "<answer>" not in t.user
@@ -111,6 +114,9 @@ def test_explanations_state_the_statistic_each_template_uses() -> None:
         it = gen.make_item(0, t, t.grid[-1], "train", "q")
         text = explain(it, d, realised_path(w, 0))
         assert text.endswith(f"<answer>{it.answer}</answer>")
+        # it opens by restating the prompt's own answer instruction, verbatim
+        first = text.split("\n", 1)[0]
+        assert first.startswith(RECALL) and first[len(RECALL):] in user_message(it), (t.key, first)
         for key, word in words.items():
             if key in t.key and not (key == "vol" and "volume" in t.key):
                 assert word in text, (t.key, text)
