@@ -33,7 +33,7 @@ from llm.qa.baselines import random_walk_answer
 from llm.qa.core import Decision, Path, QAItem, forecast_path
 from llm.qa.families import TEMPLATES_BY_KEY
 from llm.qa.generator import ContextFn
-from llm.qa.prompt import answer_instruction, user_message
+from llm.qa.prompt import answer_instruction, answer_options, user_message
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
 from stockr1.types import Windows
 
@@ -110,7 +110,8 @@ def explain(item: QAItem, d: Decision, path: Path) -> str:
     It opens by restating the prompt's answer instruction verbatim (``RECALL`` + ``answer_instruction``).
     By then the question is ~550 tokens back; a small policy trained without the restatement wrote one
     reasoning template whatever was asked (results/sft_recipe), and copying a fixed phrase that ends the
-    prompt is the one long-range step it needs, after which the answer's type is a few tokens away."""
+    prompt is the one long-range step it needs. The closing sentence names the answer space again
+    ("So the answer (one of: rise, fall) is rise."), so the answer is written right after its type."""
     t = TEMPLATES_BY_KEY[item.template]
     p = item.params
     x = int(p.get("x", path.horizon))
@@ -144,7 +145,8 @@ def explain(item: QAItem, d: Decision, path: Path) -> str:
     else:
         c = float(path.close[x - 1])
         body = f"The day-{x} close is {c:.2f}, a cumulative return of ({c:.2f} - {last:.2f}) / {last:.2f} = {_pct(c, last):+.2f}%."
-    return f"{RECALL}{answer_instruction(item)}\n{head} {body} So the answer is {ans}.\n{ANSWER_OPEN}{ans}{ANSWER_CLOSE}"
+    return (f"{RECALL}{answer_instruction(item)}\n{head} {body} So the answer ({answer_options(item)}) is {ans}."
+            f"\n{ANSWER_OPEN}{ans}{ANSWER_CLOSE}")
 
 
 class TemplateTeacher:

@@ -7,7 +7,7 @@ import numpy as np
 from forecast_action.derive import ActionThresholds
 from llm.qa import QAConfig, QAGenerator
 from llm.tools import ForecastTool
-from llm.qa.prompt import user_message
+from llm.qa.prompt import answer_options, user_message
 from llm.traces import RECALL, OpenAITeacher, TemplateTeacher, TraceConfig, TraceWriter, load_traces, save_traces
 from stockr1.types import Forecast, Windows
 from tests.test_qa_generator import context_fn, make_windows
@@ -117,6 +117,8 @@ def test_explanations_state_the_statistic_each_template_uses() -> None:
         # it opens by restating the prompt's own answer instruction, verbatim
         first = text.split("\n", 1)[0]
         assert first.startswith(RECALL) and first[len(RECALL):] in user_message(it), (t.key, first)
+        assert f"the answer ({answer_options(it)}) is {it.answer}." in text  # the type sits next to the answer
+        assert answer_options(it) in first
         for key, word in words.items():
             if key in t.key and not (key == "vol" and "volume" in t.key):
                 assert word in text, (t.key, text)

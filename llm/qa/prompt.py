@@ -26,6 +26,15 @@ def answer_instruction(item: QAItem) -> str:
     return f"Answer with a number in percent (tolerance ±{item.tolerance:.2f})."
 
 
+def answer_options(item: QAItem) -> str:
+    """The answer space as the instruction words it ("Yes or No", "one of: a, b", "a number in percent")."""
+    if item.answer_type == "yes_no":
+        return "Yes or No"
+    if item.answer_type == "choice":
+        return "one of: " + ", ".join(item.choices)
+    return "a number in percent"
+
+
 def trim_context(text: str, max_chars: int | None) -> str:
     """Keep whole lines up to ``max_chars`` (the context block starts with company, macro, then news,
     so a short budget keeps the macro snapshot and the latest headlines). None = no limit."""
