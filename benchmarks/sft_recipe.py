@@ -36,6 +36,16 @@ def val_slice(items, n: int) -> list:
     return balanced_slice([it for it in items if it.split == "val"], n)
 
 
+def prepare_shared(cfg: dict[str, Any]) -> None:
+    """Write ``common.prepare_from`` (QA items, decoder init, traces of ``sft_config``) once, before the
+    variants copy it, so parallel variants never race to write their own (identical) copies."""
+    from llm.sft import load_yaml, prepare
+
+    shared = cfg.get("common", {}).get("prepare_from")
+    if shared and not (Path(shared) / "traces.jsonl").exists():
+        prepare(load_yaml(cfg["sft_config"]), Path(shared))
+
+
 def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict[str, dict[str, float]]:
     """Train variant ``name`` step-block by step-block, evaluating on validation after each block."""
     import dataclasses
@@ -136,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     procs: list[tuple[str, subprocess.Popen]] = []
     failed = []
     work.mkdir(parents=True, exist_ok=True)
+    if not args.report_only and not args.only:
+        prepare_shared(cfg)
     if not args.report_only and (args.jobs == 1 or args.only):  # in this process, one after another
         import torch
 

@@ -45,11 +45,15 @@ def _sft_config(tmp: Path) -> Path:
 
 def test_sweep_evaluates_each_variant_on_its_grid_and_resumes(tmp_path: Path) -> None:
     sweep = {"sft_config": str(_sft_config(tmp_path)), "eval_at": [2, 4], "n_eval": 3, "max_new_tokens": 8,
+             "common": {"prepare_from": str(tmp_path / "shared")},
              "variants": {"base": {}, "fast": {"train": {"lr": "5e-2"}, "eval_at": [4]}}}  # YAML-1.1 float string
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
     work, out = tmp_path / "work", tmp_path / "out"
     assert main(["--config", str(tmp_path / "sweep.yaml"), "--out", str(out), "--work", str(work), "--threads", "1"]) == 0
     res = json.loads((out / "metrics.json").read_text())["results"]
+    # the shared folder was written once, first, and every variant trained on exactly its traces
+    shared = (tmp_path / "shared" / "traces.jsonl").read_text()
+    assert shared and all((work / v / "traces.jsonl").read_text() == shared for v in ("base", "fast"))
     assert set(res["base"]) == {"2", "4"} and set(res["fast"]) == {"4"}
     for m in (res["base"]["4"], res["fast"]["4"]):
         assert m["n"] == 3 and 0 <= m["action_and_answer_rate"] <= 100 and m["tokens_per_answer"] <= 8
