@@ -121,9 +121,11 @@ Entropy curves (Fig. 4, from each GRPO run's `metrics.jsonl`): `entropy.png`.
 The policy is a tiny Qwen3-shaped model (configs/sft/tiny.yaml: 128 wide, 4 layers, ~1.3M parameters)
 initialised at random and fine-tuned for {sft_steps} joint-SFT steps on CPU, then
 {info['config']['grpo'].get('overrides', {}).get('train', {}).get('max_steps', '?')} GRPO steps per row with small groups. At that scale (i) the SFT
-policy follows the protocol only in part (on this slice {sft_row.get('action_success_rate', float('nan')):.0f}% complete actions,
-{sft_row.get('answer_parse_rate', float('nan')):.0f}% parseable answers; per run in `per_seed.json`), so many rollouts get
-the format penalty and some groups have zero reward spread, which gives GRPO no signal; (ii) the
+policy writes {sft_row.get('action_success_rate', float('nan')):.0f}% complete actions and
+{sft_row.get('answer_parse_rate', float('nan')):.0f}% parseable answers on this slice (per run in `per_seed.json`), but
+its reasoning does not compute the answer (the numbers it writes are not the context's or the
+observation's; samples in results/qa), so beyond the format penalty the answer reward is largely
+luck and the group advantages carry little signal about the question; (ii) the
 held-out slice is small, so one question is several points of accuracy and the seed spread is of
 the order of the gaps the paper reports (1–9 points on 4,000 questions with 4B/8B models); (iii) with
 so few RL steps the uncertainty weight changes the update size on a few queries only, so u-GRPO vs
