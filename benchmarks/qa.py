@@ -52,6 +52,7 @@ def table(metrics: dict[str, dict[str, float]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     from llm.qa import load_items
     from llm.qa.baselines import baseline_table
+    from llm.qa.evaluate import failure_kinds
     from llm.sft import load_data, load_yaml
 
     ap = argparse.ArgumentParser(prog="stockr1 bench qa", description=__doc__.split("\n")[0])
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"stockr1 bench qa: {qa_path} refers to windows outside the {len(windows)} of the "
                          f"configured data (items {bad[:3]}...): was it generated from another data section?")
     metrics = {k: dict(v) for k, v in baseline_table(train, test, windows).items()}
-    samples = {}
+    samples, failures = {}, {}
     for name, path in ((args.name, run), (f"{args.name}-no-ts-tokens", args.ablation_checkpoint)):
         if path is None:
             continue
@@ -92,10 +93,12 @@ def main(argv: list[str] | None = None) -> int:
                                             cfg.get("max_context_chars"), args.device)
         samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                          for it, r in pairs[:5]]
+        failures[name] = failure_kinds(pairs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     (out / "table.md").write_text(table(metrics))
     (out / "samples.json").write_text(json.dumps(samples, indent=1))
+    (out / "failures.json").write_text(json.dumps(failures, indent=1))  # first failure cause per rollout
     print(table(metrics))
     return 0

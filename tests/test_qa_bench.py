@@ -11,7 +11,7 @@ from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig
 from llm.qa import QAConfig, QAGenerator
-from llm.qa.evaluate import grade_rollouts, rollout_items
+from llm.qa.evaluate import failure_kinds, grade_rollouts, rollout_items
 from llm.qa.prompt import SYSTEM_PROMPT, user_message
 from llm.scripted import ScriptedPolicy
 from llm.special_tokens import ts_placeholders
@@ -46,14 +46,18 @@ def test_grade_scripted_rollouts(tmp_path) -> None:
         before, after = t.segments[0][0], t.segments[2][0]
         if k == 0:  # a malformed action and a missing answer
             before, after = "no action here <forecast_action>{oops}</forecast_action>", "I cannot tell."
+        if k == 1:  # a good action, then an answer outside every answer space
+            after = "So the answer is maybe.\n<answer>maybe-ish</answer>"
         scripts[prompt] = [before, after + "<|im_end|>"]
     pol = ScriptedPolicy(tok, scripts, filler="<|endoftext|>")
     pol.tokenizer = tok
     pairs = rollout_items(pol, dec, w, kept, max_new_tokens=600, n_samples=4)
     m = grade_rollouts(pairs)
     n = len(kept)
-    assert m["answer_parse_rate"] == pytest.approx(100.0 * (n - 1) / n)
+    assert m["answer_parse_rate"] == pytest.approx(100.0 * (n - 2) / n)
     assert m["action_success_rate"] == pytest.approx(100.0 * (n - 1) / n)
+    kinds = failure_kinds(pairs)
+    assert kinds == {"ok": n - 2, "no_action": 1, "incomplete_action": 0, "no_answer": 0, "answer_outside_space": 1}
     assert m["correct_of_parsed"] == 100.0  # the scripts copy answers computed from trajectories
     assert m["tokens_per_answer"] > 10
     assert "| model |" in table({"x": m}) and "Avg." in table({"x": m})

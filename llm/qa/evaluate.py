@@ -60,3 +60,27 @@ def grade_rollouts(pairs: Sequence[tuple[QAItem, object]]) -> dict[str, float]:
         "correct_of_parsed": 100.0 * float(np.mean([is_correct(it, answers[it.id]) for it, _ in pairs
                                                     if answers[it.id] is not None] or [0.0])),
     }
+
+
+FAILURE_KINDS = ("ok", "no_action", "incomplete_action", "no_answer", "answer_outside_space")
+
+
+def failure_kinds(pairs: Sequence[tuple[QAItem, object]]) -> dict[str, int]:
+    """Why rollouts fail the protocol, first cause per rollout: no parseable action, an action with
+    missing fields, no ``<answer>`` block, or an answer outside the question's answer space."""
+    from forecast_action.score import completeness
+
+    out = dict.fromkeys(FAILURE_KINDS, 0)
+    for it, r in pairs:
+        if r.action is None:
+            kind = "no_action"
+        elif completeness(r.action) < 1.0:
+            kind = "incomplete_action"
+        elif r.answer is None:
+            kind = "no_answer"
+        elif normalize_answer(it, r.answer) is None:
+            kind = "answer_outside_space"
+        else:
+            kind = "ok"
+        out[kind] += 1
+    return out
