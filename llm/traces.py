@@ -108,7 +108,7 @@ def explain(item: QAItem, d: Decision, path: Path) -> str:
     """Reasoning that computes the item's answer from ``path`` (the decoded trajectory).
 
     It opens by restating the prompt's answer instruction verbatim (``RECALL`` + ``answer_instruction``).
-    By then the question is ~550 tokens back; a small policy trained without the restatement wrote one
+    By then the question is ~490 tokens back; a small policy trained without the restatement wrote one
     reasoning template whatever was asked (results/sft_recipe), and copying a fixed phrase that ends the
     prompt is the one long-range step it needs. The closing sentence names the answer space again
     ("So the answer (one of: rise, fall) is rise."), so the answer is written right after its type."""
@@ -200,7 +200,8 @@ class OpenAITeacher:
     def reasoning(self, user: str, item: QAItem, d: Decision, before: str, observation: str, path: Path) -> str:
         msg = (f"{user}\n\n{before}{observation}\n\nUsing only the forecast trajectory above, compute the "
                f"answer step by step and finish with {ANSWER_OPEN}your answer{ANSWER_CLOSE}. Begin with the line "
-               f"'{RECALL}{answer_instruction(item)}'.")
+               f"'{RECALL}{answer_instruction(item)}' and end with 'So the answer ({answer_options(item)}) is "
+               f"X.' before the answer tags.")
         return self.client([{"role": "user", "content": msg}]).strip()
 
 

@@ -18,21 +18,23 @@ SYSTEM_PROMPT = (
 )
 
 
-def answer_instruction(item: QAItem) -> str:
-    if item.answer_type == "yes_no":
-        return "Answer Yes or No."
-    if item.answer_type == "choice":
-        return "Answer with one of: " + ", ".join(item.choices) + "."
-    return f"Answer with a number in percent (tolerance ±{item.tolerance:.2f})."
-
-
 def answer_options(item: QAItem) -> str:
-    """The answer space as the instruction words it ("Yes or No", "one of: a, b", "a number in percent")."""
+    """The answer space in words ("Yes or No", "one of: a, b", "a number in percent"): the core of
+    ``answer_instruction``, which the SFT traces repeat next to the answer."""
     if item.answer_type == "yes_no":
         return "Yes or No"
     if item.answer_type == "choice":
         return "one of: " + ", ".join(item.choices)
     return "a number in percent"
+
+
+def answer_instruction(item: QAItem) -> str:
+    """The prompt's last sentence, e.g. "Answer with one of: rise, fall." (numeric: with its tolerance)."""
+    if item.answer_type == "yes_no":
+        return f"Answer {answer_options(item)}."
+    if item.answer_type == "choice":
+        return f"Answer with {answer_options(item)}."
+    return f"Answer with {answer_options(item)} (tolerance ±{item.tolerance:.2f})."
 
 
 def trim_context(text: str, max_chars: int | None) -> str:
