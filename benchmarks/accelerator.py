@@ -266,7 +266,7 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
     precision = "bf16-mixed" if bf16 else "32-true"
     tcfg = from_dict(TrainConfig, {**sft_cfg["train"], "accelerator": device, "precision": precision,
                                    "max_steps": steps, "warmup_steps": 0})
-    data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len)
+    data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len, tcfg.emphasis)
     meter.reset()
     trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, work / "sft")
     trainable = {n: p for n, p in policy.named_parameters() if p.requires_grad}  # as placed by Fabric

@@ -72,7 +72,7 @@ def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict
     torch.manual_seed(tcfg.seed)
     windows, items, decoder, traces = prepare(vcfg, run_dir)
     policy = build_policy(vcfg, traces, run_dir)
-    data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len)
+    data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len, tcfg.emphasis)
     trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir)
     trainer.maybe_resume()
     val = val_slice(items, int(cfg.get("n_eval", 40)))

@@ -30,13 +30,16 @@ def pad_sequences(
     masks: Sequence[Sequence[int]] | None = None,
     side: str = "right",
 ) -> tuple[Tensor, Tensor, Tensor | None]:
-    """Pad token lists to ``input_ids [B, T]``, ``attention_mask [B, T]`` and (if given) ``masks [B, T]``."""
+    """Pad token lists to ``input_ids [B, T]``, ``attention_mask [B, T]`` and (if given) ``masks [B, T]``
+    (long, or float32 when a mask holds floats: SFT loss weights)."""
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
     t = max((len(s) for s in seqs), default=0)
     ids = torch.full((len(seqs), t), pad_id, dtype=torch.long)
     att = torch.zeros((len(seqs), t), dtype=torch.long)
-    out_mask = torch.zeros((len(seqs), t), dtype=torch.long) if masks is not None else None
+    floats = masks is not None and any(isinstance(v, float) for m in masks for v in m)
+    mdtype = torch.float32 if floats else torch.long
+    out_mask = torch.zeros((len(seqs), t), dtype=mdtype) if masks is not None else None
     for i, s in enumerate(seqs):
         sl = slice(t - len(s), t) if side == "left" else slice(0, len(s))
         ids[i, sl] = torch.as_tensor(list(s), dtype=torch.long)
@@ -44,7 +47,7 @@ def pad_sequences(
         if masks is not None:
             if len(masks[i]) != len(s):
                 raise ValueError(f"row {i}: mask length {len(masks[i])} != sequence length {len(s)}")
-            out_mask[i, sl] = torch.as_tensor(list(masks[i]), dtype=torch.long)
+            out_mask[i, sl] = torch.as_tensor(list(masks[i]), dtype=mdtype)
     return ids, att, out_mask
 
 
@@ -135,6 +138,6 @@ def token_logprobs_and_entropy(
 
 
 def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
-    """Mean of x over mask == 1 (0 when the mask is empty)."""
+    """Mean of x over mask == 1, or the mask-weighted mean for float weights (0 when the mask is empty)."""
     mask = mask.to(x.dtype)
     return (x * mask).sum() / mask.sum().clamp(min=1.0)

@@ -27,7 +27,7 @@ from stockr1.types import CLOSE, Forecast, Windows
 class PersistenceForecaster:
     """Flat forecast at the last close/volume: the decoder stand-in for corpus text."""
 
-    def forecast(self, windows: Windows, actions: Sequence, n_samples: int) -> Forecast:
+    def forecast(self, windows: Windows, actions: Sequence, n_samples: int, generator=None) -> Forecast:
         s = windows.y.shape[2]
         close = np.repeat(windows.last_close[:, None], s, 1)
         vol = np.repeat(windows.last_volume[:, None], s, 1)

@@ -7,6 +7,10 @@ finish its answer and the reward scores the failed action (`Rollout.action` is N
 errors are in `Rollout.action_errors`). A decoder that raises yields an error-only observation.
 
 ``sample_ref`` is an int index into the tool's ``windows`` or a one-row `Windows`.
+
+The observation's interval comes from sampled trajectories; the tool draws them from its own
+generator (``seed``), so a rerun gives the same observations and the same rollouts (the global torch
+RNG, which other code advances, made two identical `bench qa` runs differ).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from llm.rollout import FORECAST_TOOL_NAME, ToolResult
 from llm.special_tokens import (
@@ -67,9 +72,10 @@ def _wrap(obs: str) -> str:
 
 
 class ForecastTool:
-    """decoder: anything with ``.forecast(windows, actions, n_samples) -> Forecast``
+    """decoder: anything with ``.forecast(windows, actions, n_samples, generator) -> Forecast``
     (`forecast_action.decoder.ActionConditionedDecoder`). ``parse``/``render`` default to
-    `forecast_action.parser.parse_action` and `forecast_action.render.render_observation`."""
+    `forecast_action.parser.parse_action` and `forecast_action.render.render_observation`.
+    ``seed``: of the tool's sample generator (None: torch's global RNG)."""
 
     name = FORECAST_TOOL_NAME
     open_tag = FORECAST_ACTION_OPEN
@@ -82,6 +88,7 @@ class ForecastTool:
         n_samples: int = 100,
         parse: Callable[[str], Any] | None = None,
         render: Callable[..., str] | None = None,
+        seed: int | None = 0,
     ):
         if parse is None:
             from forecast_action.parser import parse_action as parse
@@ -89,6 +96,8 @@ class ForecastTool:
             from forecast_action.render import render_observation as render
         self.decoder, self.windows, self.n_samples = decoder, windows, n_samples
         self.parse, self.render = parse, render
+        # CPU generator: the decoder draws its samples on the CPU (ts_encoder.sampling); None = global RNG
+        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
 
     def __call__(self, sample_ref: Any, call_text: str) -> ToolResult:
         return self.call_batch([sample_ref], [call_text])[0]
@@ -111,7 +120,7 @@ class ForecastTool:
         errors = [list(p.errors) for p in parsed]
         windows = self._windows(sample_refs)  # a bad ref is the caller's bug: raise, don't hide it
         try:
-            fc = self.decoder.forecast(windows, actions, self.n_samples)
+            fc = self.decoder.forecast(windows, actions, self.n_samples, generator=self.generator)
         except Exception as e:  # the decoder failing must not lose the rollout
             msg = f"decoder failed: {type(e).__name__}: {e}"
             return [ToolResult(_wrap(f"error: {msg}"), ForecastObservation(a, errs + [msg]), error=msg)

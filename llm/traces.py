@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -102,6 +103,11 @@ def cite_context(d: Decision) -> str:
 
 
 RECALL = "Recall the instruction: "
+# The protocol part of `explain`, as opposed to its arithmetic: the recalled instruction and the closing
+# sentence with the answer. ``train.emphasis`` up-weights these tokens in L_SFT (llm.sft.encode_trace).
+PROTOCOL_SPANS = re.compile(
+    rf"{re.escape(RECALL)}[^\n]*|So the answer \([^)]*\) is [^\n]*\n{re.escape(ANSWER_OPEN)}.*?{re.escape(ANSWER_CLOSE)}",
+    re.S)
 
 
 def explain(item: QAItem, d: Decision, path: Path) -> str:

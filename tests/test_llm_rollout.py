@@ -35,7 +35,7 @@ class FakeDecoder:
     def __init__(self):
         self.calls = []
 
-    def forecast(self, windows, actions, n_samples):
+    def forecast(self, windows, actions, n_samples, generator=None):
         self.calls.append((windows, list(actions), n_samples))
         n, s = len(windows), 3
         base = windows.hist[:, -1, 3][:, None] * np.ones((n, s))

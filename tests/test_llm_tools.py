@@ -24,7 +24,7 @@ class Decoder:
     def __init__(self, fail: bool = False):
         self.fail, self.seen = fail, []
 
-    def forecast(self, windows, actions, n_samples):
+    def forecast(self, windows, actions, n_samples, generator=None):
         if self.fail:
             raise RuntimeError("weights missing")
         self.seen.append((windows.last_close.tolist(), [a.direction if a else None for a in actions], n_samples))
@@ -78,3 +78,27 @@ def test_forecast_row_slices_every_field():
                  np.ones((2, 3)), np.array([0.1, 0.9]))
     r = forecast_row(f, 1)
     assert r.close.tolist() == [[3.0, 4.0, 5.0]] and r.uncertainty.tolist() == [0.9] and r.close_samples.shape == (1, 4, 3)
+
+
+class NoisyDecoder:
+    """Closes = last close * (1 + noise drawn from the generator it is given, else torch's global RNG)."""
+
+    def forecast(self, windows, actions, n_samples, generator=None):
+        import torch
+
+        noise = torch.randn(len(windows), 3, generator=generator, dtype=torch.float64).numpy()
+        close = windows.last_close[:, None] * (1 + 0.01 * noise)
+        return Forecast(close, np.repeat(close[:, None], 4, 1), close, close, close, None)
+
+
+def test_seeded_tool_repeats_observations_whatever_the_global_rng():
+    import torch
+
+    def observations(seed, global_seed):
+        torch.manual_seed(global_seed)
+        tool = ForecastTool(NoisyDecoder(), _windows(), n_samples=4, seed=seed)
+        return [r.observation for r in tool.call_batch([0, 1], ['{"direction": "up"}'] * 2)]
+
+    assert observations(3, 0) == observations(3, 1)  # the tool's own generator, not the global one
+    assert observations(3, 0) != observations(4, 0)
+    assert observations(None, 0) != observations(None, 1)  # seed=None: global RNG, as before

@@ -20,7 +20,7 @@ class LinearDecoder:
         self.bias = bias
         self.calls = 0
 
-    def forecast(self, windows: Windows, actions: list, n_samples: int = 8) -> Forecast:
+    def forecast(self, windows: Windows, actions: list, n_samples: int = 8, generator=None) -> Forecast:
         self.calls += 1
         n, s = windows.future.shape[:2]
         start = windows.last_close

@@ -129,7 +129,7 @@ def test_query_indices_are_disjoint_across_ranks_and_cover_an_epoch() -> None:
 class FakeDecoder:
     """forecast close path = last close * (1 + 0.01 k), k = 1..S, when the action says up; flat otherwise."""
 
-    def forecast(self, windows, actions, n_samples):
+    def forecast(self, windows, actions, n_samples, generator=None):
         n, s = len(windows), 5
         c0 = windows.hist[:, -1, 3][:, None]
         slope = np.array([[0.01 if a is not None and a.direction == "up" else 0.0] for a in actions])

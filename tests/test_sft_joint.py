@@ -13,11 +13,12 @@ from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig
 from llm.policy import Policy, PolicyConfig
 from llm.qa import QAConfig, QAGenerator
+from llm.logprobs import masked_mean
 from llm.sft import JointSFT, SFTData, SFTTrainer, TrainConfig, encode_trace
 from llm.special_tokens import ts_placeholders
 from llm.tokenizer import train_tokenizer
 from llm.tools import ForecastTool
-from llm.traces import TraceConfig, TraceWriter
+from llm.traces import PROTOCOL_SPANS, RECALL, TraceConfig, TraceWriter
 from tests.test_qa_generator import L, context_fn, make_windows
 from tests.test_qa_traces import LinearDecoder, render
 from ts_encoder.config import TSEncoderConfig
@@ -62,6 +63,34 @@ def test_loss_mask_covers_model_tokens_only(setup) -> None:
     assert "<forecast_ts>" not in model_text and "Close: [" not in model_text  # tool observation masked
     assert "<forecast_ts>" in other_text and "Question:" in other_text  # prompt masked too
     assert "Question:" not in model_text
+
+
+def test_emphasis_weights_exactly_the_protocol_spans(setup) -> None:
+    """train.emphasis: the recalled instruction and the closing answer sentence get the weight, every
+    other model-written token 1, prompt and tool observation 0; the token ids do not change."""
+    w, traces, tok = setup
+    t = traces[0]
+    ids, plain = encode_trace(tok, t)
+    ids5, weights = encode_trace(tok, t, emphasis=5.0)
+    assert ids5 == ids and set(weights) == {0.0, 1.0, 5.0}
+    assert [x > 0 for x in weights] == [x > 0 for x in plain]  # the same tokens carry a loss
+    runs, cur = [], []  # contiguous runs of weighted tokens
+    for i, x in zip(ids + [-1], weights + [0.0], strict=True):
+        if x == 5.0:
+            cur.append(i)
+        elif cur:
+            runs, cur = runs + [tok.decode(cur).strip()], []
+    spans = PROTOCOL_SPANS.findall(t.segments[-1][0])
+    assert len(spans) == 2 and spans[0].startswith(RECALL) and spans[1].endswith("</answer>")
+    assert runs == spans
+    b = SFTData(traces, w, tok, max_len=4096, emphasis=5.0).batch([0])
+    assert b.loss_mask.dtype == torch.float32 and float(b.loss_mask.max()) == 5.0
+
+
+def test_weighted_mask_mean_by_hand() -> None:
+    x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    assert float(masked_mean(x, torch.tensor([[0.0, 1.0, 3.0, 0.0]]))) == pytest.approx((2 + 9) / 4)
+    assert float(masked_mean(x, torch.tensor([[0, 1, 1, 0]]))) == pytest.approx(2.5)
 
 
 def test_step_moves_trainable_and_keeps_frozen(setup) -> None:
