@@ -52,7 +52,9 @@ def table(metrics: dict[str, dict[str, float]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     from llm.qa import load_items
     from llm.qa.baselines import baseline_table
-    from llm.qa.evaluate import failure_kinds
+    from llm.qa.evaluate import failure_kind, failure_kinds
+    from llm.qa.prompt import answer_instruction
+    from llm.special_tokens import FORECAST_TS_CLOSE
     from llm.sft import load_data, load_yaml
 
     ap = argparse.ArgumentParser(prog="stockr1 bench qa", description=__doc__.split("\n")[0])
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"stockr1 bench qa: {qa_path} refers to windows outside the {len(windows)} of the "
                          f"configured data (items {bad[:3]}...): was it generated from another data section?")
     metrics = {k: dict(v) for k, v in baseline_table(train, test, windows).items()}
-    samples, failures = {}, {}
+    samples, failures, failed = {}, {}, {}
     for name, path in ((args.name, run), (f"{args.name}-no-ts-tokens", args.ablation_checkpoint)):
         if path is None:
             continue
@@ -94,11 +96,16 @@ def main(argv: list[str] | None = None) -> int:
         samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                          for it, r in pairs[:5]]
         failures[name] = failure_kinds(pairs)
+        # every failing rollout, with what the model wrote after the tool's observation
+        failed[name] = [{"id": it.id, "kind": kind, "instruction": answer_instruction(it), "answer": it.answer,
+                         "after_observation": r.completion.rsplit(FORECAST_TS_CLOSE, 1)[-1].strip()}
+                        for it, r in pairs if (kind := failure_kind(it, r)) != "ok"]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     (out / "table.md").write_text(table(metrics))
     (out / "samples.json").write_text(json.dumps(samples, indent=1))
     (out / "failures.json").write_text(json.dumps(failures, indent=1))  # first failure cause per rollout
+    (out / "failed_rollouts.json").write_text(json.dumps(failed, indent=1))
     print(table(metrics))
     return 0

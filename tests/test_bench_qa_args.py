@@ -56,6 +56,11 @@ def test_name_labels_the_row_and_qa_replaces_the_questions(run) -> None:
     metrics = json.loads((root / "default" / "metrics.json").read_text())
     assert "stock-r1-sft" in metrics
     assert questions(root / "default") == [it.question for it in own if it.split == "test"][:2]
+    # 4 new tokens cannot hold an action: both rollouts fail, and each is listed with its cause
+    failed = json.loads((root / "default" / "failed_rollouts.json").read_text())["stock-r1-sft"]
+    assert [f["id"] for f in failed] == [it.id for it in own if it.split == "test"][:2]
+    assert {f["kind"] for f in failed} == {"no_action"}
+    assert json.loads((root / "default" / "failures.json").read_text())["stock-r1-sft"]["no_action"] == 2
 
     assert main([*args, "--out", str(root / "named"), "--name", "stock-r1-grpo", "--qa", str(root / "other.jsonl"),
                  "--device", "cpu"]) == 0

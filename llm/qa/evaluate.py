@@ -65,22 +65,26 @@ def grade_rollouts(pairs: Sequence[tuple[QAItem, object]]) -> dict[str, float]:
 FAILURE_KINDS = ("ok", "no_action", "incomplete_action", "no_answer", "answer_outside_space")
 
 
-def failure_kinds(pairs: Sequence[tuple[QAItem, object]]) -> dict[str, int]:
-    """Why rollouts fail the protocol, first cause per rollout: no parseable action, an action with
-    missing fields, no ``<answer>`` block, or an answer outside the question's answer space."""
+def failure_kind(item: QAItem, r) -> str:
+    """Why one rollout fails the protocol, its first cause (one of ``FAILURE_KINDS``): no parseable
+    action, an action with missing fields, no ``<answer>`` block, or an answer outside the question's
+    answer space; "ok" when it has both a complete action and a parseable answer."""
     from forecast_action.score import completeness
 
+    if r.action is None:
+        return "no_action"
+    if completeness(r.action) < 1.0:
+        return "incomplete_action"
+    if r.answer is None:
+        return "no_answer"
+    if normalize_answer(item, r.answer) is None:
+        return "answer_outside_space"
+    return "ok"
+
+
+def failure_kinds(pairs: Sequence[tuple[QAItem, object]]) -> dict[str, int]:
+    """Count of ``failure_kind`` over the rollouts (every kind present, 0 when none)."""
     out = dict.fromkeys(FAILURE_KINDS, 0)
     for it, r in pairs:
-        if r.action is None:
-            kind = "no_action"
-        elif completeness(r.action) < 1.0:
-            kind = "incomplete_action"
-        elif r.answer is None:
-            kind = "no_answer"
-        elif normalize_answer(it, r.answer) is None:
-            kind = "answer_outside_space"
-        else:
-            kind = "ok"
-        out[kind] += 1
+        out[failure_kind(it, r)] += 1
     return out
