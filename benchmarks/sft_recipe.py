@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -85,6 +86,8 @@ def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict
         t0 = time.time()
         hist = trainer.fit(data)
         train_s = time.time() - t0
+        # keep every evaluated state: validation picks the step to export (see results/sft_recipe)
+        shutil.copyfile(trainer.ckpt_path, run_dir / f"step-{stop}.ckpt")
         policy.eval()
         decoder.cpu()
         pairs = rollout_items(policy, decoder, windows, val, max_new_tokens=int(cfg.get("max_new_tokens", 640)),

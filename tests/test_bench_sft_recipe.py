@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import torch
 import yaml
 
 from benchmarks.sft_recipe import main, run_variant, val_slice
@@ -59,6 +60,9 @@ def test_sweep_evaluates_each_variant_on_its_grid_and_resumes(tmp_path: Path) ->
         assert m["n"] == 3 and 0 <= m["action_and_answer_rate"] <= 100 and m["tokens_per_answer"] <= 8
     assert res["base"]["4"]["l_sft"] != res["fast"]["4"]["l_sft"]  # the override reached the optimiser
     assert "| fast | 4 |" in (out / "table.md").read_text()
+    # every evaluated state is kept for export, and step-2's is not the final one
+    step2, step4 = (torch.load(work / "base" / f"step-{k}.ckpt", weights_only=False) for k in (2, 4))
+    assert (step2["step"], step4["step"]) == (2, 4)
     # rerun: every grid point is cached, nothing trains again (the checkpoint stays at the last step)
     before = (work / "base" / "last.ckpt").stat().st_mtime_ns
     assert run_variant(sweep, "base", work, "cpu") == res["base"]
