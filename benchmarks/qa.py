@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     from llm.qa.baselines import baseline_table
     from llm.qa.evaluate import failure_kind, failure_kinds
     from llm.qa.prompt import answer_instruction
-    from llm.special_tokens import FORECAST_TS_CLOSE
     from llm.sft import load_data, load_yaml
+    from llm.special_tokens import FORECAST_TS_CLOSE
 
     ap = argparse.ArgumentParser(prog="stockr1 bench qa", description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", required=True, help="SFT run dir (policy/, decoder.pt, qa.jsonl, config)")

@@ -29,17 +29,16 @@ def pad_sequences(
     pad_id: int,
     masks: Sequence[Sequence[int]] | None = None,
     side: str = "right",
+    mask_dtype: torch.dtype = torch.long,
 ) -> tuple[Tensor, Tensor, Tensor | None]:
     """Pad token lists to ``input_ids [B, T]``, ``attention_mask [B, T]`` and (if given) ``masks [B, T]``
-    (long, or float32 when a mask holds floats: SFT loss weights)."""
+    of ``mask_dtype`` (SFT passes float32 loss weights)."""
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
     t = max((len(s) for s in seqs), default=0)
     ids = torch.full((len(seqs), t), pad_id, dtype=torch.long)
     att = torch.zeros((len(seqs), t), dtype=torch.long)
-    floats = masks is not None and any(isinstance(v, float) for m in masks for v in m)
-    mdtype = torch.float32 if floats else torch.long
-    out_mask = torch.zeros((len(seqs), t), dtype=mdtype) if masks is not None else None
+    out_mask = torch.zeros((len(seqs), t), dtype=mask_dtype) if masks is not None else None
     for i, s in enumerate(seqs):
         sl = slice(t - len(s), t) if side == "left" else slice(0, len(s))
         ids[i, sl] = torch.as_tensor(list(s), dtype=torch.long)
@@ -47,7 +46,7 @@ def pad_sequences(
         if masks is not None:
             if len(masks[i]) != len(s):
                 raise ValueError(f"row {i}: mask length {len(masks[i])} != sequence length {len(s)}")
-            out_mask[i, sl] = torch.as_tensor(list(masks[i]), dtype=mdtype)
+            out_mask[i, sl] = torch.as_tensor(list(masks[i]), dtype=mask_dtype)
     return ids, att, out_mask
 
 

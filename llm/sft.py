@@ -99,8 +99,8 @@ def protocol_weights(tokenizer, segments: Sequence[tuple[str, bool]], emphasis: 
 
 @dataclass
 class SFTBatch:
-    """input_ids, attention_mask: [B, T]; loss_mask: [B, T] float loss weights (0 = no loss); x: [B, 5, L]; y: [B, 5, S]; start: [B] close at t;
-    actions: the B target actions a*."""
+    """input_ids, attention_mask: [B, T]; loss_mask: [B, T] float loss weights (0 = no loss);
+    x: [B, 5, L]; y: [B, 5, S]; start: [B] close at t; actions: the B target actions a*."""
 
     input_ids: Tensor
     attention_mask: Tensor
@@ -131,7 +131,8 @@ class SFTData:
         return len(self.enc)
 
     def batch(self, idx: Sequence[int]) -> SFTBatch:
-        ids, att, mask = pad_sequences([self.enc[i][0] for i in idx], self.pad_id, [self.enc[i][1] for i in idx])
+        ids, att, mask = pad_sequences([self.enc[i][0] for i in idx], self.pad_id, [self.enc[i][1] for i in idx],
+                                       mask_dtype=torch.float32)
         w = self.win[list(idx)]
         return SFTBatch(ids, att, mask, torch.as_tensor(self.windows.x[w]), torch.as_tensor(self.windows.y[w]),
                         self.windows.last_close[w], [self.actions[i] for i in idx])

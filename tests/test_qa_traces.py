@@ -6,9 +6,17 @@ import numpy as np
 
 from forecast_action.derive import ActionThresholds
 from llm.qa import QAConfig, QAGenerator
-from llm.tools import ForecastTool
 from llm.qa.prompt import answer_options, user_message
-from llm.traces import RECALL, OpenAITeacher, TemplateTeacher, TraceConfig, TraceWriter, load_traces, save_traces
+from llm.tools import ForecastTool
+from llm.traces import (
+    RECALL,
+    OpenAITeacher,
+    TemplateTeacher,
+    TraceConfig,
+    TraceWriter,
+    load_traces,
+    save_traces,
+)
 from stockr1.types import Forecast, Windows
 from tests.test_qa_generator import context_fn, make_windows
 

@@ -11,9 +11,9 @@ import torch
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig
+from llm.logprobs import masked_mean
 from llm.policy import Policy, PolicyConfig
 from llm.qa import QAConfig, QAGenerator
-from llm.logprobs import masked_mean
 from llm.sft import JointSFT, SFTData, SFTTrainer, TrainConfig, encode_trace
 from llm.special_tokens import ts_placeholders
 from llm.tokenizer import train_tokenizer
