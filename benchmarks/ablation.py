@@ -277,6 +277,26 @@ def _cached(path: Path, fn, timings: Timings, key: str):
     return res
 
 
+def check_source(work: Path, sft_dir: Path) -> None:
+    """``work`` caches GRPO runs and evaluations built on one SFT run: stamp it with that run's weights
+    (``llm.sft.run_fingerprint``) and refuse, naming both, when a retrained SFT run meets old caches."""
+    from llm.sft import run_fingerprint
+
+    fp, stamp = run_fingerprint(sft_dir), work / "sft_source.json"
+    if stamp.exists():
+        old = json.loads(stamp.read_text())
+        if old.get("fingerprint") != fp:
+            raise ValueError(f"{work} holds GRPO runs and evaluations started from {old.get('sft_dir')} with weights "
+                             f"{old.get('fingerprint')}, but {sft_dir} now has weights {fp}: pass a fresh --work "
+                             f"or move {work} aside")
+        return
+    if any((work / d).exists() for d in ("grpo", "eval")):
+        raise ValueError(f"{work} holds GRPO runs or evaluations of an unknown SFT start (no {stamp.name}): pass a "
+                         f"fresh --work or move {work} aside")
+    work.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(json.dumps({"sft_dir": str(sft_dir), "fingerprint": fp}, indent=1))
+
+
 def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
     """Train and evaluate every (variant, seed); returns {per_seed, metrics, timings}."""
     from forecast_action.derive import ActionThresholds
@@ -293,6 +313,8 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
     if shared is not None and not (shared / "summary.json").exists():
         raise FileNotFoundError(f"sft.run_dir {shared} is not a finished SFT run (no summary.json); "
                                 f"train it with `stockr1 sft --config {cfg.sft.get('config', 'configs/sft/tiny.yaml')}`")
+    if shared is not None:
+        check_source(work, shared)
     first = shared or work / "sft" / f"s{cfg.seeds[0]}"
     eval_cache: dict[str, Any] = {}
     for seed in cfg.seeds:

@@ -232,7 +232,7 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
     from forecast_action.derive import ActionThresholds
     from llm.logprobs import keep_for_mask, token_logprobs
     from llm.rollout import RolloutEngine
-    from llm.sft import JointSFT, SFTData, SFTTrainer, TrainConfig, from_dict, prepare
+    from llm.sft import JointSFT, SFTTrainer, TrainConfig, from_dict, prepare, sft_data
     from llm.tools import ForecastTool
     from rl.cli import build_samples
     from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer, rollout_batch
@@ -266,7 +266,7 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
     precision = "bf16-mixed" if bf16 else "32-true"
     tcfg = from_dict(TrainConfig, {**sft_cfg["train"], "accelerator": device, "precision": precision,
                                    "max_steps": steps, "warmup_steps": 0})
-    data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len, tcfg.emphasis)
+    data = sft_data(traces, items, windows, policy.tokenizer, tcfg)
     meter.reset()
     trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, work / "sft")
     trainable = {n: p for n, p in policy.named_parameters() if p.requires_grad}  # as placed by Fabric

@@ -354,6 +354,8 @@ def compare(cfg: CompareConfig, out: Path, env: Env | None = None, methods: Sequ
     ``run_info.json``; return the metrics."""
     import torch
 
+    from llm.sft import run_fingerprint
+
     torch.set_num_threads(int(cfg.threads))
     t_all = time.perf_counter()
     env = env or Env.build(cfg)
@@ -364,7 +366,9 @@ def compare(cfg: CompareConfig, out: Path, env: Env | None = None, methods: Sequ
     metrics[BUY_AND_HOLD], curves[BUY_AND_HOLD] = buy_and_hold_metrics(env.prices, env.bt, bench)
     timings, infos, decisions = {}, {}, {}
     for name in methods:
-        fp = json.dumps([dataclasses.asdict(cfg) | {"methods": {name: cfg.method(name)}, "work_dir": None}],
+        sft_run = cfg.method(name).get("sft_run_dir")  # the weights a method starts from, not just its path
+        fp = json.dumps([dataclasses.asdict(cfg) | {"methods": {name: cfg.method(name)}, "work_dir": None},
+                         run_fingerprint(sft_run) if sft_run and Path(sft_run, "policy").exists() else None],
                         sort_keys=True, default=str)
         records, info = run_method(name, env, work, fp)
         metrics[name], curves[name] = method_metrics(records, env.prices, env.bt, bench)

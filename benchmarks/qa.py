@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from llm.qa import load_items
     from llm.qa.baselines import baseline_table
     from llm.qa.evaluate import failure_kind, failure_kinds
-    from llm.qa.prompt import answer_instruction
+    from llm.qa.prompt import answer_instruction, question_line
     from llm.sft import load_data, load_yaml
     from llm.special_tokens import FORECAST_TS_CLOSE
 
@@ -96,10 +96,12 @@ def main(argv: list[str] | None = None) -> int:
         samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                          for it, r in pairs[:5]]
         failures[name] = failure_kinds(pairs)
-        # every failing rollout, with what the model wrote after the tool's observation
+        # every failing rollout, with what the model wrote after the tool's observation and whether that
+        # opens with the prompt's question line, verbatim (a failed long-range copy if not)
         failed[name] = [{"id": it.id, "kind": kind, "instruction": answer_instruction(it), "answer": it.answer,
-                         "after_observation": r.completion.rsplit(FORECAST_TS_CLOSE, 1)[-1].strip()}
-                        for it, r in pairs if (kind := failure_kind(it, r)) != "ok"]
+                         "restated_question": after.startswith(question_line(it)), "after_observation": after}
+                        for it, r in pairs if (kind := failure_kind(it, r)) != "ok"
+                        for after in [r.completion.rsplit(FORECAST_TS_CLOSE, 1)[-1].strip()]]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))

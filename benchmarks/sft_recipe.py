@@ -56,13 +56,13 @@ def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict
     from llm.qa.evaluate import grade_rollouts, rollout_items
     from llm.sft import (
         JointSFT,
-        SFTData,
         SFTTrainer,
         TrainConfig,
         build_policy,
         from_dict,
         load_yaml,
         prepare,
+        sft_data,
     )
 
     over = dict(cfg["variants"][name] or {})
@@ -73,7 +73,7 @@ def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict
     torch.manual_seed(tcfg.seed)
     windows, items, decoder, traces = prepare(vcfg, run_dir)
     policy = build_policy(vcfg, traces, run_dir)
-    data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len, tcfg.emphasis)
+    data = sft_data(traces, items, windows, policy.tokenizer, tcfg)
     trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir)
     trainer.maybe_resume()
     val = val_slice(items, int(cfg.get("n_eval", 40)))

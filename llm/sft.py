@@ -47,6 +47,9 @@ class TrainConfig:
     lambda_ts: float = 0.1
     max_len: int = 2048
     emphasis: float = 1.0  # L_SFT weight of the protocol tokens (llm.traces.PROTOCOL_SPANS); 1 = plain mean
+    # "template": draw every question template equally often. The trace filter keeps ~40% of numeric
+    # items and ~73% of yes/no ones, so plain draws under-train the rarer answer spaces. "none": uniform.
+    balance: str = "none"
     ckpt_every: int = 50
     log_every: int = 10
     seed: int = 0
@@ -56,6 +59,21 @@ class TrainConfig:
 
 
 # --- batches ----------------------------------------------------------------------------------
+
+
+def sft_data(traces: Sequence[Trace], items, windows, tokenizer, cfg: TrainConfig) -> SFTData:
+    """``SFTData`` as ``cfg`` asks: its ``max_len``, ``emphasis`` and ``balance`` (the template of each
+    trace looked up in ``items``, the run's QA items)."""
+    if cfg.balance not in ("none", "template"):
+        raise ValueError(f"train.balance must be 'none' or 'template', got {cfg.balance!r}")
+    groups = None
+    if cfg.balance == "template":
+        template = {it.id: it.template for it in items}
+        missing = [t.item_id for t in traces if t.item_id not in template]
+        if missing:
+            raise ValueError(f"train.balance=template: {len(missing)} traces have no QA item, e.g. {missing[0]}")
+        groups = [template[t.item_id] for t in traces]
+    return SFTData(traces, windows, tokenizer, cfg.max_len, cfg.emphasis, groups)
 
 
 def encode_trace(tokenizer, trace: Trace, system: str = SYSTEM_PROMPT,
@@ -112,10 +130,15 @@ class SFTBatch:
 
 
 class SFTData:
-    """Encoded traces + their windows; ``batches(rng)`` yields shuffled ``SFTBatch`` es forever."""
+    """Encoded traces + their windows. ``sample(rng, n)`` draws trace indices for one batch: uniformly,
+    or, given ``groups`` (one key per trace, e.g. its question template), every group equally often."""
 
-    def __init__(self, traces: Sequence[Trace], windows, tokenizer, max_len: int, emphasis: float = 1.0) -> None:
+    def __init__(self, traces: Sequence[Trace], windows, tokenizer, max_len: int, emphasis: float = 1.0,
+                 groups: Sequence[str] | None = None) -> None:
         from forecast_action.schema import ForecastAction
+
+        if groups is not None and len(groups) != len(traces):
+            raise ValueError(f"groups has {len(groups)} keys for {len(traces)} traces")
 
         self.windows, self.pad_id = windows, tokenizer.pad_token_id
         enc = [encode_trace(tokenizer, t, emphasis=emphasis) for t in traces]
@@ -126,6 +149,15 @@ class SFTData:
         self.enc = [enc[k] for k in keep]
         self.win = np.array([traces[k].window for k in keep])
         self.actions = [ForecastAction(**traces[k].action) for k in keep]
+        self.p = None  # draw probabilities; None = uniform
+        if groups is not None:
+            g = np.array([groups[k] for k in keep])
+            keys, inv, counts = np.unique(g, return_inverse=True, return_counts=True)
+            self.p = 1.0 / (len(keys) * counts[inv])
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``min(n, len(self))`` distinct trace indices."""
+        return rng.choice(len(self), size=min(n, len(self)), replace=False, p=self.p)
 
     def __len__(self) -> int:
         return len(self.enc)
@@ -267,7 +299,7 @@ class SFTTrainer:
         tmp.write_text("".join(f"{line}\n" for line in kept))
         os.replace(tmp, mpath)  # a kill while trimming keeps the old file
         while self.step < cfg.max_steps:
-            idx = rng.choice(len(data), size=min(cfg.batch_size, len(data)), replace=False)
+            idx = data.sample(rng, cfg.batch_size)
             loss = self.train_step(data.batch(idx))
             rec = {"step": self.step, "loss": float(loss.total.detach()), "l_sft": float(loss.sft),
                    "l_ts": float(loss.ts), "lr": self.sched.get_last_lr()[0], "sec": time.time() - t0}
@@ -334,6 +366,24 @@ def load_decoder(path: str | Path) -> nn.Module:
         except Exception as e:  # truncated / foreign / mismatched checkpoint: name the file, keep the cause
             raise ValueError(f"cannot load a decoder from Lightning checkpoint {path}: {e}") from e
     return ActionConditionedDecoder.load(path)
+
+
+def run_fingerprint(run_dir: str | Path) -> str:
+    """Content hash (12 hex) of a finished run's weights: every file under ``policy/`` and ``decoder.pt``.
+    Benchmarks that cache what they built on a run (GRPO runs, evaluations) key the cache on it, so a
+    retrained run never silently reuses results of the old one."""
+    import hashlib
+
+    run_dir = Path(run_dir)
+    files = sorted(p for p in (run_dir / "policy").rglob("*") if p.is_file()) + [run_dir / "decoder.pt"]
+    missing = [str(p) for p in files if not p.exists()]
+    if missing or len(files) == 1:
+        raise FileNotFoundError(f"{run_dir} is not a finished run: missing {missing or [str(run_dir / 'policy')]}")
+    h = hashlib.sha256()
+    for p in files:
+        h.update(str(p.relative_to(run_dir)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
@@ -465,7 +515,7 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     windows, items, decoder, traces = prepare(cfg, run_dir)
     (run_dir / "config.yaml").write_text(Path(config).read_text())
     policy = build_policy(cfg, traces, run_dir)
-    data = SFTData(traces, windows, policy.tokenizer, tcfg.max_len, tcfg.emphasis)
+    data = sft_data(traces, items, windows, policy.tokenizer, tcfg)
     logger = _logger(cfg, run, run_dir)
     trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger)
     resumed = trainer.maybe_resume()

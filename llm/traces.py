@@ -34,7 +34,7 @@ from llm.qa.baselines import random_walk_answer
 from llm.qa.core import Decision, Path, QAItem, forecast_path
 from llm.qa.families import TEMPLATES_BY_KEY
 from llm.qa.generator import ContextFn
-from llm.qa.prompt import answer_instruction, answer_options, user_message
+from llm.qa.prompt import QUESTION, answer_options, question_line, user_message
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
 from stockr1.types import Windows
 
@@ -102,8 +102,8 @@ def cite_context(d: Decision) -> str:
     return " ".join(out)
 
 
-RECALL = "Recall the instruction: "
-# The protocol part of `explain`, as opposed to its arithmetic: the recalled instruction and the closing
+RECALL = QUESTION  # the final reasoning opens with the prompt's question line (`explain`)
+# The protocol part of `explain`, as opposed to its arithmetic: the recalled question line and the closing
 # sentence with the answer. ``train.emphasis`` up-weights these tokens in L_SFT (llm.sft.encode_trace).
 PROTOCOL_SPANS = re.compile(
     rf"{re.escape(RECALL)}[^\n]*|So the answer \([^)]*\) is [^\n]*\n{re.escape(ANSWER_OPEN)}.*?{re.escape(ANSWER_CLOSE)}",
@@ -113,11 +113,15 @@ PROTOCOL_SPANS = re.compile(
 def explain(item: QAItem, d: Decision, path: Path) -> str:
     """Reasoning that computes the item's answer from ``path`` (the decoded trajectory).
 
-    It opens by restating the prompt's answer instruction verbatim (``RECALL`` + ``answer_instruction``).
-    By then the question is ~490 tokens back; a small policy trained without the restatement wrote one
-    reasoning template whatever was asked (results/sft_recipe), and copying a fixed phrase that ends the
-    prompt is the one long-range step it needs. The closing sentence names the answer space again
-    ("So the answer (one of: rise, fall) is rise."), so the answer is written right after its type."""
+    It opens by copying the prompt's question line verbatim (``RECALL`` + question + answer
+    instruction, the same tokens as in the prompt). By then the question is ~490 tokens back. A small
+    policy trained without a restatement wrote one reasoning template whatever was asked; one that
+    restated only the answer instruction still picked the body (what to compute) by recalling the
+    question from afar, got it wrong on ~1 in 8 held-out questions (2 in 3 numeric ones) and then
+    closed with that other template's answer space (results/sft_recipe). Copying the whole line is one
+    induction-style copy, and the body and the answer space then follow from text ~40 tokens back.
+    The closing sentence names the answer space again ("So the answer (one of: rise, fall) is rise."),
+    so the answer is written right after its type."""
     t = TEMPLATES_BY_KEY[item.template]
     p = item.params
     x = int(p.get("x", path.horizon))
@@ -151,7 +155,7 @@ def explain(item: QAItem, d: Decision, path: Path) -> str:
     else:
         c = float(path.close[x - 1])
         body = f"The day-{x} close is {c:.2f}, a cumulative return of ({c:.2f} - {last:.2f}) / {last:.2f} = {_pct(c, last):+.2f}%."
-    return (f"{RECALL}{answer_instruction(item)}\n{head} {body} So the answer ({answer_options(item)}) is {ans}."
+    return (f"{question_line(item)}\n{head} {body} So the answer ({answer_options(item)}) is {ans}."
             f"\n{ANSWER_OPEN}{ans}{ANSWER_CLOSE}")
 
 
@@ -206,7 +210,7 @@ class OpenAITeacher:
     def reasoning(self, user: str, item: QAItem, d: Decision, before: str, observation: str, path: Path) -> str:
         msg = (f"{user}\n\n{before}{observation}\n\nUsing only the forecast trajectory above, compute the "
                f"answer step by step and finish with {ANSWER_OPEN}your answer{ANSWER_CLOSE}. Begin with the line "
-               f"'{RECALL}{answer_instruction(item)}' and end with 'So the answer ({answer_options(item)}) is "
+               f"'{question_line(item)}' and end with 'So the answer ({answer_options(item)}) is "
                f"X.' before the answer tags.")
         return self.client([{"role": "user", "content": msg}]).strip()
 

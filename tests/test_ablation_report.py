@@ -119,3 +119,40 @@ def test_timings_persist_and_merge(tmp_path):
     b.record("eval/grpo-s0", 1.0)  # b's stale in-memory sft/s0 (10.0) must not win
     assert json.loads(path.read_text()) == {"sft/s0": 11.0, "grpo/ugrpo-s0": 5.0, "eval/sft-s0": 2.0,
                                             "eval/grpo-s0": 1.0}
+
+
+def _fake_run(d):
+    (d / "policy" / "model").mkdir(parents=True)
+    (d / "policy" / "model" / "w.safetensors").write_bytes(b"weights-1")
+    (d / "decoder.pt").write_bytes(b"decoder-1")
+    return d
+
+
+def test_run_fingerprint_follows_the_weights(tmp_path):
+    from llm.sft import run_fingerprint
+
+    run = _fake_run(tmp_path / "sft")
+    fp = run_fingerprint(run)
+    assert run_fingerprint(run) == fp and len(fp) == 12
+    (run / "summary.json").write_text("{}")  # not a weight file
+    assert run_fingerprint(run) == fp
+    (run / "decoder.pt").write_bytes(b"decoder-2")
+    assert run_fingerprint(run) != fp
+    with pytest.raises(FileNotFoundError, match="not a finished run"):
+        run_fingerprint(tmp_path / "nothing")
+
+
+def test_caches_of_another_sft_start_are_refused(tmp_path):
+    """A retrained SFT run must not reuse the GRPO runs and evaluations built on the old one."""
+    from benchmarks.ablation import check_source
+
+    run, work = _fake_run(tmp_path / "sft"), tmp_path / "work"
+    check_source(work, run)  # stamps the fresh work dir
+    (work / "eval").mkdir()
+    check_source(work, run)  # same weights: caches are reused
+    (run / "policy" / "model" / "w.safetensors").write_bytes(b"weights-2")
+    with pytest.raises(ValueError, match="pass a fresh --work"):
+        check_source(work, run)
+    (work / "sft_source.json").unlink()
+    with pytest.raises(ValueError, match="unknown SFT start"):
+        check_source(work, run)

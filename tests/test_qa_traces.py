@@ -122,9 +122,10 @@ def test_explanations_state_the_statistic_each_template_uses() -> None:
         it = gen.make_item(0, t, t.grid[-1], "train", "q")
         text = explain(it, d, realised_path(w, 0))
         assert text.endswith(f"<answer>{it.answer}</answer>")
-        # it opens by restating the prompt's own answer instruction, verbatim
+        # it opens by restating the prompt's question line (question + answer instruction), verbatim
         first = text.split("\n", 1)[0]
-        assert first.startswith(RECALL) and first[len(RECALL):] in user_message(it), (t.key, first)
+        assert first.startswith(RECALL) and first == user_message(it).splitlines()[-1], (t.key, first)
+        assert it.question in first
         assert f"the answer ({answer_options(it)}) is {it.answer}." in text  # the type sits next to the answer
         assert answer_options(it) in first
         for key, word in words.items():

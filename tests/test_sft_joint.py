@@ -14,7 +14,8 @@ from forecast_action.encoder import ActionEncoderConfig
 from llm.logprobs import masked_mean
 from llm.policy import Policy, PolicyConfig
 from llm.qa import QAConfig, QAGenerator
-from llm.sft import JointSFT, SFTData, SFTTrainer, TrainConfig, encode_trace
+from llm.qa.core import QAItem
+from llm.sft import JointSFT, SFTData, SFTTrainer, TrainConfig, encode_trace, sft_data
 from llm.special_tokens import ts_placeholders
 from llm.tokenizer import train_tokenizer
 from llm.tools import ForecastTool
@@ -62,11 +63,12 @@ def test_loss_mask_covers_model_tokens_only(setup) -> None:
     assert "</forecast_action>" in model_text and "<answer>" in model_text and model_text.endswith("<|im_end|>")
     assert "<forecast_ts>" not in model_text and "Close: [" not in model_text  # tool observation masked
     assert "<forecast_ts>" in other_text and "Question:" in other_text  # prompt masked too
-    assert "Question:" not in model_text
+    assert "Ticker:" not in model_text and "financial analyst" not in model_text
+    assert model_text.count("Question:") == 1  # the model restates the question line once, after the tool
 
 
 def test_emphasis_weights_exactly_the_protocol_spans(setup) -> None:
-    """train.emphasis: the recalled instruction and the closing answer sentence get the weight, every
+    """train.emphasis: the restated question line and the closing answer sentence get the weight, every
     other model-written token 1, prompt and tool observation 0; the token ids do not change."""
     w, traces, tok = setup
     t = traces[0]
@@ -157,3 +159,36 @@ def test_decoder_warmup_and_roundtrip(setup, tmp_path) -> None:
         assert torch.equal(p, q), n
     with pytest.raises(ValueError, match="cannot load a decoder"):
         load_decoder(tmp_path / "missing.pt")
+
+
+def test_template_balance_draws_each_group_equally(setup) -> None:
+    """train.balance=template: a template with one trace is drawn as often as one with all the others."""
+    w, traces, tok = setup
+    n = len(traces)
+    groups = ["rare"] + ["common"] * (n - 1)
+    balanced = SFTData(traces, w, tok, max_len=4096, groups=groups)
+    plain = SFTData(traces, w, tok, max_len=4096)
+    rng = np.random.default_rng(0)
+    draws = 4000
+    rare_balanced = sum(int(balanced.sample(rng, 1)[0] == 0) for _ in range(draws)) / draws
+    rare_plain = sum(int(plain.sample(rng, 1)[0] == 0) for _ in range(draws)) / draws
+    assert rare_balanced == pytest.approx(0.5, abs=0.03)
+    assert rare_plain == pytest.approx(1 / n, abs=0.02)
+    batch = balanced.sample(rng, 4)
+    assert len(set(batch.tolist())) == 4  # a batch has distinct traces
+
+
+def test_sft_data_balance_from_items(setup) -> None:
+    """sft_data looks each trace's template up in the QA items, and names what is wrong."""
+    w, traces, tok = setup
+    items = [QAItem(t.item_id, "forecast", f"tpl{k % 2}", "q", t.answer, "yes_no", t.window, "X", "2010-01-04",
+                    "train") for k, t in enumerate(traces)]
+    data = sft_data(traces, items, w, tok, TrainConfig(max_len=4096, balance="template"))
+    assert data.p is not None and float(data.p.sum()) == pytest.approx(1.0)
+    assert sft_data(traces, items, w, tok, TrainConfig(max_len=4096)).p is None
+    with pytest.raises(ValueError, match="balance must be"):
+        sft_data(traces, items, w, tok, TrainConfig(max_len=4096, balance="family"))
+    with pytest.raises(ValueError, match="have no QA item"):
+        sft_data(traces, items[1:], w, tok, TrainConfig(max_len=4096, balance="template"))
+    with pytest.raises(ValueError, match="groups has"):
+        SFTData(traces, w, tok, max_len=4096, groups=["a"])

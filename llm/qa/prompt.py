@@ -37,6 +37,15 @@ def answer_instruction(item: QAItem) -> str:
     return f"Answer with {answer_options(item)} (tolerance ±{item.tolerance:.2f})."
 
 
+QUESTION = "Question: "
+
+
+def question_line(item: QAItem) -> str:
+    """The prompt's last line: question + answer instruction. SFT traces restate it, verbatim, after the
+    tool's observation (``llm.traces.explain``)."""
+    return f"{QUESTION}{item.question} {answer_instruction(item)}"
+
+
 def trim_context(text: str, max_chars: int | None) -> str:
     """Keep whole lines up to ``max_chars`` (the context block starts with company, macro, then news,
     so a short budget keeps the macro snapshot and the latest headlines). None = no limit."""
@@ -56,5 +65,5 @@ def user_message(item: QAItem, context_text: str = "", ts_placeholder: str = "",
         parts.append(trim_context(context_text, max_context_chars))
     if ts_placeholder:
         parts.append(f"Price history (encoded): {ts_placeholder}")
-    parts.append(f"Question: {item.question} {answer_instruction(item)}")
+    parts.append(question_line(item))
     return "\n".join(parts)
