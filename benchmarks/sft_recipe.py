@@ -58,6 +58,7 @@ def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict
         JointSFT,
         SFTTrainer,
         TrainConfig,
+        average_checkpoints,
         build_policy,
         from_dict,
         load_yaml,
@@ -79,33 +80,51 @@ def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict
     val = val_slice(items, int(cfg.get("n_eval", 40)))
     res_path = run_dir / "recipe_eval.json"
     res = json.loads(res_path.read_text()) if res_path.exists() else {}
+    mnt = int(cfg.get("max_new_tokens", 640))
+
+    def grade(key: str, l_sft: float, train_s: float) -> None:
+        policy.eval()
+        decoder.cpu()
+        pairs = rollout_items(policy, decoder, windows, val, max_new_tokens=mnt,
+                              max_context_chars=vcfg.get("max_context_chars"))
+        decoder.to(trainer.fabric.device)
+        m = grade_rollouts(pairs)
+        m.update(l_sft=l_sft, train_s=train_s, sample=pairs[0][1].completion[:1200])
+        res[key] = m
+        res_path.write_text(json.dumps(res, indent=1))
+        print(f"[{name}] {key}: parse {m['action_and_answer_rate']:.0f}% acc {m['overall']:.1f}% "
+              f"L_SFT {m['l_sft']:.3f}", flush=True)
+
     for stop in eval_at:
         if str(stop) in res:
             continue
         trainer.cfg = dataclasses.replace(tcfg, max_steps=int(stop))  # the LR schedule keeps tcfg's horizon
         t0 = time.time()
         hist = trainer.fit(data)
-        train_s = time.time() - t0
         # keep every evaluated state: validation picks the step to export (see results/sft_recipe)
         shutil.copyfile(trainer.ckpt_path, run_dir / f"step-{stop}.ckpt")
-        policy.eval()
-        decoder.cpu()
-        pairs = rollout_items(policy, decoder, windows, val, max_new_tokens=int(cfg.get("max_new_tokens", 640)),
-                              max_context_chars=vcfg.get("max_context_chars"))
-        decoder.to(trainer.fabric.device)
-        m = grade_rollouts(pairs)
-        m.update(l_sft=float(hist[-1]["l_sft"]), train_s=train_s, sample=pairs[0][1].completion[:1200])
-        res[str(stop)] = m
-        res_path.write_text(json.dumps(res, indent=1))
-        print(f"[{name}] step {stop}: parse {m['action_and_answer_rate']:.0f}% acc {m['overall']:.1f}% "
-              f"L_SFT {m['l_sft']:.3f}", flush=True)
+        grade(str(stop), float(hist[-1]["l_sft"]), time.time() - t0)
+    k = int(cfg.get("average_last", 0))  # also grade the average of the last k evaluated states
+    if k > 1 and len(eval_at) >= k:
+        steps = [int(s) for s in eval_at[-k:]]
+        key = f"avg{steps[0]}-{steps[-1]}"
+        if key not in res:
+            path = average_checkpoints([run_dir / f"step-{s}.ckpt" for s in steps], run_dir / f"{key}.ckpt")
+            trainer.fabric.load(path, trainer.state())
+            grade(key, float("nan"), 0.0)
+            trainer.maybe_resume()  # back to last.ckpt, should eval_at grow later
     return res
+
+
+def _order(key: str) -> tuple[int, str]:
+    """Steps in order, an averaged state ("avg2250-3000") after the last step it averages."""
+    return int(key.rsplit("-", 1)[-1].removeprefix("avg")), key
 
 
 def table(results: dict[str, dict[str, dict[str, float]]]) -> str:
     lines = ["| variant | step | L_SFT | " + " | ".join(COLS) + " |", "|---" * (len(COLS) + 3) + "|"]
     for name, by_step in results.items():
-        for step, m in sorted(by_step.items(), key=lambda kv: int(kv[0])):
+        for step, m in sorted(by_step.items(), key=lambda kv: _order(kv[0])):
             vals = " | ".join(f"{m.get(c, float('nan')):.1f}" for c in COLS)
             lines.append(f"| {name} | {step} | {m.get('l_sft', float('nan')):.3f} | {vals} |")
     return "\n".join(lines) + "\n"
@@ -119,7 +138,7 @@ def plot(results: dict[str, dict[str, dict[str, float]]], path: Path) -> None:
 
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.5))
     for name, by_step in results.items():
-        steps = sorted(int(s) for s in by_step)
+        steps = sorted(int(s) for s in by_step if s.isdigit())  # not the averaged states ("avg2250-3000")
         ax[0].plot(steps, [by_step[str(s)]["action_and_answer_rate"] for s in steps], marker="o", label=name)
         ax[1].plot(steps, [by_step[str(s)]["l_sft"] for s in steps], marker="o", label=name)
     ax[0].set(xlabel="SFT step", ylabel="% action + answer parseable (val)")

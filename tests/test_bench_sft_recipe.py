@@ -46,6 +46,7 @@ def _sft_config(tmp: Path) -> Path:
 
 def test_sweep_evaluates_each_variant_on_its_grid_and_resumes(tmp_path: Path) -> None:
     sweep = {"sft_config": str(_sft_config(tmp_path)), "eval_at": [2, 4], "n_eval": 3, "max_new_tokens": 8,
+             "average_last": 2,
              "common": {"prepare_from": str(tmp_path / "shared")},
              "variants": {"base": {}, "fast": {"train": {"lr": "5e-2"}, "eval_at": [4]}}}  # YAML-1.1 float string
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
@@ -55,7 +56,7 @@ def test_sweep_evaluates_each_variant_on_its_grid_and_resumes(tmp_path: Path) ->
     # the shared folder was written once, first, and every variant trained on exactly its traces
     shared = (tmp_path / "shared" / "traces.jsonl").read_text()
     assert shared and all((work / v / "traces.jsonl").read_text() == shared for v in ("base", "fast"))
-    assert set(res["base"]) == {"2", "4"} and set(res["fast"]) == {"4"}
+    assert set(res["base"]) == {"2", "4", "avg2-4"} and set(res["fast"]) == {"4"}  # fast: one state, no average
     for m in (res["base"]["4"], res["fast"]["4"]):
         assert m["n"] == 3 and 0 <= m["action_and_answer_rate"] <= 100 and m["tokens_per_answer"] <= 8
     assert res["base"]["4"]["l_sft"] != res["fast"]["4"]["l_sft"]  # the override reached the optimiser
@@ -63,6 +64,15 @@ def test_sweep_evaluates_each_variant_on_its_grid_and_resumes(tmp_path: Path) ->
     # every evaluated state is kept for export, and step-2's is not the final one
     step2, step4 = (torch.load(work / "base" / f"step-{k}.ckpt", weights_only=False) for k in (2, 4))
     assert (step2["step"], step4["step"]) == (2, 4)
+    # the averaged state: the mean of the two, graded like a step and listed after step 4
+    avg = torch.load(work / "base" / "avg2-4.ckpt", weights_only=False)
+    for k, v in avg["model"].items():
+        if torch.is_floating_point(v):
+            torch.testing.assert_close(v, (step2["model"][k] + step4["model"][k]) / 2)
+    assert avg["step"] == 4 and res["base"]["avg2-4"]["n"] == 3
+    rows = [r for r in (out / "table.md").read_text().splitlines() if r.startswith("| base")]
+    assert [r.split(" | ")[1] for r in rows] == ["2", "4", "avg2-4"]
+    assert any(not torch.equal(step2["model"][k], step4["model"][k]) for k in step2["model"])
     # rerun: every grid point is cached, nothing trains again (the checkpoint stays at the last step)
     before = (work / "base" / "last.ckpt").stat().st_mtime_ns
     assert run_variant(sweep, "base", work, "cpu") == res["base"]
