@@ -367,8 +367,8 @@ def compare(cfg: CompareConfig, out: Path, env: Env | None = None, methods: Sequ
     timings, infos, decisions = {}, {}, {}
     for name in methods:
         sft_run = cfg.method(name).get("sft_run_dir")  # the weights a method starts from, not just its path
-        fp = json.dumps([dataclasses.asdict(cfg) | {"methods": {name: cfg.method(name)}, "work_dir": None},
-                         run_fingerprint(sft_run) if sft_run and Path(sft_run, "policy").exists() else None],
+        weights = [run_fingerprint(sft_run)] if sft_run and Path(sft_run, "policy").exists() else []
+        fp = json.dumps([dataclasses.asdict(cfg) | {"methods": {name: cfg.method(name)}, "work_dir": None}] + weights,
                         sort_keys=True, default=str)
         records, info = run_method(name, env, work, fp)
         metrics[name], curves[name] = method_metrics(records, env.prices, env.bt, bench)
