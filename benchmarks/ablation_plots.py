@@ -80,10 +80,12 @@ def _verdict(o: Mapping[str, Any]) -> str:
     m, s = o["means"], o["stds"]
     nums = ", ".join(f"{k} {m[k]:.1f} ± {s[k]:.1f}" for k in ("sft", "grpo", "ugrpo"))
     head = "**holds**" if o["holds"] else "**does not hold**"
-    parts = [f"u-GRPO ≥ GRPO: {'yes' if o['ugrpo_ge_grpo'] else 'no'}"
-             + (" (beyond the seed spread)" if o["ugrpo_gt_grpo_beyond_spread"] else " (within the seed spread)"),
-             f"GRPO > SFT: {'yes' if o['grpo_gt_sft'] else 'no'}"
-             + (" (beyond the seed spread)" if o["grpo_gt_sft_beyond_spread"] else " (within the seed spread)")]
+
+    def spread(a: str, b: str) -> str:  # either sign: a gap the wrong way can be beyond the spread too
+        return "beyond" if abs(m[a] - m[b]) > max(s[a], s[b]) else "within"
+
+    parts = [f"u-GRPO ≥ GRPO: {'yes' if o['ugrpo_ge_grpo'] else 'no'} ({spread('ugrpo', 'grpo')} the seed spread)",
+             f"GRPO > SFT: {'yes' if o['grpo_gt_sft'] else 'no'} ({spread('grpo', 'sft')} the seed spread)"]
     return f"{head} — {nums}; " + "; ".join(parts)
 
 

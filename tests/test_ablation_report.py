@@ -57,6 +57,17 @@ def test_ordering_verdicts():
     assert ordering({"sft": {}}, "overall") == {"metric": "overall", "available": False}
 
 
+def test_verdict_names_a_gap_the_wrong_way_beyond_the_spread():
+    """GRPO far below SFT is 'no (beyond the seed spread)', not 'within' (the sign does not hide it)."""
+    from benchmarks.ablation_plots import _verdict
+
+    per = {"sft": [47.5, 47.5, 47.5], "grpo": [25.0, 26.0, 27.0], "ugrpo": [24.0, 25.0, 27.0]}
+    o = ordering(aggregate({k: {s: {"m": v} for s, v in enumerate(vals)} for k, vals in per.items()}, ("m",)), "m")
+    text = _verdict(o)
+    assert "GRPO > SFT: no (beyond the seed spread)" in text  # 47.5 - 26 = 21.5 > max(0, 1)
+    assert "u-GRPO ≥ GRPO: no (within the seed spread)" in text  # 26 - 25.3 = 0.7 < 1.5
+
+
 def test_balanced_slice_round_robin():
     It = namedtuple("It", "family id")
     items = [It("news", i) for i in range(5)] + [It("event", i) for i in range(5, 7)] + [It("forecast", 9)]
