@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
+import numpy as np
 import torch
 
 FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
@@ -49,13 +51,45 @@ def table(metrics: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def restatement(pairs) -> tuple[list[str], list[dict[str, bool]], dict[str, float]]:
+    """How each rollout restated the prompt's question line after the tool's observation (the SFT
+    traces open the final reasoning with it: a copy from ~490 tokens back).
+
+    Returns what each rollout wrote after the observation; per rollout ``verbatim`` (the line exactly)
+    and ``words`` (the line with every number masked: the template and answer instruction, whatever
+    dates, prices and horizons it wrote); and in % the share of each and the action + answer rate
+    with and without a ``words`` copy (nan when no rollout falls in a group)."""
+    from llm.qa.evaluate import failure_kind
+    from llm.qa.prompt import question_line
+    from llm.special_tokens import FORECAST_TS_CLOSE
+
+    after = [r.completion.rsplit(FORECAST_TS_CLOSE, 1)[-1].strip() for _, r in pairs]
+    copies = []
+    for (it, _), a in zip(pairs, after, strict=True):
+        line, first = question_line(it), a.split("\n", 1)[0]
+        copies.append({"verbatim": first == line, "words": _NUMBER.sub("#", first) == _NUMBER.sub("#", line)})
+    ok = [failure_kind(it, r) == "ok" for it, r in pairs]
+
+    def pct(xs: list[bool]) -> float:
+        return 100.0 * float(np.mean(xs)) if xs else float("nan")
+
+    return after, copies, {
+        "question_restated_rate": pct([c["verbatim"] for c in copies]),
+        "question_words_restated_rate": pct([c["words"] for c in copies]),
+        "action_and_answer_rate_if_words_restated": pct([o for o, c in zip(ok, copies, strict=True) if c["words"]]),
+        "action_and_answer_rate_if_not": pct([o for o, c in zip(ok, copies, strict=True) if not c["words"]]),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     from llm.qa import load_items
     from llm.qa.baselines import baseline_table
     from llm.qa.evaluate import failure_kind, failure_kinds
-    from llm.qa.prompt import answer_instruction, question_line
+    from llm.qa.prompt import answer_instruction
     from llm.sft import load_data, load_yaml
-    from llm.special_tokens import FORECAST_TS_CLOSE
 
     ap = argparse.ArgumentParser(prog="stockr1 bench qa", description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", required=True, help="SFT run dir (policy/, decoder.pt, qa.jsonl, config)")
@@ -96,12 +130,14 @@ def main(argv: list[str] | None = None) -> int:
         samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                          for it, r in pairs[:5]]
         failures[name] = failure_kinds(pairs)
-        # every failing rollout, with what the model wrote after the tool's observation and whether that
-        # opens with the prompt's question line, verbatim (a failed long-range copy if not)
+        after, copies, rates = restatement(pairs)
+        metrics[name].update(rates)
+        # every failing rollout, with what the model wrote after the tool's observation and how it
+        # restated the prompt's question line (a failed long-range copy if not even its words)
         failed[name] = [{"id": it.id, "kind": kind, "instruction": answer_instruction(it), "answer": it.answer,
-                         "restated_question": after.startswith(question_line(it)), "after_observation": after}
-                        for it, r in pairs if (kind := failure_kind(it, r)) != "ok"
-                        for after in [r.completion.rsplit(FORECAST_TS_CLOSE, 1)[-1].strip()]]
+                         "restated_question": c, "after_observation": a}
+                        for (it, r), a, c in zip(pairs, after, copies, strict=True)
+                        if (kind := failure_kind(it, r)) != "ok"]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))

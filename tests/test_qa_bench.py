@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.qa import table
+from benchmarks.qa import restatement, table
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig
@@ -61,3 +61,31 @@ def test_grade_scripted_rollouts(tmp_path) -> None:
     assert m["correct_of_parsed"] == 100.0  # the scripts copy answers computed from trajectories
     assert m["tokens_per_answer"] > 10
     assert "| model |" in table({"x": m}) and "Avg." in table({"x": m})
+    # the scripts for k >= 2 restate the question line (the trace's own text); k = 0, 1 do not
+    after, copies, rates = restatement(pairs)
+    assert [c["words"] for c in copies] == [False, False] + [True] * (n - 2)
+    assert copies[2]["verbatim"] and after[1].startswith("So the answer is maybe.")
+    assert rates == {"question_restated_rate": pytest.approx(100.0 * (n - 2) / n),
+                     "question_words_restated_rate": pytest.approx(100.0 * (n - 2) / n),
+                     "action_and_answer_rate_if_words_restated": 100.0, "action_and_answer_rate_if_not": 0.0}
+
+
+def test_restatement_masks_numbers_but_not_words() -> None:
+    """A restated line with other dates, prices and horizons still copies the question's words; a
+    line from another template does not."""
+    from types import SimpleNamespace
+
+    from llm.qa.core import QAItem
+    from llm.qa.prompt import question_line
+
+    it = QAItem("q1", "forecast", "t", "Will SP500 (closed at 2592.76 on 2017-01-03) rise over 5 days?", "Yes",
+                "yes_no", 0, "SP500", "2017-01-03", "test")
+    line = question_line(it)
+    done = "\n<answer>Yes</answer>"
+    act = '<forecast_action>{}</forecast_action><forecast_ts>obs</forecast_ts>\n'
+    texts = [line, line.replace("2592.76", "1258.01").replace("5 days", "10 days"), line.replace("rise", "fall")]
+    pairs = [(it, SimpleNamespace(completion=act + t + done, action=None, answer="Yes")) for t in texts]
+    _, copies, rates = restatement(pairs)
+    assert [c["verbatim"] for c in copies] == [True, False, False]
+    assert [c["words"] for c in copies] == [True, True, False]
+    assert rates["question_words_restated_rate"] == pytest.approx(200 / 3)
