@@ -167,7 +167,9 @@ class Policy(nn.Module):
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.ts_token_id: int = self.tokenizer.convert_tokens_to_ids(TS_PLACEHOLDER)
-        self.model = self._wrap_lora(model, cfg, adapter_path)
+        with torch.random.fork_rng(devices=[]):  # LoRA init from cfg.seed too, not the global RNG
+            torch.manual_seed(cfg.seed)
+            self.model = self._wrap_lora(model, cfg, adapter_path)
         hidden = model.get_input_embeddings().weight.shape[1]
         # Projector init from cfg.seed alone (the global RNG is left untouched): two builds of one config
         # get the same projector whatever ran before. Same seed as the tiny base; different tensors.

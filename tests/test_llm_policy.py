@@ -67,6 +67,27 @@ def test_projector_init_is_a_function_of_the_seed(tok):
     assert torch.equal(torch.rand(3), before)  # the build (tiny base + projector) leaves the global RNG as it was
 
 
+def test_lora_init_is_a_function_of_the_seed(tok):
+    """LoRA adapters are initialised from cfg.seed, not the global RNG, which the build leaves as it was."""
+    torch.manual_seed(123)
+    a = Policy(_cfg(lora_r=4), tokenizer=tok)
+    torch.manual_seed(999)
+    torch.rand(1000)
+    b = Policy(_cfg(lora_r=4), tokenizer=tok)
+    c = Policy(_cfg(lora_r=4, seed=1), tokenizer=tok)
+    lora = [n for n, _ in a.model.named_parameters() if "lora_A" in n]
+    assert lora
+    pa, pb, pc = (dict(p.model.named_parameters()) for p in (a, b, c))
+    for n in lora:
+        assert torch.equal(pa[n], pb[n]), n
+    assert any(not torch.equal(pa[n], pc[n]) for n in lora)  # another seed, another init
+    torch.manual_seed(5)
+    before = torch.rand(3)
+    torch.manual_seed(5)
+    Policy(_cfg(lora_r=4), tokenizer=tok)
+    assert torch.equal(torch.rand(3), before)
+
+
 def test_soft_tokens_change_generation_and_switch_off(tok):
     torch.manual_seed(0)
     on = Policy(_cfg(), tokenizer=tok)
