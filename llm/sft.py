@@ -57,6 +57,10 @@ class TrainConfig:
     precision: str = "32-true"
     accelerator: str = "auto"
 
+    def __post_init__(self) -> None:
+        if self.balance not in ("none", "template"):
+            raise ValueError(f"train.balance must be 'none' or 'template', got {self.balance!r}")
+
 
 # --- batches ----------------------------------------------------------------------------------
 
@@ -64,8 +68,6 @@ class TrainConfig:
 def sft_data(traces: Sequence[Trace], items, windows, tokenizer, cfg: TrainConfig) -> SFTData:
     """``SFTData`` as ``cfg`` asks: its ``max_len``, ``emphasis`` and ``balance`` (the template of each
     trace looked up in ``items``, the run's QA items)."""
-    if cfg.balance not in ("none", "template"):
-        raise ValueError(f"train.balance must be 'none' or 'template', got {cfg.balance!r}")
     groups = None
     if cfg.balance == "template":
         template = {it.id: it.template for it in items}
