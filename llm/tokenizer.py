@@ -38,16 +38,23 @@ CHAT_TEMPLATE = (
 )
 META_FILE = "stockr1_tokenizer.json"
 
-# GPT-2's pre-tokenizer split, except that `_` counts as a letter: snake_case identifiers (the
-# forecast action's JSON keys, e.g. `range_width_bin`) stay one pre-token, so BPE can learn each key
-# as one token. With GPT-2's split a key is 3-5 pieces shared between keys (`end`,`_`,`value` in
-# `end_value` and `end_change_pct`), and a tiny random-init policy loops over them instead of
-# walking the schema. Qwen's own tokenizer (real policies) is untouched.
-PRE_TOKENIZE_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?[\p{L}_]+| ?\p{N}+| ?[^\s\p{L}\p{N}_]+|\s+(?!\S)|\s+"""
+# GPT-2's pre-tokenizer split with two changes:
+# - `_` counts as a letter: snake_case identifiers (the forecast action's JSON keys, e.g.
+#   `range_width_bin`) stay one pre-token, so BPE can learn each key as one token. With GPT-2's split
+#   a key is 3-5 pieces shared between keys (`end`,`_`,`value` in `end_value` and `end_change_pct`),
+#   and a tiny random-init policy loops over them instead of walking the schema.
+# - every digit is its own pre-token, as in Qwen's tokenizer. With digit runs merged, 2,868 of the
+#   4,011 tokens were numbers (prices, volumes, dates seen in training), so a price from the test era
+#   (S&P 500 above 1,565) was made of rare pieces the policy had hardly seen, and it wrote memorised
+#   training-era prices instead of copying today's close (results/qa). Ten digit tokens are copied
+#   the same way whatever the price level. Numbers get longer (a trace: ~1,000 -> ~1,410 tokens).
+# Qwen's own tokenizer (real policies) is untouched.
+PRE_TOKENIZE_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?[\p{L}_]+|\p{N}| ?[^\s\p{L}\p{N}_]+|\s+(?!\S)|\s+"""
 
 
-def corpus_hash(texts: Iterable[str], vocab_size: int) -> str:
-    h = hashlib.sha256(f"vocab={vocab_size}\n".encode())
+def corpus_hash(texts: Iterable[str], vocab_size: int, pattern: str = PRE_TOKENIZE_PATTERN) -> str:
+    """Identifies a build: the corpus, the vocab size and the pre-tokenizer split."""
+    h = hashlib.sha256(f"vocab={vocab_size}\npattern={pattern}\n".encode())
     for t in texts:
         h.update(t.encode("utf-8"))
         h.update(b"\x00")

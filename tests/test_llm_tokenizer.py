@@ -89,3 +89,29 @@ def test_action_keys_become_single_tokens_and_text_round_trips(tmp_path: Path):
         assert len(tok(k, add_special_tokens=False).input_ids) == 1, k
     text = '{"end_value": 2349.91, "end_change_pct": -3.69} snake_case_words and _x 1_000\n\nok'
     assert tok.decode(tok(text, add_special_tokens=False).input_ids) == text
+
+
+def test_numbers_split_into_single_digits_whatever_the_corpus(tmp_path: Path):
+    """Every digit is its own token, as in Qwen's tokenizer: a price the corpus never held (a
+    test-era level) is the same ten digit tokens as a training-era one, so the policy can copy it.
+    A corpus full of repeated prices would let BPE merge them if digits were grouped."""
+    corpus = [f"close 1258.83 volume 1795600350 on 2004-01-14 close {1200 + i}.25" for i in range(300)]
+    tok = train_tokenizer(corpus + _corpus(50), 600, tmp_path)
+    for text in ("1258.83", "4674.38", "1795600350"):
+        pieces = [tok.decode([i]) for i in tok(text, add_special_tokens=False).input_ids]
+        assert pieces == list(text), pieces
+    digit_ids = {tok.convert_tokens_to_ids(str(d)) for d in range(10)}
+    vocab_numbers = [t for t in tok.get_vocab() if any(c in "0123456789" for c in t) and t not in map(str, range(10))]
+    assert vocab_numbers == [] and len(digit_ids) == 10
+    text = " close at 4674.38 (+1.76%) on 2016-03-09"
+    assert tok.decode(tok(text, add_special_tokens=False).input_ids) == text
+
+
+def test_cache_key_covers_the_pre_tokenizer_split():
+    """A tokenizer built with another split (e.g. digit runs merged) is never reused from the cache."""
+    from llm.tokenizer import PRE_TOKENIZE_PATTERN, corpus_hash
+
+    merged_digits = PRE_TOKENIZE_PATTERN.replace(r"\p{N}|", r" ?\p{N}+|")
+    assert merged_digits != PRE_TOKENIZE_PATTERN
+    assert corpus_hash(_corpus(), 500) == corpus_hash(_corpus(), 500, PRE_TOKENIZE_PATTERN)
+    assert corpus_hash(_corpus(), 500, merged_digits) != corpus_hash(_corpus(), 500)
