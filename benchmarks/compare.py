@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import time
@@ -332,6 +333,20 @@ def evaluate_stock_r1(policy, decoder, env: Env, tokenizer=None) -> tuple[list[D
 
 
 # ------------------------------------------------------------------------------ benchmark
+def method_fingerprint(cfg: CompareConfig, name: str) -> str:
+    """The cache key of one method's records: the config it runs with, and the bytes it starts from,
+    not just their paths: the shared tokenizer (``policy.tokenizer_path``) and, for Stock-R1, the SFT
+    run's weights. A rebuilt tokenizer or a retrained SFT never reuses stale records."""
+    from llm.sft import run_fingerprint
+
+    sft_run = cfg.method(name).get("sft_run_dir")
+    weights = [run_fingerprint(sft_run)] if sft_run and Path(sft_run, "policy").exists() else []
+    tok_file = Path(str(cfg.policy.get("tokenizer_path", "")), "tokenizer.json")
+    vocab = [hashlib.sha256(tok_file.read_bytes()).hexdigest()] if tok_file.is_file() else []
+    return json.dumps([dataclasses.asdict(cfg) | {"methods": {name: cfg.method(name)}, "work_dir": None}] + weights + vocab,
+                      sort_keys=True, default=str)
+
+
 def run_method(name: str, env: Env, work: Path, fingerprint: str) -> tuple[list[DecisionRecord], dict[str, Any]]:
     """One method's records, cached in ``<work>/<name>/records.json`` for this config."""
     out = work / name
@@ -354,8 +369,6 @@ def compare(cfg: CompareConfig, out: Path, env: Env | None = None, methods: Sequ
     ``run_info.json``; return the metrics."""
     import torch
 
-    from llm.sft import run_fingerprint
-
     torch.set_num_threads(int(cfg.threads))
     t_all = time.perf_counter()
     env = env or Env.build(cfg)
@@ -366,11 +379,7 @@ def compare(cfg: CompareConfig, out: Path, env: Env | None = None, methods: Sequ
     metrics[BUY_AND_HOLD], curves[BUY_AND_HOLD] = buy_and_hold_metrics(env.prices, env.bt, bench)
     timings, infos, decisions = {}, {}, {}
     for name in methods:
-        sft_run = cfg.method(name).get("sft_run_dir")  # the weights a method starts from, not just its path
-        weights = [run_fingerprint(sft_run)] if sft_run and Path(sft_run, "policy").exists() else []
-        fp = json.dumps([dataclasses.asdict(cfg) | {"methods": {name: cfg.method(name)}, "work_dir": None}] + weights,
-                        sort_keys=True, default=str)
-        records, info = run_method(name, env, work, fp)
+        records, info = run_method(name, env, work, method_fingerprint(cfg, name))
         metrics[name], curves[name] = method_metrics(records, env.prices, env.bt, bench)
         timings[name] = {"train_s": info.get("train_s", float("nan")), "eval_s": info.get("eval_s", float("nan"))}
         infos[name], decisions[name] = info, [dataclasses.asdict(r) for r in records]

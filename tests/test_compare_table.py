@@ -152,3 +152,25 @@ def test_config_rejects_unknown_keys_and_methods():
         CompareConfig.from_dict({"steps": 3})
     with pytest.raises(ValueError, match="unknown methods"):
         CompareConfig.from_dict({"methods": {"trade_r2": {}}})
+
+
+def test_cache_key_follows_the_tokenizer_and_the_sft_weights(tmp_path):
+    """A rebuilt tokenizer changes every method's key; retrained SFT weights change Stock-R1's only."""
+    from benchmarks.compare import method_fingerprint
+
+    tok_dir, sft = tmp_path / "tokenizer", tmp_path / "sft"
+    tok_dir.mkdir()
+    (sft / "policy").mkdir(parents=True)
+    (tok_dir / "tokenizer.json").write_text('{"v": 1}')
+    (sft / "policy" / "model.safetensors").write_bytes(b"w1")
+    (sft / "decoder.pt").write_bytes(b"d")
+    cfg = CompareConfig.from_dict({"policy": {"tokenizer_path": str(tok_dir)},
+                                   "methods": {"stock_r1": {"sft_run_dir": str(sft)}, "trading_r1": {}}})
+    before = {m: method_fingerprint(cfg, m) for m in ("stock_r1", "trading_r1")}
+    assert before == {m: method_fingerprint(cfg, m) for m in before}  # deterministic
+    (sft / "policy" / "model.safetensors").write_bytes(b"w2")
+    assert method_fingerprint(cfg, "stock_r1") != before["stock_r1"]
+    assert method_fingerprint(cfg, "trading_r1") == before["trading_r1"]
+    mid = {m: method_fingerprint(cfg, m) for m in before}
+    (tok_dir / "tokenizer.json").write_text('{"v": 2}')
+    assert all(method_fingerprint(cfg, m) != mid[m] for m in mid)
