@@ -217,7 +217,8 @@ def render_table(agg: Mapping[str, Mapping[str, float]]) -> str:
 
 def ordering(agg: Mapping[str, Mapping[str, float]], metric: str) -> dict[str, Any]:
     """The paper's ordering u-GRPO >= GRPO > SFT on ``metric``: the raw comparison of means, and
-    whether each gap exceeds the larger of the two seed spreads (a loose 'beyond noise' check)."""
+    whether each gap, either way, exceeds the larger of the two seed spreads (a loose 'beyond noise'
+    check: GRPO far below SFT is beyond the spread too)."""
     need = ("sft", "grpo", "ugrpo")
     if any(k not in agg or metric not in agg[k] for k in need):
         return {"metric": metric, "available": False}
@@ -227,8 +228,8 @@ def ordering(agg: Mapping[str, Mapping[str, float]], metric: str) -> dict[str, A
         "metric": metric, "available": True, "means": m, "stds": s,
         "ugrpo_ge_grpo": m["ugrpo"] >= m["grpo"], "grpo_gt_sft": m["grpo"] > m["sft"],
         "holds": m["ugrpo"] >= m["grpo"] > m["sft"],
-        "grpo_gt_sft_beyond_spread": m["grpo"] - m["sft"] > max(s["grpo"], s["sft"]),
-        "ugrpo_gt_grpo_beyond_spread": m["ugrpo"] - m["grpo"] > max(s["ugrpo"], s["grpo"]),
+        "grpo_sft_gap_beyond_spread": abs(m["grpo"] - m["sft"]) > max(s["grpo"], s["sft"]),
+        "ugrpo_grpo_gap_beyond_spread": abs(m["ugrpo"] - m["grpo"]) > max(s["ugrpo"], s["grpo"]),
     }
 
 

@@ -81,11 +81,11 @@ def _verdict(o: Mapping[str, Any]) -> str:
     nums = ", ".join(f"{k} {m[k]:.1f} ± {s[k]:.1f}" for k in ("sft", "grpo", "ugrpo"))
     head = "**holds**" if o["holds"] else "**does not hold**"
 
-    def spread(a: str, b: str) -> str:  # either sign: a gap the wrong way can be beyond the spread too
-        return "beyond" if abs(m[a] - m[b]) > max(s[a], s[b]) else "within"
+    def spread(key: str) -> str:
+        return "beyond" if o[key] else "within"
 
-    parts = [f"u-GRPO ≥ GRPO: {'yes' if o['ugrpo_ge_grpo'] else 'no'} ({spread('ugrpo', 'grpo')} the seed spread)",
-             f"GRPO > SFT: {'yes' if o['grpo_gt_sft'] else 'no'} ({spread('grpo', 'sft')} the seed spread)"]
+    parts = [f"u-GRPO ≥ GRPO: {'yes' if o['ugrpo_ge_grpo'] else 'no'} ({spread('ugrpo_grpo_gap_beyond_spread')} the seed spread)",
+             f"GRPO > SFT: {'yes' if o['grpo_gt_sft'] else 'no'} ({spread('grpo_sft_gap_beyond_spread')} the seed spread)"]
     return f"{head} — {nums}; " + "; ".join(parts)
 
 

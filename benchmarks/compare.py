@@ -341,7 +341,8 @@ def method_fingerprint(cfg: CompareConfig, name: str) -> str:
 
     sft_run = cfg.method(name).get("sft_run_dir")
     weights = [run_fingerprint(sft_run)] if sft_run and Path(sft_run, "policy").exists() else []
-    tok_file = Path(str(cfg.policy.get("tokenizer_path", "")), "tokenizer.json")
+    policy = {**cfg.policy, **dict(cfg.method(name).get("policy", {}))}  # as `_policy` builds it
+    tok_file = Path(str(policy.get("tokenizer_path", "")), "tokenizer.json")
     vocab = [hashlib.sha256(tok_file.read_bytes()).hexdigest()] if tok_file.is_file() else []
     return json.dumps([dataclasses.asdict(cfg) | {"methods": {name: cfg.method(name)}, "work_dir": None}] + weights + vocab,
                       sort_keys=True, default=str)

@@ -48,12 +48,16 @@ def test_ordering_verdicts():
     agg = aggregate(PER_SEED)
     o = ordering(agg, "overall")  # ugrpo 51 < grpo 52 > sft 42
     assert o["grpo_gt_sft"] and not o["ugrpo_ge_grpo"] and not o["holds"]
-    assert o["grpo_gt_sft_beyond_spread"]  # 10 > max(2, 2)
+    assert o["grpo_sft_gap_beyond_spread"]  # 10 > max(2, 2)
     a = ordering(agg, "action_accuracy")  # 29 < 30 > 22
     assert not a["holds"] and a["grpo_gt_sft"]
     ok = ordering(aggregate({k: {s: {"m": v} for s, v in enumerate(vals)} for k, vals in
                              {"sft": [1, 2, 3], "grpo": [2, 3, 4], "ugrpo": [3, 3, 3]}.items()}, ("m",)), "m")
-    assert ok["holds"] and not ok["grpo_gt_sft_beyond_spread"]  # gap 1 == spread 1: within noise
+    assert ok["holds"] and not ok["grpo_sft_gap_beyond_spread"]  # gap 1 == spread 1: within noise
+    down = ordering(aggregate({k: {s: {"m": v} for s, v in enumerate(vals)} for k, vals in
+                               {"sft": [9, 10, 11], "grpo": [1, 2, 3], "ugrpo": [2, 2, 2]}.items()}, ("m",)), "m")
+    assert not down["grpo_gt_sft"] and down["grpo_sft_gap_beyond_spread"]  # 8 points the wrong way
+    assert not down["ugrpo_grpo_gap_beyond_spread"]
     assert ordering({"sft": {}}, "overall") == {"metric": "overall", "available": False}
 
 
