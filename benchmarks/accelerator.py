@@ -236,7 +236,6 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
     from llm.tools import ForecastTool
     from rl.cli import build_samples
     from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer, rollout_batch
-    from ts_encoder.uncertainty import raw_uncertainty
 
     sft_cfg, grpo_cfg = load_yaml(scale.sft_config), load_yaml(scale.grpo_config)
     ts_model = load_yaml(scale.ts_config)["model"]["encoder"]
@@ -253,13 +252,7 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
     record({"policy_build_s": t_build, "params_total": float(sum(p.numel() for p in policy.parameters())),
             "params_trainable": float(sum(p.numel() for p in trainable.values())),
             "params_base_formula": float(qwen3_param_count(qcfg)), "n_traces": float(len(traces))})
-    # U_q normaliser on 512 evenly spaced train windows, on the device (rl.cli fits on all of them on
-    # cpu: minutes with the small encoder); build_samples then finds it fitted
-    tr = np.flatnonzero(windows.split == "train")
-    with torch.no_grad():
-        x = torch.as_tensor(windows.x[tr[np.linspace(0, len(tr) - 1, min(len(tr), 512)).astype(int)]], device=device)
-        decoder.to(device).eval().normalizer.fit(raw_uncertainty(decoder.encoder(x)))
-    decoder.cpu()
+    # the U_q normaliser was fitted on train by prepare (ActionConditionedDecoder.fit_uncertainty)
     samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer, ctx_chars)  # decoder on cpu
 
     # --- joint SFT steps
@@ -294,7 +287,7 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
     # --- one rollout-engine generation: 1 prompt x G rows, full token budget
     rollout = {k: v for k, v in grpo_cfg.get("rollout", {}).items() if k != "n_samples"}
     rollout["max_new_tokens"] = max_new_tokens
-    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows, 32)], seed=0, **rollout)
+    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows)], seed=0, **rollout)
     g = int(grpo_cfg["train"].get("group_size", 8))
     meter.reset()
     rolls, dt = meter.time(lambda: engine.generate([samples[0].prompt], samples[0].ts_tokens[None],

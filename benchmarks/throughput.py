@@ -165,7 +165,7 @@ def decoder_share(a: argparse.Namespace) -> dict[str, Any]:
     th = ActionThresholds.fit(windows)
     policy, decoder = load_models(cfg, sft)
     samples = build_samples(items, windows, th, decoder, policy.tokenizer)
-    tool = TimedTool(ForecastTool(decoder, windows, n_samples=int(cfg["rollout"]["n_samples"])))
+    tool = TimedTool(ForecastTool(decoder, windows))
     eng = RolloutEngine(policy, policy.tokenizer, [tool], max_new_tokens=a.rollout_tokens, temperature=1.0, seed=0)
     t0 = time.perf_counter()
     rolls = eng.generate([s.prompt for s in samples], torch.stack([s.ts_tokens for s in samples]),

@@ -50,10 +50,13 @@ from stockr1.types import HIGH, LOW, Forecast, Windows
 from ts_encoder.config import TSEncoderConfig
 from ts_encoder.model import GAUSSIAN_CHANNELS, TSEncoder, TSOutput
 from ts_encoder.sampling import to_forecast
-from ts_encoder.uncertainty import UncertaintyNormalizer
+from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
 
 FILE_FORMAT = "stockr1.action_decoder"
-FORMAT_VERSION = 1  # 0: the unversioned {ts_cfg, act_cfg, state_dict} files of earlier releases
+# 0: the unversioned {ts_cfg, act_cfg, state_dict} files of earlier releases; 1: + format/version;
+# 2: + tool_samples (the number of sample paths the forecast tool draws, one value for SFT, RL and eval)
+FORMAT_VERSION = 2
+DEFAULT_TOOL_SAMPLES = 16
 
 
 class ActionHead(nn.Module):
@@ -94,9 +97,15 @@ class ActionConditionedDecoder(nn.Module):
     """``forward(x [B, 5, L], actions: ActionBatch) -> TSOutput``; ``forecast(windows, actions) -> Forecast``."""
 
     def __init__(self, ts_cfg: TSEncoderConfig, act_cfg: ActionEncoderConfig | None = None,
-                 encoder: TSEncoder | None = None, normalizer: UncertaintyNormalizer | None = None) -> None:
-        """``encoder`` / ``normalizer``: share existing modules (the Lightning module passes its own)."""
+                 encoder: TSEncoder | None = None, normalizer: UncertaintyNormalizer | None = None,
+                 tool_samples: int = DEFAULT_TOOL_SAMPLES) -> None:
+        """``encoder`` / ``normalizer``: share existing modules (the Lightning module passes its own).
+        ``tool_samples``: sample paths per forecast-tool call, saved with the decoder so SFT traces, RL
+        rollouts and evaluation render the same observation (``llm.tools.ForecastTool``)."""
         super().__init__()
+        if int(tool_samples) < 2:
+            raise ValueError(f"tool_samples must be >= 2 (the tool renders a 90% interval), got {tool_samples}")
+        self.tool_samples = int(tool_samples)
         act_cfg = act_cfg or ActionEncoderConfig()
         self.ts_cfg = replace(ts_cfg, cond_dim=act_cfg.cond_dim)
         self.act_cfg = act_cfg
@@ -113,7 +122,8 @@ class ActionConditionedDecoder(nn.Module):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         torch.save({"format": FILE_FORMAT, "version": FORMAT_VERSION, "ts_cfg": asdict(self.ts_cfg),
-                    "act_cfg": asdict(self.act_cfg), "state_dict": self.state_dict()}, tmp)
+                    "act_cfg": asdict(self.act_cfg), "tool_samples": self.tool_samples,
+                    "state_dict": self.state_dict()}, tmp)
         os.replace(tmp, path)  # a kill mid-save keeps the previous file
 
     @classmethod
@@ -145,7 +155,7 @@ class ActionConditionedDecoder(nn.Module):
             raise bad(f"invalid config: {e}") from e
         if ts.cond_dim != act.cond_dim:
             raise bad(f"config mismatch: ts_cfg.cond_dim={ts.cond_dim} but act_cfg.cond_dim={act.cond_dim}")
-        dec = cls(ts, act)
+        dec = cls(ts, act, tool_samples=int(ck.get("tool_samples", DEFAULT_TOOL_SAMPLES)))
         try:
             dec.load_state_dict(ck["state_dict"])
         except (RuntimeError, TypeError) as e:  # missing / unexpected keys or shapes that do not match the configs
@@ -168,6 +178,34 @@ class ActionConditionedDecoder(nn.Module):
     def no_action(self, start: np.ndarray) -> ActionBatch:
         """The all-missing action batch for len(start) windows (what "no action" means here)."""
         return featurize([None] * len(start), start).to(next(self.parameters()).device)
+
+    @torch.no_grad()
+    def no_action_uncertainty(self, windows: Windows, batch_size: int = 1024) -> Tensor:
+        """[N] raw U of the no-action forecast (the uncertainty the LLM sees before it acts)."""
+        was_training = self.training
+        self.eval()
+        dev = next(self.parameters()).device
+        u = []
+        for lo in range(0, len(windows), batch_size):
+            w = windows.select(np.arange(lo, min(len(windows), lo + batch_size)))
+            x = torch.as_tensor(w.x, dtype=torch.float32, device=dev)
+            u.append(raw_uncertainty(self(x, self.no_action(w.last_close))).cpu())
+        self.train(was_training)
+        return torch.cat(u)
+
+    def fit_uncertainty(self, train: Windows, max_windows: int = 4096) -> None:
+        """Fit the uncertainty normaliser on (at most ``max_windows`` evenly spaced) TRAIN windows.
+
+        The one place the decoder's normaliser is fitted. Called by the stage that owns the decoder's
+        weights when they are final (decoder training, the decoder preparation of SFT, the end of joint
+        SFT); never by RL or a benchmark, so the tool's text is a function of the saved decoder only.
+        Raises ValueError when ``train`` holds windows of another split."""
+        split = np.asarray(train.split)
+        if len(split) and not np.all(split == "train"):
+            raise ValueError(f"fit_uncertainty takes train windows only, got splits {sorted(set(split.tolist()))}")
+        n = len(train)
+        idx = np.unique(np.linspace(0, n - 1, min(n, max_windows)).round().astype(int))
+        self.normalizer.fit(self.no_action_uncertainty(train.select(idx)))
 
     @torch.no_grad()
     def forecast(

@@ -70,6 +70,7 @@ class ActionDecoderModule(TSForecastModule):
         init_encoder: str | None = None,
         pretrained_from: str | None = None,
         train_scope: str = "all",
+        tool_samples: int = 16,
     ) -> None:
         act_cfg = ActionEncoderConfig(**(action or {}))
         cfg = replace(TSEncoderConfig.from_any(encoder), cond_dim=act_cfg.cond_dim)
@@ -80,8 +81,10 @@ class ActionDecoderModule(TSForecastModule):
         self.save_hyperparameters({
             **dict(self.hparams), "action": asdict(act_cfg), "thresholds": thresholds, "p_none": p_none,
             "init_encoder": None, "pretrained_from": init_encoder or pretrained_from, "train_scope": train_scope,
+            "tool_samples": tool_samples,
         })
-        self.decoder = ActionConditionedDecoder(cfg, act_cfg, encoder=self.model, normalizer=self.normalizer)
+        self.decoder = ActionConditionedDecoder(cfg, act_cfg, encoder=self.model, normalizer=self.normalizer,
+                                                tool_samples=tool_samples)
         if init_encoder:
             encoder_state, action_state = load_encoder_state(init_encoder)
             self.decoder.load_encoder_state(encoder_state)
@@ -161,20 +164,9 @@ class ActionDecoderModule(TSForecastModule):
         return {"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high, "q_low": out.q_low, "uncertainty": u,
                 "idx": batch["idx"]}
 
-    @torch.no_grad()
     def fit_normalizer(self, train: Windows) -> None:
-        """Normalise U by its train-split CDF under the no-action forecast."""
-        n = len(train)
-        idx = np.unique(np.linspace(0, n - 1, min(n, self.hparams.normalizer_fit_windows)).round().astype(int))
-        was_training = self.training
-        self.eval()
-        u = []
-        for chunk in np.array_split(idx, max(1, len(idx) // 1024)):
-            w = train.select(chunk)
-            x = torch.as_tensor(w.x, dtype=torch.float32, device=self.device)
-            u.append(raw_uncertainty(self.decoder(x, self.decoder.no_action(w.last_close))))
-        self.normalizer.fit(torch.cat(u).cpu())
-        self.train(was_training)
+        """Normalise U by its train-split CDF under the no-action forecast (``decoder.fit_uncertainty``)."""
+        self.decoder.fit_uncertainty(train, self.hparams.normalizer_fit_windows)
 
     @torch.no_grad()
     def forecast(self, windows: Windows, n_samples: int = 100, cond: Tensor | None = None, batch_size: int = 1024,

@@ -442,9 +442,14 @@ def build_decoder(dcfg: dict[str, Any]) -> nn.Module:
     from ts_encoder.config import TSEncoderConfig
 
     if dcfg.get("checkpoint"):
-        return load_decoder(dcfg["checkpoint"])
+        decoder = load_decoder(dcfg["checkpoint"])
+        if "tool_samples" in dcfg:  # the SFT config sets what the tool of every later stage draws
+            decoder.tool_samples = int(dcfg["tool_samples"])
+        return decoder
     torch.manual_seed(int(dcfg.get("seed", 0)))
-    return ActionConditionedDecoder(TSEncoderConfig(**dcfg.get("ts", {})), ActionEncoderConfig(**dcfg.get("action", {})))
+    kw = {"tool_samples": int(dcfg["tool_samples"])} if "tool_samples" in dcfg else {}
+    return ActionConditionedDecoder(TSEncoderConfig(**dcfg.get("ts", {})), ActionEncoderConfig(**dcfg.get("action", {})),
+                                    **kw)
 
 
 def prepare(cfg: dict[str, Any], run_dir: Path):
@@ -481,16 +486,22 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
     elif not dcfg.get("checkpoint"):
         train_x = windows.split_of("train").x  # a fresh decoder: input scaling from the train split only
         decoder.encoder.set_input_stats(torch.as_tensor(train_x.mean((0, 2))), torch.as_tensor(train_x.std((0, 2))))
-    if not dec_path.exists() and int(dcfg.get("warmup_steps", 0)) > 0:
-        losses = warmup_decoder(decoder, windows, thresholds, int(dcfg["warmup_steps"]))
-        print(f"decoder warm-up: L_TS {losses[0]:.3f} -> {np.mean(losses[-20:]):.3f}", flush=True)
+    if not dec_path.exists():
+        if int(dcfg.get("warmup_steps", 0)) > 0:
+            losses = warmup_decoder(decoder, windows, thresholds, int(dcfg["warmup_steps"]))
+            print(f"decoder warm-up: L_TS {losses[0]:.3f} -> {np.mean(losses[-20:]):.3f}", flush=True)
+        # the decoder is prepared: its U normaliser is fitted here, on train, before any trace is written,
+        # so the traces' <forecast_ts> carries the same lines as every later rollout (docs/rl.md)
+        decoder.fit_uncertainty(windows.split_of("train"))
         save_decoder(decoder, dec_path)
     tr_path = run_dir / "traces.jsonl"
     tcfg = cfg.get("traces", {})
     if tr_path.exists():
         traces = load_traces(tr_path)
     else:
-        tool = ForecastTool(decoder, windows, int(tcfg.get("n_samples", 32)))
+        if "n_samples" in tcfg:
+            raise ValueError("traces.n_samples is gone: the tool draws decoder.tool_samples paths in every stage")
+        tool = ForecastTool(decoder, windows)
         writer = TraceWriter(windows, tool, thresholds, context_fn=context_fn,
                              ts_placeholder=ts_placeholders(decoder.ts_cfg.n_tokens),
                              cfg=TraceConfig(drop_trivial=bool(tcfg.get("drop_trivial", True)),
@@ -546,6 +557,9 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
           f"{'resumed at step ' + str(trainer.step) if resumed else 'fresh start'}", flush=True)
     history = trainer.fit(data)
     policy.save(run_dir / "policy")
+    # joint SFT moved the decoder's weights: refit its U normaliser on train for the final weights, once;
+    # from here on the saved decoder is the tool of GRPO and of every benchmark, and nothing refits it
+    decoder.fit_uncertainty(windows.split_of("train"))
     save_decoder(decoder, run_dir / "decoder.pt")
     if logger is not None:
         _log_rollouts(logger, policy, decoder, windows, [it for it in items if it.split == "val"][:8],

@@ -8,13 +8,17 @@ errors are in `Rollout.action_errors`). A decoder that raises yields an error-on
 
 ``sample_ref`` is an int index into the tool's ``windows`` or a one-row `Windows`.
 
-The observation's interval comes from sampled trajectories; the tool draws them from its own
-generator (``seed``), so a rerun gives the same observations and the same rollouts (the global torch
-RNG, which other code advances, made two identical `bench qa` runs differ).
+The tool is a pure function of (decoder, window, action): each row's sample paths come from a
+generator seeded by ``(seed, the window's raw history up to t, canonical action)`` and the decoder runs
+one row at a time, so the same window and action render byte-identical text in SFT traces, RL
+rollouts and evaluation, whatever else was in the batch or was called before (a shared generator,
+or the global torch RNG, made two identical `bench qa` runs differ). The number of sample paths is
+the decoder's ``tool_samples`` (saved with it), so no stage can draw a different number.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from forecast_action.decoder import concat_forecasts
 from llm.rollout import FORECAST_TOOL_NAME, ToolResult
 from llm.special_tokens import (
     FORECAST_ACTION_CLOSE,
@@ -85,19 +90,35 @@ class ForecastTool:
         self,
         decoder,
         windows: Windows | None = None,
-        n_samples: int = 100,
+        n_samples: int | None = None,
         parse: Callable[[str], Any] | None = None,
         render: Callable[..., str] | None = None,
         seed: int | None = 0,
     ):
+        """``n_samples``: None = the decoder's ``tool_samples`` (what every pipeline stage uses); an int
+        only for decoders that carry none (test doubles, baselines). ``seed`` None: torch's global RNG."""
         if parse is None:
             from forecast_action.parser import parse_action as parse
         if render is None:
             from forecast_action.render import render_observation as render
-        self.decoder, self.windows, self.n_samples = decoder, windows, n_samples
+        if n_samples is None:
+            n_samples = getattr(decoder, "tool_samples", None)
+            if n_samples is None:
+                raise ValueError(f"{type(decoder).__name__} has no tool_samples: pass n_samples")
+        self.decoder, self.windows, self.n_samples, self.seed = decoder, windows, int(n_samples), seed
         self.parse, self.render = parse, render
-        # CPU generator: the decoder draws its samples on the CPU (ts_encoder.sampling); None = global RNG
-        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
+
+    def row_generator(self, windows: Windows, i: int, action: Any) -> torch.Generator | None:
+        """The CPU generator of row ``i`` (the decoder samples on the CPU, ts_encoder.sampling):
+        seeded from the tool seed, the window's history (days <= t) and the canonical action."""
+        if self.seed is None:
+            return None
+        key = action.model_dump_json(exclude_none=True) if hasattr(action, "model_dump_json") else repr(action)
+        h = hashlib.blake2b(digest_size=8)
+        for part in (str(self.seed), key):
+            h.update(part.encode() + b"\0")
+        h.update(np.ascontiguousarray(windows.hist[i], dtype=np.float64).tobytes())  # raw OHLCV <= t
+        return torch.Generator().manual_seed(int.from_bytes(h.digest(), "little") & (2**63 - 1))
 
     def __call__(self, sample_ref: Any, call_text: str) -> ToolResult:
         return self.call_batch([sample_ref], [call_text])[0]
@@ -119,8 +140,11 @@ class ForecastTool:
         actions = [p.action for p in parsed]
         errors = [list(p.errors) for p in parsed]
         windows = self._windows(sample_refs)  # a bad ref is the caller's bug: raise, don't hide it
-        try:
-            fc = self.decoder.forecast(windows, actions, self.n_samples, generator=self.generator)
+        try:  # one row per call: a row's forecast never depends on its batch neighbours
+            fc = concat_forecasts([
+                self.decoder.forecast(windows.select(np.array([i])), [a], self.n_samples,
+                                      generator=self.row_generator(windows, i, a))
+                for i, a in enumerate(actions)])
         except Exception as e:  # the decoder failing must not lose the rollout
             msg = f"decoder failed: {type(e).__name__}: {e}"
             return [ToolResult(_wrap(f"error: {msg}"), ForecastObservation(a, errs + [msg]), error=msg)

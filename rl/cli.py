@@ -6,7 +6,7 @@ train split only) -> action thresholds g (the SFT run's ``thresholds.json``, els
 windows) -> policy + decoder from ``sft.run_dir`` (``policy/``,
 ``decoder.pt``), else the tiny policy / fresh decoder of the config -> prompts
 (``llm.qa.prompt``; K ``<ts>`` slots filled with the decoder encoder's ``h_ts``) and U_q (the
-encoder's normalised uncertainty, normaliser fit on train windows if the checkpoint has none) ->
+decoder's normalised no-action uncertainty; the normaliser is the saved decoder's, never refit here) ->
 ``RolloutEngine`` with the ``ForecastTool`` -> ``GRPOTrainer``.
 
 Outputs under ``<out>/<run>/``: ``last.ckpt`` (resume with ``--resume``), ``metrics.jsonl``,
@@ -23,6 +23,7 @@ import argparse
 import copy
 import json
 import math
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -69,22 +70,30 @@ def load_models(cfg: Mapping[str, Any], sft_dir: Path | None):
     return policy, decoder.eval()
 
 
+def prepare_fresh_decoder(decoder, windows) -> None:
+    """A decoder built from the config (no SFT run): input scaling and U normaliser from train only,
+    the preparation SFT would have done; a loaded decoder is used as saved."""
+    if bool(decoder.normalizer.fitted):
+        return
+    train = windows.split_of("train")
+    decoder.encoder.set_input_stats(torch.as_tensor(train.x.mean((0, 2))), torch.as_tensor(train.x.std((0, 2))))
+    decoder.fit_uncertainty(train)
+
+
 @torch.no_grad()
 def encoder_features(decoder, windows, idx: np.ndarray, batch: int = 256) -> tuple[torch.Tensor, np.ndarray]:
-    """h_ts [n, K, d] and normalised uncertainty U [n] for windows ``idx`` (unconditioned encoder)."""
-    from ts_encoder.uncertainty import raw_uncertainty
-
-    norm = decoder.normalizer
-    if not bool(norm.fitted):  # fit on the train split only: U is a train percentile
-        tr = np.flatnonzero(windows.split == "train")
-        raw = torch.cat([raw_uncertainty(decoder.encoder(torch.as_tensor(windows.x[tr[i:i + batch]])))
-                         for i in range(0, len(tr), batch)])
-        norm.fit(raw)
+    """h_ts [n, K, d] (the encoder's, action-free) and U_q [n]: the decoder's normalised uncertainty of
+    the no-action forecast, the number the tool prints before the policy acts. Reads the decoder's
+    fitted normaliser and never fits it (``ActionConditionedDecoder.fit_uncertainty`` is called only
+    where the decoder is prepared); ValueError when it is unfitted."""
+    if not bool(decoder.normalizer.fitted):
+        raise ValueError("the decoder's uncertainty normaliser is not fitted: prepare the decoder first "
+                         "(llm.sft prepare / forecast_action training call fit_uncertainty on train)")
     h, u = [], []
     for i in range(0, len(idx), batch):
-        out = decoder.encoder(torch.as_tensor(windows.x[idx[i:i + batch]]))
-        h.append(out.h_ts)
-        u.append(norm(raw_uncertainty(out)))
+        w = windows.select(idx[i:i + batch])
+        h.append(decoder.encoder(torch.as_tensor(w.x)).h_ts)
+        u.append(decoder.normalizer(decoder.no_action_uncertainty(w)))
     return torch.cat(h), torch.cat(u).double().numpy()
 
 
@@ -151,10 +160,13 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
     th_file = sft / "thresholds.json" if sft is not None else None
     thresholds = ActionThresholds.load(th_file) if th_file and th_file.exists() else ActionThresholds.fit(windows)
     policy, decoder = load_models(cfg, sft)
+    prepare_fresh_decoder(decoder, windows)
     samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer, cfg.get("max_context_chars"))
     rcfg = dict(cfg.get("rollout", {}))
-    n_samples = int(rcfg.pop("n_samples", 32))
-    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows, n_samples)], **rcfg)
+    if "n_samples" in rcfg:
+        raise ValueError("rollout.n_samples is gone: the tool draws the decoder's tool_samples paths "
+                         f"({decoder.tool_samples}, set by decoder.tool_samples in the SFT config)")
+    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows)], **rcfg)
     wb = dict(cfg.get("wandb", {}))
     logger = RunLogger(out, project=wb.get("project", "stockr1-grpo"), group=wb.get("group", run), name=run,
                        config=cfg, use_wandb=use_wandb) if fabric.is_global_zero else None
@@ -171,7 +183,13 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
                                          if not (isinstance(v, float) and math.isnan(v))}}
     if trainer.fabric.is_global_zero:
         policy.save(out / "policy")
-        save_decoder(decoder, out / "decoder.pt")
+        src = sft / "decoder.pt" if sft is not None else None
+        if train_cfg.lambda_ts == 0 and src is not None and src.exists():
+            shutil.copyfile(src, out / "decoder.pt")  # the frozen tool: the SFT file, byte for byte
+        else:  # RL trained the decoder (or built it): U normaliser refit for its final weights, on train
+            if train_cfg.lambda_ts > 0:
+                decoder.fit_uncertainty(windows.split_of("train"))
+            save_decoder(decoder, out / "decoder.pt")
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
 

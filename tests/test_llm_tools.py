@@ -21,6 +21,8 @@ def _windows(n: int = 4, s: int = 3) -> Windows:
 class Decoder:
     """close path = last close * (1 + 0.1 * [direction == 'up']), uncertainty = row / 10."""
 
+    tool_samples = 3
+
     def __init__(self, fail: bool = False):
         self.fail, self.seen = fail, []
 
@@ -34,17 +36,17 @@ class Decoder:
         return Forecast(close, np.repeat(close[:, None], 4, 1), close, close, close, np.arange(n) / 10)
 
 
-def test_batch_call_parses_runs_decoder_once_and_renders():
+def test_batch_call_parses_runs_decoder_per_row_and_renders():
     dec = Decoder()
     tool = ForecastTool(dec, _windows(), n_samples=5)
     res = tool.call_batch([3, 1], ['{"direction": "up"}', "direction: down"])
-    assert dec.seen == [([400.0, 200.0], ["up", "down"], 5)]
+    assert dec.seen == [([400.0], ["up"], 5), ([200.0], ["down"], 5)]  # one row per call: batch-independent
     a, b = res
     assert a.error is None and a.payload.action.direction == "up" and a.payload.errors == []
     assert a.observation.startswith(f"\n{FORECAST_TS_OPEN}") and a.observation.endswith(f"{FORECAST_TS_CLOSE}\n")
     assert "440.00" in a.observation and "200.00" in b.observation
     assert a.payload.forecast.close.shape == (1, 3) and a.payload.forecast.close[0, 0] == pytest.approx(440.0)
-    assert a.payload.uncertainty == 0.0 and b.payload.uncertainty == pytest.approx(0.1)
+    assert a.payload.uncertainty == 0.0 and b.payload.uncertainty == 0.0  # the fake's U is the row within its call
 
 
 def test_one_row_windows_refs_and_single_call():
@@ -102,3 +104,31 @@ def test_seeded_tool_repeats_observations_whatever_the_global_rng():
     assert observations(3, 0) == observations(3, 1)  # the tool's own generator, not the global one
     assert observations(3, 0) != observations(4, 0)
     assert observations(None, 0) != observations(None, 1)  # seed=None: global RNG, as before
+
+
+def test_observation_is_a_pure_function_of_window_and_action():
+    """Same window + same action -> byte-identical text, whatever the batch, the call order or the
+    global RNG; another action or another window draws other paths."""
+    import torch
+
+    tool = ForecastTool(NoisyDecoder(), _windows(), n_samples=4, seed=0)
+    up, down = '{"direction": "up"}', '{"direction": "down"}'
+    alone = tool.call_batch([2], [up])[0].observation
+    torch.manual_seed(123)
+    tool.call_batch([0, 1, 3], [down, up, up])  # advances nothing the next call depends on
+    in_batch = tool.call_batch([1, 2, 0], [up, up, down])
+    assert in_batch[1].observation == alone
+    assert in_batch[0].observation != alone  # another window
+    assert tool.call_batch([2], [down])[0].observation != alone  # another action
+    assert ForecastTool(NoisyDecoder(), _windows(), n_samples=4, seed=0).call_batch([2], [up])[0].observation == alone
+
+
+def test_tool_samples_come_from_the_decoder():
+    class WithSamples(Decoder):
+        tool_samples = 7
+
+    dec = WithSamples()
+    ForecastTool(dec, _windows()).call_batch([0], ['{"direction": "up"}'])
+    assert dec.seen[0][2] == 7
+    with pytest.raises(ValueError, match="tool_samples"):
+        ForecastTool(NoisyDecoder(), _windows())

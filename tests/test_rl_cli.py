@@ -12,7 +12,7 @@ from llm.qa.generator import QAConfig, QAGenerator
 from llm.sft import build_decoder, load_data
 from llm.special_tokens import TS_PLACEHOLDER
 from llm.tokenizer import train_tokenizer
-from rl.cli import build_samples, deep_update, load_config
+from rl.cli import build_samples, deep_update, load_config, prepare_fresh_decoder
 from stockr1.types import CLOSE
 
 DECODER = {"seed": 0, "ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1,
@@ -27,7 +27,9 @@ def setup(tmp_path_factory):
     items = [it for it in items if it.split == "train"]
     tok_dir = tmp_path_factory.mktemp("tok")
     tok = train_tokenizer([str(c) for c in windows.context[:20]] + ["Question: will it rise?"] * 5, 400, tok_dir)
-    return windows, items, ActionThresholds.fit(windows), build_decoder(DECODER), tok, tok_dir
+    decoder = build_decoder(DECODER)
+    prepare_fresh_decoder(decoder, windows)
+    return windows, items, ActionThresholds.fit(windows), decoder, tok, tok_dir
 
 
 def test_samples_are_causal_and_labels_are_the_realised_future(setup) -> None:
@@ -71,6 +73,7 @@ def test_lambda_ts_keeps_training_the_decoder_and_zero_freezes_it(setup, tmp_pat
     for lam in (0.0, 0.5):
         torch.manual_seed(0)
         dec = build_decoder(DECODER)
+        prepare_fresh_decoder(dec, windows)
         pol = Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tok_dir), tiny_hidden=32, tiny_layers=1,
                                   tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64, lora_r=0, d_ts=8))
         samples = build_samples(items[:2], windows, th, dec, pol.tokenizer, max_context_chars=200)

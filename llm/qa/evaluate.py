@@ -14,7 +14,7 @@ from llm.qa.prompt import SYSTEM_PROMPT, user_message
 
 
 def rollout_items(policy, decoder, windows, items: Sequence[QAItem], max_new_tokens: int = 512,
-                  batch_size: int = 16, n_samples: int = 32, temperature: float = 0.0,
+                  batch_size: int = 16, temperature: float = 0.0,
                   max_context_chars: int | None = None) -> list[tuple[QAItem, object]]:
     """Greedy (default) rollouts for ``items``; the prompt carries K ``<ts>`` placeholders filled
     with the decoder encoder's ``h_ts`` (ignored by a policy with soft tokens off)."""
@@ -24,7 +24,7 @@ def rollout_items(policy, decoder, windows, items: Sequence[QAItem], max_new_tok
     from llm.tools import ForecastTool
 
     tok = policy.tokenizer
-    engine = RolloutEngine(policy, tok, [ForecastTool(decoder, windows, n_samples)], max_new_tokens=max_new_tokens,
+    engine = RolloutEngine(policy, tok, [ForecastTool(decoder, windows)], max_new_tokens=max_new_tokens,
                            temperature=temperature, seed=0)
     ph = ts_placeholders(decoder.ts_cfg.n_tokens)
     ctx = windows.context
