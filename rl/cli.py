@@ -142,6 +142,10 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
     tcfg = dict(cfg.get("train", {}))
     if max_steps is not None:
         tcfg["max_steps"] = max_steps
+    loss = dict(tcfg.get("loss", {}))
+    if loss.get("loss_type") == "dr_grpo" and loss.get("max_completion_length") is None:
+        # Dr. GRPO's constant normaliser: the rollout token budget
+        tcfg["loss"] = {**loss, "max_completion_length": int(cfg.get("rollout", {}).get("max_new_tokens", 512))}
     train_cfg = GRPOTrainConfig.from_dict(tcfg)
     sft = Path(sft_dir) if sft_dir else (Path(cfg["sft"]["run_dir"]) if cfg.get("sft", {}).get("run_dir") else None)
 

@@ -355,6 +355,8 @@ class GRPOTrainer:
         n = len(rollouts)
         chunks = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
         old = ref = None
+        self.policy.eval()  # pi_old and pi_ref in the mode the rollouts were sampled in
+        n_tok_batch = b["gen"].sum()  # batch totals: each chunk's loss is its share of the batch loss
         if cfg.num_iterations > 1:
             with torch.no_grad():
                 old = torch.cat([self._logp(self.policy, b, sl) for sl in chunks])
@@ -370,10 +372,10 @@ class GRPOTrainer:
                     logp, ent = self._logp(self.policy, b, sl, entropy=True)
                     out = grpo_loss(logp, adv[sl].to(logp.device), b["gen"][sl],
                                     None if old is None else old[sl], None if ref is None else ref[sl],
-                                    w[sl].to(logp.device), cfg.loss)
-                    fab.backward(out.loss * (sl.stop - sl.start) / n)
+                                    w[sl].to(logp.device), cfg.loss, batch_sequences=n, batch_tokens=n_tok_batch)
+                    fab.backward(out.loss)
                 m, ntok = b["gen"][sl].float(), float(out.n_tokens)
-                acc["loss"] += float(out.loss.detach()) * (sl.stop - sl.start) / n
+                acc["loss"] += float(out.loss.detach())
                 acc["entropy"] += float((ent.detach() * m).sum())
                 for key in ("kl", "clip_low", "clip_high"):
                     acc[key] += float(getattr(out, key)) * ntok
