@@ -22,6 +22,9 @@ DECODER = {"seed": 0, "warmup_steps": 3, "tool_samples": 6,
            "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}}
 
 
+_CFG: dict = {}
+
+
 def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
@@ -49,6 +52,7 @@ def runs(tmp_path_factory):
                 "train": {"group_size": 2, "queries_per_step": 1, "max_steps": 1, "lr": 1e-4, "micro_batch": 4,
                           "accelerator": "cpu", "ckpt_every": 10}}
     run_grpo(grpo_cfg, out_root=root / "grpo", use_wandb=False)
+    _CFG.update(grpo_cfg)
     return windows, sft_dir, root / "grpo" / "g", hash_before
 
 
@@ -79,3 +83,15 @@ def test_sft_traces_carry_the_same_lines_as_later_rollouts(runs) -> None:
     assert obs and all("Uncertainty:" in o for o in obs)
     init = load_decoder(sft_dir / "decoder_init.pt")
     assert bool(init.normalizer.fitted) and init.tool_samples == 6
+
+
+def test_reward_probe_is_seeded_and_scores_every_training_query(runs) -> None:
+    from rl.cli import probe_run
+
+    _, sft_dir, grpo_dir, _ = runs
+    a = probe_run(_CFG, grpo_dir, sft_dir, group_size=2, seed=3)
+    b = probe_run(_CFG, grpo_dir, sft_dir, group_size=2, seed=3)
+    assert a == b and a["n_queries"] == len(a["per_query_total"]) == 2
+    assert {"reward/r_ans", "reward/r_act", "reward/r_prec", "reward/r_cons"} <= set(a)
+    sft = probe_run(_CFG, None, sft_dir, group_size=2, seed=3)
+    assert sft["n_queries"] == 2 and np.isfinite(sft["reward_total"])
