@@ -114,7 +114,7 @@ def accuracy_intervals(
     a = (1 - level) / 2
     out: dict[str, dict[str, float]] = {}
     for f, acc in full.items():
-        vals = [b[f] for b in boots if f in b]
+        vals = [b[f] for b in boots if f in b] or [float("nan")]
         row = {"acc": 100 * acc, "ci_lo": 100 * float(np.quantile(vals, a)), "ci_hi": 100 * float(np.quantile(vals, 1 - a))}
         if f != "overall":
             fam = [h for it, h in zip(items, hits, strict=True) if it.family == f]

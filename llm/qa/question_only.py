@@ -208,3 +208,14 @@ def cell_balance(items: Iterable[QAItem]) -> dict[Cell, Mapping[str, int]]:
     for it in items:
         out[cell_of(it)][answer_class(it)] += 1
     return dict(out)
+
+
+def cell_spread(items: Iterable[QAItem]) -> dict[Cell, int]:
+    """Per parameter cell: most minus fewest items over the template's answer classes (absent ones
+    count 0). The generator keeps this at most 1; larger means the parameters predict the answer."""
+    out = {}
+    for cell, counts in cell_balance(items).items():
+        t = TEMPLATES_BY_KEY.get(cell[0])
+        classes = t.answer_classes() if t is not None else tuple(counts)
+        out[cell] = max(counts.values()) - min(counts.get(c, 0) for c in classes)
+    return out
