@@ -51,7 +51,7 @@ def test_grade_scripted_rollouts(tmp_path) -> None:
         scripts[prompt] = [before, after + "<|im_end|>"]
     pol = ScriptedPolicy(tok, scripts, filler="<|endoftext|>")
     pol.tokenizer = tok
-    pairs = rollout_items(pol, dec, w, kept, max_new_tokens=600)
+    pairs = rollout_items(pol, dec, w, kept, max_new_tokens=1500)  # room for the longest scripted trace
     m = grade_rollouts(pairs)
     n = len(kept)
     assert m["answer_parse_rate"] == pytest.approx(100.0 * (n - 2) / n)
