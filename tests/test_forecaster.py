@@ -173,7 +173,8 @@ def test_save_pretrained_then_from_pretrained_in_a_fresh_process_is_identical(
     assert sorted(p.name for p in saved.iterdir()) == ["config.json", "model.safetensors"]
     code = ("import pandas as pd; from ts_encoder.forecaster import Forecaster; "
             f"f = Forecaster.from_pretrained({str(saved)!r}); "
-            f"f.predict(pd.read_csv({str(csv)!r}), horizon=10).to_pickle({str(tmp_path / 'out.pkl')!r})")
+            f"f.predict(pd.read_csv({str(csv)!r}), horizon=10).to_pickle({str(tmp_path / 'out.pkl')!r}); "
+            "import sys; assert 'lightning' not in sys.modules and 'forecast_action' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, env=ENV, cwd=tmp_path, timeout=120)
     pd.testing.assert_frame_equal(pd.read_pickle(tmp_path / "out.pkl"), ref, check_exact=True)
 
@@ -223,6 +224,33 @@ def test_a_lightning_checkpoint_forecasts_like_the_training_module(tmp_path: Pat
     with pytest.raises(ValueError, match="not a TS-encoder checkpoint"):
         torch.save({"state_dict": {}}, tmp_path / "x.ckpt")
         Forecaster.from_checkpoint(tmp_path / "x.ckpt")
+
+
+def test_a_checkpoint_of_stockr1_ts_fit_forecasts_through_the_cli(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The README path: `stockr1 ts fit` with tiny.yaml's callbacks (2 steps on synthetic data), then
+    `stockr1 forecast --checkpoint best.ckpt` (its callback states load with weights_only=True)."""
+    from ts_encoder.cli import main as ts_main
+
+    cfg = yaml.safe_load((REPO / "configs/ts_encoder/tiny.yaml").read_text())
+    for cb in cfg["trainer"]["callbacks"]:
+        if "dirpath" in cb["init_args"]:
+            cb["init_args"]["dirpath"] = str(tmp_path / "ckpt")
+    cfg["model"].update(warmup_steps=1, fan_chart_windows=0, val_samples=4, normalizer_fit_windows=64)
+    cfg["data"] = {"source": "synthetic", "n_tickers": 2, "n_days": 300, "lookback": 90, "horizon": 10,
+                   "batch_size": 32, "eval_batch_size": 64}
+    cfg["trainer"].update(max_epochs=1, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=0,
+                          enable_model_summary=False, default_root_dir=str(tmp_path),
+                          logger=[{"class_path": "lightning.pytorch.loggers.CSVLogger",
+                                   "init_args": {"save_dir": str(tmp_path), "name": "logs"}}])
+    (tmp_path / "fit.yaml").write_text(yaml.safe_dump(cfg))
+    assert ts_main(["fit", "--config", str(tmp_path / "fit.yaml")]) == 0
+    data, out = tmp_path / "mine.csv", tmp_path / "forecast.csv"
+    random_walk(120, seed=10).to_csv(data, index=False)
+    assert forecast_main(["--checkpoint", str(tmp_path / "ckpt" / "best.ckpt"), "--data", str(data),
+                          "--out", str(out)]) == 0
+    got = pd.read_csv(out)
+    assert len(got) == 10 and got["uncertainty"].between(0, 1).all()
 
 
 def _decoder_file(path: Path, cfg: TSEncoderConfig, forecaster: Forecaster) -> Path:
