@@ -197,9 +197,15 @@ def build_setup(cfg: Mapping[str, Any], sft: Path | None, max_steps: int | None 
 
 
 def sft_dir_of(cfg: Mapping[str, Any], sft_dir: str | Path | None) -> Path | None:
-    if sft_dir:
-        return Path(sft_dir)
-    return Path(cfg["sft"]["run_dir"]) if cfg.get("sft", {}).get("run_dir") else None
+    """The SFT run GRPO starts from (``--sft`` over ``sft.run_dir``), None when neither names one.
+    A named directory that holds no finished SFT run is an error: training on from a random policy
+    would exit 0 and look like a result."""
+    path = Path(sft_dir) if sft_dir else (Path(cfg["sft"]["run_dir"]) if (cfg.get("sft") or {}).get("run_dir") else None)
+    if path is not None and not (path / "policy" / "policy_config.json").exists():
+        raise FileNotFoundError(f"SFT run {path} has no policy/ (not a finished `stockr1 sft` run); train it with "
+                                "`stockr1 sft --config configs/sft/tiny.yaml` or set sft.run_dir: null to start GRPO "
+                                "from the config's policy")
+    return path
 
 
 def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max_steps: int | None = None,

@@ -7,6 +7,7 @@ Each target is ``"module:function"`` where ``function(argv: list[str]) -> int | 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -43,8 +44,32 @@ def dispatch(table: dict[str, tuple[str, str]], argv: list[str], usage: str) -> 
     return int(result or 0)
 
 
+# What a user's bad input raises (a missing file, a bad value or key, an unreadable artefact): one line on
+# stderr. Anything else is a bug and keeps its traceback.
+USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, KeyError, PermissionError, NotADirectoryError)
+
+
 def main(argv: list[str] | None = None) -> int:
-    return dispatch(SUBCOMMANDS, sys.argv[1:] if argv is None else argv, _usage())
+    """``stockr1 [--debug] [--version] <command> ...``: bad input ends in one line on stderr and exit 2;
+    ``--debug`` or ``STOCKR1_DEBUG=1`` shows the traceback instead."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--version"]:
+        from stockr1 import __version__
+
+        print(f"stockr1 {__version__}")
+        return 0
+    debug = os.environ.get("STOCKR1_DEBUG", "") not in ("", "0")
+    if argv[:1] == ["--debug"]:
+        debug, argv = True, argv[1:]
+    try:
+        return dispatch(SUBCOMMANDS, argv, _usage())
+    except USER_ERRORS as e:
+        if debug:
+            raise
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        cmd = argv[0] if argv else "stockr1"
+        print(f"stockr1 {cmd}: error: {msg} (--debug for the traceback)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -23,3 +23,16 @@ def test_cli_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     for name in SUBCOMMANDS:
         assert name in out
     assert main(["no-such-command"]) == 2
+
+
+def test_cli_bad_input_is_one_line_on_stderr_and_debug_shows_the_traceback(tmp_path, capsys) -> None:
+    import pytest
+
+    from stockr1.cli import main
+
+    assert main(["grpo", "--config", "configs/grpo/tiny.yaml", "--sft", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no policy/" in err[0] and str(tmp_path / "missing") in err[0]
+    with pytest.raises(FileNotFoundError):
+        main(["--debug", "grpo", "--config", "configs/grpo/tiny.yaml", "--sft", str(tmp_path / "missing")])
+    assert main(["--version"]) == 0 and capsys.readouterr().out.startswith("stockr1 ")
