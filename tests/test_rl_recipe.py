@@ -125,3 +125,29 @@ def test_merged_lora_policy_saves_and_reloads_what_it_computes(tok_dir, tmp_path
     got = Policy.load(tmp_path / "p").eval()(ids).logits.detach()
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     assert np.isfinite(want.numpy()).all()
+
+
+def test_grpo_raises_a_reward_the_policy_can_control(tok_dir, tmp_path) -> None:
+    """The optimiser optimises: with a reward that depends only on what the policy writes (the share
+    of 'e' characters), 25 steps on the same 4 queries raise the re-sampled reward on those queries."""
+    from rl.trainer import GRPOTrainer
+
+    def share_e(prompts, completions, **kw):
+        return [c.count("e") / max(1, len(c)) for c in completions]
+
+    def probe(pol, seed):
+        eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=8, temperature=1.0, seed=seed)
+        samples = _samples(pol.tokenizer)
+        rolls = eng.generate([s.prompt for s in samples], torch.stack([s.ts_tokens for s in samples]),
+                             [s.sample_ref for s in samples], num_return_sequences=8)
+        return float(np.mean(share_e(None, [r.completion for r in rolls])))
+
+    pol = _policy(tok_dir)
+    before = np.mean([probe(pol, s) for s in range(3)])
+    eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=8, temperature=1.0)
+    cfg = GRPOTrainConfig(group_size=8, queries_per_step=2, max_steps=25, lr=3e-3, warmup_steps=2, accelerator="cpu",
+                          ckpt_every=100, num_iterations=2, loss=GRPOLossConfig(beta=0.0))
+    GRPOTrainer(pol, eng, _samples(pol.tokenizer), FuncScorer({"e": share_e}), cfg, tmp_path).fit()
+    after = np.mean([probe(pol, s) for s in range(3)])
+    print(f"share of e: {before:.3f} -> {after:.3f}")
+    assert after > before + 0.05, (before, after)
