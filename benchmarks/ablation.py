@@ -278,6 +278,9 @@ def summarise(per_seed: Mapping[str, Mapping[int, Mapping[str, Any]]], n_boot: i
             parse = [rec["probe_answer_parse_rate"] for rec in v.values()]
             row["probe_answer_parse_rate"] = {"mean": float(np.mean(parse)),
                                               "std": float(np.std(parse, ddof=1)) if len(parse) > 1 else 0.0}
+        shares = [rec["probe_variance_share"] for rec in v.values() if rec.get("probe_variance_share")]
+        if shares and len(shares) == len(v):  # which component the advantages are made of (rl.probe.variance_shares)
+            row["probe_variance_share"] = {c: float(np.nanmean([s[c] for s in shares])) for c in shares[0]}
         out["rows"][k] = row
     pairs = [(k, "sft") for k in rows if k != "sft" and "sft" in rows]
     if "grpo" in rows and "ugrpo" in rows:
@@ -472,6 +475,8 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
                 row.update({"probe_reward_total": pr["reward_total"], "probe_r_ans": pr["reward/r_ans"],
                             "probe_answer_parse_rate": pr["answer_parse_rate"],
                             "probe_per_query_total": pr["per_query_total"]})
+                if pr.get("variance_share"):
+                    row["probe_variance_share"] = pr["variance_share"]
             per_seed[v.key][seed] = row
     return {"per_seed": per_seed, "metrics": aggregate(per_seed), "timings": dict(timings),
             "n_eval": len(eval_cache.get("items", [])),

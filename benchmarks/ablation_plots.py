@@ -143,6 +143,19 @@ def differences_table(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def variance_table(summary: Mapping[str, Any]) -> str:
+    """Share of the within-group variance of the total reward carried by each weighted component
+    (the probe's rollouts; `rl.probe.variance_shares`): what the group-relative advantages are made of."""
+    rows = {k: r["probe_variance_share"] for k, r in summary["rows"].items() if r.get("probe_variance_share")}
+    if not rows:
+        return ""
+    comps = sorted({c for s in rows.values() for c in s})
+    lines = ["What the advantages are made of (share of the within-group variance of the probe's total reward):", "",
+             "| Row | " + " | ".join(comps) + " |", "|---" * (len(comps) + 1) + "|"]
+    lines += [f"| {k} | " + " | ".join(f"{s.get(c, float('nan')):.2f}" for c in comps) + " |" for k, s in rows.items()]
+    return "\n".join(lines) + "\n"
+
+
 def targets(summary: Mapping[str, Any]) -> list[str]:
     """The issue's targets, each as one generated line: 'holds' / 'does not hold' with the numbers."""
     rows, diffs, out = summary["rows"], summary["differences"], []
@@ -208,6 +221,7 @@ training queries and scored with the full Stock-R1 reward (`rl.probe`); the SFT 
 Paired differences (same questions / same training queries, {summary['n_boot']} bootstrap resamples; 95% interval):
 
 {differences_table(summary)}
+{variance_table(summary)}
 ## What holds
 
 {lines}

@@ -58,6 +58,7 @@ def test_every_row_is_trained_graded_probed_and_summarised(sft_run, tmp_path) ->
     assert set(s["differences"]) == {"grpo-sft", "ugrpo-sft", "ugrpo-grpo"}
     readme = (tmp_path / "out" / "README.md").read_text()
     assert "## What holds" in readme and "GRPO does not cost answer parsing" in readme
+    assert "What the advantages are made of" in readme and "r_ans" in s["rows"]["sft"]["probe_variance_share"]
     assert (tmp_path / "out" / "training.png").exists()
     for name in ("grpo-s0", "ugrpo-s1"):  # every GRPO run logged its recipe diagnostics per step
         rec = json.loads((tmp_path / "work" / "grpo" / name / "metrics.jsonl").read_text().splitlines()[-1])

@@ -151,3 +151,18 @@ def test_grpo_raises_a_reward_the_policy_can_control(tok_dir, tmp_path) -> None:
     after = np.mean([probe(pol, s) for s in range(3)])
     print(f"share of e: {before:.3f} -> {after:.3f}")
     assert after > before + 0.05, (before, after)
+
+
+def test_variance_shares_by_hand() -> None:
+    """Two groups of 2: R = r_ans + 0.5 r_prec; r_ans differs within each group, r_prec does not."""
+    from rl.probe import variance_shares
+    from rl.rewards import RewardWeights
+
+    comps = {"r_ans": np.array([1.0, 0.0, 0.0, 1.0]), "r_prec": np.array([0.2, 0.2, 0.6, 0.6])}
+    total = comps["r_ans"] + 0.5 * comps["r_prec"]
+    s = variance_shares(comps, total, 2, RewardWeights(ans=1.0, beta=0.5))
+    assert s["r_ans"] == pytest.approx(1.0) and s["r_prec"] == pytest.approx(0.0)
+    comps["r_prec"] = np.array([0.0, 1.0, 1.0, 0.0])  # now against r_ans: var(R) = 0.125, cov(0.5 r_prec, R) = -0.125
+    total = comps["r_ans"] + 0.5 * comps["r_prec"]
+    s = variance_shares(comps, total, 2, RewardWeights(ans=1.0, beta=0.5))
+    assert s["r_ans"] == pytest.approx(2.0) and s["r_prec"] == pytest.approx(-1.0)
