@@ -397,6 +397,35 @@ def compare(cfg: CompareConfig, out: Path, env: Env | None = None, methods: Sequ
     return metrics
 
 
+def stock_r1_levels(env: Env, run_dir: Path) -> dict[str, Any]:
+    """Why Stock-R1's decisions are what they are: for each decision day, the emitted action's
+    end_value against the day's close and the decoded 10-day return (greedy, as evaluated). A
+    policy that writes training-era price levels on test-era days asks the decoder for a fall."""
+    import torch
+
+    from llm.policy import Policy
+    from llm.sft import load_decoder
+    from llm.tools import ForecastTool
+
+    cfg, w = env.cfg, env.windows
+    policy, decoder = Policy.load(run_dir / "policy").eval(), load_decoder(run_dir / "decoder.pt")
+    samples = stock_r1.decision_samples(env, decoder, policy.tokenizer)
+    engine = eval_engine(policy, policy.tokenizer, [ForecastTool(decoder, w)], cfg, cfg.method("stock_r1"), 1)
+    ts = torch.stack([s.ts_tokens for s in samples]) if samples[0].ts_tokens is not None else None
+    rolls = engine.generate([s.prompt for s in samples], ts, [s.sample_ref for s in samples])
+    close = np.array([float(w.last_close[int(i)]) for i in env.rows])
+    end = np.array([getattr(r.action, "end_value", None) or np.nan for r in rolls], dtype=float)
+    dec = np.array([r.forecast.close[0, -1] if r.forecast is not None else np.nan for r in rolls], dtype=float)
+    dirs = [getattr(r.action, "direction", None) for r in rolls]
+    implied, decoded = end / close - 1, dec / close - 1
+    return {"n": len(rolls), "close_range": [float(close.min()), float(close.max())],
+            "end_value_range": [float(np.nanmin(end)), float(np.nanmax(end))],
+            "implied_end_change_median": float(np.nanmedian(implied)),
+            "share_end_value_below_close": float(np.nanmean(implied < 0)),
+            "decoded_return_median": float(np.nanmedian(decoded)), "share_decoded_down": float(np.nanmean(decoded < 0)),
+            "directions": {str(d): dirs.count(d) for d in sorted(set(dirs), key=str)}}
+
+
 def load_config(path: str | Path) -> CompareConfig:
     import yaml
 
@@ -408,6 +437,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="configs/compare/tiny.yaml")
     ap.add_argument("--out", default="results/compare")
     ap.add_argument("--methods", nargs="*", default=None, help=f"subset of {list(METHODS)}")
+    ap.add_argument("--diagnose-stock-r1", action="store_true",
+                    help="also write <out>/stock_r1_levels.json (emitted action levels vs the day's close)")
     a = ap.parse_args(argv)
-    compare(load_config(a.config), Path(a.out), methods=a.methods)
+    cfg = load_config(a.config)
+    compare(cfg, Path(a.out), methods=a.methods)
+    if a.diagnose_stock_r1:
+        m = cfg.method("stock_r1")
+        run_dir = Path(m["checkpoint"]) if m.get("checkpoint") else Path(cfg.work_dir) / "stock_r1" / "grpo" / "stock_r1"
+        levels = stock_r1_levels(Env.build(cfg), run_dir)
+        (Path(a.out) / "stock_r1_levels.json").write_text(json.dumps(levels, indent=1))
+        print(json.dumps(levels, indent=1))
     return 0
