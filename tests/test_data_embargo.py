@@ -57,3 +57,20 @@ def test_stock_r1_context_windows_have_the_same_rows():
 def test_synthetic_windows_unchanged(kw, n, expected):
     w = synthetic_windows(**kw)
     assert len(w) == n and row_key_hash(w) == expected
+
+
+def test_embargo_is_the_longest_lookahead_in_use():
+    """A pipeline whose labels read 15 days ahead gets a 15-day embargo from build_windows, computed
+    from what it passes; an explicit embargo shorter than that is refused."""
+    from stockr1.data import build_windows, load_source, trading_calendar
+    from stockr1.data.splits import SplitSpec
+
+    frames = load_source("synthetic", n_tickers=1, n_days=300, seed=0)
+    cal = trading_calendar(frames)
+    for la, gap in ((0, 5), (3, 5), (15, 15)):
+        w = build_windows(frames, lookback=20, horizon=5, split=SplitSpec(0.2, 0.2), label_lookahead=la)
+        pos = cal.get_indexer(pd.DatetimeIndex(w.date))
+        for a, b in (("train", "val"), ("val", "test")):
+            assert pos[w.split == b].min() - pos[w.split == a].max() == gap + 1
+    with pytest.raises(ValueError, match="embargo 10 < label look-ahead 15"):
+        build_windows(frames, lookback=20, horizon=5, split=SplitSpec(0.2, 0.2, embargo=10), label_lookahead=15)
