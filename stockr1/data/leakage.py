@@ -141,9 +141,11 @@ def check_windows_invariance(frames: dict[str, pd.DataFrame], t, seed: int = 0, 
 
 
 def perturb_context_inputs(frames: dict[str, pd.DataFrame], t, tables: dict | None = None,
-                           filing_lag_days: int = 45, seed: int = 0) -> tuple[dict[str, pd.DataFrame], dict]:
+                           filing_lag_days: int = 45, seed: int = 0,
+                           prices_to_t: bool = False) -> tuple[dict[str, pd.DataFrame], dict]:
     """(frames, tables) with everything a context at any day <= t may not see replaced: OHLCV from
-    t-1 on, macro public from t on, statements published from t on, news from the close of t-1 on."""
+    t-1 on, macro public from t on, statements published from t on, news from the close of t-1 on.
+    ``prices_to_t``: for consumers that show OHLCV up to t (prompts, data tools), only rows after t."""
     t = pd.Timestamp(t)
     tables = dict(tables or {})
     t_prev = min(f.index[f.index < t][-1] for f in frames.values())
@@ -154,7 +156,8 @@ def perturb_context_inputs(frames: dict[str, pd.DataFrame], t, tables: dict | No
         pert["fundamentals"] = perturb_fundamentals(tables["fundamentals"], t, filing_lag_days, seed)
     if "news" in tables:
         pert["news"] = perturb_news(tables["news"], t_prev.normalize() + MARKET_CLOSE, seed)
-    return perturb_frames(frames, t_prev, inclusive=True, seed=seed), pert
+    prices = perturb_frames(frames, t, seed=seed) if prices_to_t else perturb_frames(frames, t_prev, inclusive=True, seed=seed)
+    return prices, pert
 
 
 def render_view(store: PointInTimeStore, ticker: str, t: pd.Timestamp) -> str:
