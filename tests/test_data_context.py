@@ -201,3 +201,21 @@ def test_sample_macro_uses_alfred_first_releases_when_fred_is_configured():
     assert m["core_cpi"].value == pytest.approx(100 * ((200 + 0.25) / (200 + 0.13) - 1))
     assert m["wti"].label == arch_macro()["wti"].label  # daily closes stay the offline ones
     assert arch_macro()["aaa"].release != "explicit"  # no client, no key: offline rules
+
+
+@pytest.mark.parametrize("source, days", [("fred", ("2010-01-07", "2010-02-12")), ("alfred_sample", ("2010-03-18",))])
+def test_fred_providers_invariant_and_leak_is_caught(source, days):
+    """The FRED/ALFRED providers under the invariance harness (values perturbed from their release
+    on); a one-day store leak on a release day must be caught."""
+    from stockr1.data.leakage import check_context_invariance
+    from stockr1.data.providers.arch_macro import arch_macro
+    from stockr1.data.providers.fred import fred_macro
+
+    macro = fred_macro(FakeFred()) if source == "fred" else arch_macro(FakeAlfred())
+    frames = _frames("2009-06-01", 300)
+    for t in days:
+        for leak, caught in ((0, False), (1, True)):
+            def make(fr, macro, leak=leak):
+                return PointInTimeStore(fr, macro=macro, leak_days=leak)
+
+            assert bool(check_context_invariance(make, frames, t, {"macro": macro}, n_days=5)) == caught, (t, leak)
