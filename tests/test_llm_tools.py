@@ -164,8 +164,12 @@ def test_real_tool_never_sees_the_future():
 
     def run(w):
         tool = ForecastTool(dec, w)
+        rows = np.flatnonzero(w.date <= t.to_datetime64())[-4:]  # the same days in every build
         return tool.call_batch(list(rows), calls) + tool.call_batch([w.select([int(i)]) for i in rows], calls)
 
     for a, b in zip(run(base), run(pert), strict=True):
         assert a.observation == b.observation
         np.testing.assert_array_equal(a.payload.forecast.close_samples, b.payload.forecast.close_samples)
+    # the same check fails on windows with a one-day look-ahead (build_windows' leak_days hook)
+    leaky, leaky_pert = (build_windows(f, **kw, leak_days=1) for f in (frames, perturb_frames(frames, t)))
+    assert [r.observation for r in run(leaky)] != [r.observation for r in run(leaky_pert)]

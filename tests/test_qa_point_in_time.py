@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llm.qa import TEMPLATES
+from llm.qa import TEMPLATES, TEMPLATES_BY_KEY
 from llm.qa.context import store_context
 from llm.qa.core import decision_at
 from stockr1.data import build_windows, load_source
@@ -45,7 +45,7 @@ def _synthetic(leak: int = 0):
     return frames, make, {"macro": macro, "fundamentals": fundamentals, "news": news}
 
 
-CASES = {"sample": (_sample, ["2010-03-16", "2010-04-01", "2011-01-03"]),
+CASES = {"sample": (_sample, ["2009-03-10", "2010-03-16", "2010-04-01", "2011-01-03"]),  # 2009-03-10: negative news
          "synthetic": (_synthetic, [200, 230])}
 
 
@@ -71,6 +71,17 @@ def all_questions(windows, store, t, n_days: int) -> dict[tuple, str]:
                     for p in tpl.grid:
                         out[(tk, str(windows.date[i])[:10], tpl.key, tuple(sorted(p.items())))] = tpl.render(d, p)
     return out
+
+
+def test_the_cases_render_every_template():
+    """So that 'every question' is literal: each template is usable on some tested day."""
+    seen = set()
+    for make_case, days in CASES.values():
+        frames, make, tables = make_case(0)
+        w, store = build_windows(frames, **KW), make(frames, **tables)
+        for t in days:
+            seen |= {k[2] for k in all_questions(w, store, _t(frames, t), 5)}
+    assert seen == set(TEMPLATES_BY_KEY)
 
 
 def question_mismatches(case: str, t, leak: int = 0, n_days: int = 5) -> list[tuple]:
