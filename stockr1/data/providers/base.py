@@ -14,7 +14,7 @@ import pandas as pd
 #                by the last day of the month after its period, so shown from the 1st of M+2.
 #                Conservative for every month of 1999-2018: BLS CPI came out by then (latest: the
 #                September 2013 CPI on 2013-10-30, after the shutdown; the 15th is not a bound),
-#                and the monthly Moody's (Fed H.15) and EIA Brent averages within days of month end.
+#                and the monthly Moody's (Fed H.15) and EIA Brent averages well within that month.
 #   month_end:   known on the 1st of the next month: the end of the period itself, with no
 #                publication lag (synthetic data, or an average anyone can compute from daily closes).
 #   cpi:         the 15th of M+1: a convention for synthetic CPI only; real BLS releases can be later.
