@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from benchmarks.compare import CompareConfig, Env
@@ -61,15 +62,21 @@ def data():
     return frames, {"macro": macro, "fundamentals": fundamentals, "news": news}, profiles
 
 
-@pytest.mark.parametrize("day", [250, "filing"])
-def test_every_prompt_and_data_tool_is_point_in_time(data, day):
-    frames, tables, profiles = data
-    cal = frames["SYN00"].index
-    if day == "filing":  # a filing day of SYN00, so a statement is published right at t
+def _day(tables, cal, kind: str):
+    """t = a day on which SYN00 gets a statement published / a headline stamped, so a look-ahead of
+    a few days would reveal it."""
+    if kind == "filing":
         f = tables["fundamentals"]
-        t = next(d for d in f.loc[f["ticker"] == "SYN00", "filed"] if d in cal and d > cal[280])
-    else:
-        t = cal[day]
+        return next(d for d in f.loc[f["ticker"] == "SYN00", "filed"] if d in cal and d > cal[280])
+    n = tables["news"]
+    stamps = pd.DatetimeIndex(n.loc[n["ticker"] == "SYN00", "time"]).normalize()
+    return next(d for d in stamps if d in cal and d > cal[250])
+
+
+@pytest.mark.parametrize("kind", ["filing", "news"])
+def test_every_prompt_and_data_tool_is_point_in_time(data, kind):
+    frames, tables, profiles = data
+    t = _day(tables, frames["SYN00"].index, kind)
     pert_frames, pert_tables = perturb_context_inputs(frames, t, tables, prices_to_t=True)
     base = _texts(_env(frames, tables, profiles), t)
     assert len(base) == 2 * 3 * (1 + 6 + len(CALLS)) and not any("error" in x[:40].lower() for x in base)
