@@ -41,7 +41,8 @@ from rl.cli import deep_update
 from stockr1.config import config_from_dict
 
 FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
-METRICS = (*FAMILY_COLS, "overall", "action_accuracy", "action_success_rate", "answer_parse_rate")
+PROBE_METRICS = ("probe_reward_total", "probe_r_ans", "probe_answer_parse_rate")
+METRICS = (*FAMILY_COLS, "overall", "action_accuracy", "action_success_rate", "answer_parse_rate", *PROBE_METRICS)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Variant:
 
 
 ALL_REWARDS = ("r_ans", "r_act", "r_prec", "r_cons")
+PROBE_SEED = 1000  # probe seeds 1000 + s: not the training seeds
 
 
 def _rl(weighted: bool, drop: str | None = None) -> dict[str, Any]:
@@ -69,6 +71,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("ugrpo", "+ u-GRPO", _rl(True)),
     Variant("ugrpo_no_ract", "w/o R_act (Actions)", _rl(True, "r_act")),
     Variant("ugrpo_no_rprec", "w/o R_prec (Forecast)", _rl(True, "r_prec")),
+    Variant("ugrpo_no_rcons", "w/o R_cons (Consistency)", _rl(True, "r_cons")),
 )
 VARIANTS_BY_KEY = {v.key: v for v in VARIANTS}
 
@@ -83,7 +86,10 @@ class AblationConfig:
     variants: tuple[str, ...] = tuple(v.key for v in VARIANTS)
     sft: Mapping[str, Any] = field(default_factory=lambda: {"config": "configs/sft/tiny.yaml"})
     grpo: Mapping[str, Any] = field(default_factory=lambda: {"config": "configs/grpo/tiny.yaml"})
-    eval: Mapping[str, Any] = field(default_factory=lambda: {"n": 40, "max_new_tokens": 384})
+    eval: Mapping[str, Any] = field(default_factory=lambda: {"n": 200, "max_new_tokens": 640, "split": "test"})
+    # re-sample every policy on the GRPO training queries (rl.probe): G rollouts per query and seed
+    probe: Mapping[str, Any] = field(default_factory=lambda: {"group_size": 4})
+    n_boot: int = 2000  # paired bootstrap resamples over questions
     wandb: bool = False
 
     @classmethod
@@ -94,6 +100,8 @@ class AblationConfig:
             raise ValueError(f"unknown variants {unknown}; valid: {list(VARIANTS_BY_KEY)}")
         if len(cfg.seeds) < 1:
             raise ValueError("seeds must list at least one seed")
+        if cfg.eval.get("split", "test") not in ("val", "test"):
+            raise ValueError(f"eval.split must be 'val' (recipe choice) or 'test', got {cfg.eval.get('split')!r}")
         return cfg
 
 
@@ -171,14 +179,33 @@ def action_accuracy(pairs: Sequence[tuple[Any, Any]], windows, thresholds) -> fl
     return 100.0 * float(np.mean([score_action(r.action, t).score for (_, r), t in zip(pairs, targets, strict=True)]))
 
 
+def per_item(pairs: Sequence[tuple[Any, Any]], windows, thresholds) -> list[dict[str, Any]]:
+    """One record per graded question: correct, answer parsed, action score vs a* (the paired unit of
+    the bootstrap)."""
+    from forecast_action.derive import actions_from_windows
+    from forecast_action.score import score_action
+    from llm.qa.answers import is_correct, normalize_answer
+
+    idx = np.array([it.window for it, _ in pairs], dtype=int)
+    targets = actions_from_windows(windows.select(idx), thresholds)
+    out = []
+    for (it, r), t in zip(pairs, targets, strict=True):
+        ans = normalize_answer(it, r.answer)
+        out.append({"id": it.id, "family": it.family, "correct": bool(is_correct(it, ans)),
+                    "parsed": ans is not None, "action_score": float(score_action(r.action, t).score)})
+    return out
+
+
 def evaluate(run_dir: Path, items, windows, thresholds, max_new_tokens: int,
-             max_context_chars: int | None = None) -> dict[str, float]:
-    """The QA benchmark's grader on ``items`` (``benchmarks.qa.evaluate_run``) + action accuracy.
-    ``max_context_chars``: the SFT config's, so evaluation prompts are the prompts SFT/GRPO saw."""
+             max_context_chars: int | None = None) -> dict[str, Any]:
+    """The QA benchmark's grader on ``items`` (``benchmarks.qa.evaluate_run``) + action accuracy, and
+    the per-question records. ``max_context_chars``: the SFT config's, so evaluation prompts are the
+    prompts SFT/GRPO saw."""
     from benchmarks.qa import evaluate_run
 
     metrics, pairs = evaluate_run(run_dir, items, windows, max_new_tokens, max_context_chars)
-    return {**metrics, "action_accuracy": action_accuracy(pairs, windows, thresholds)}
+    return {**metrics, "action_accuracy": action_accuracy(pairs, windows, thresholds),
+            "items": per_item(pairs, windows, thresholds)}
 
 
 # ------------------------------------------------------------------------------ aggregation
@@ -196,6 +223,79 @@ def aggregate(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]],
             row[f"{m}_std"] = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
         out[variant] = row
     return out
+
+
+SUMMARY_KEYS = {"qa_acc": "correct", "action_acc": "action_score", "answer_parse_rate": "parsed"}
+
+
+def _per_question(seeds: Mapping[int, Mapping[str, Any]], key: str, ids: Sequence[str]) -> np.ndarray:
+    """[Q] seed-averaged per-question value (x100) of ``key``, questions in ``ids`` order."""
+    rows = []
+    for rec in seeds.values():
+        by_id = {r["id"]: float(r[key]) for r in rec["items"]}
+        rows.append([by_id[i] for i in ids])
+    return 100.0 * np.asarray(rows, dtype=np.float64).mean(axis=0)
+
+
+def _interval(a: np.ndarray, b: np.ndarray, resamples) -> dict[str, float]:
+    from stockr1.metrics import paired_bootstrap
+
+    d = paired_bootstrap(a, b, resamples=resamples, higher_is_better=True)
+    return {"diff": d.diff, "ci_low": d.lo, "ci_high": d.hi, "verdict": d.verdict}
+
+
+def summarise(per_seed: Mapping[str, Mapping[int, Mapping[str, Any]]], n_boot: int = 2000,
+              seed: int = 0) -> dict[str, Any]:
+    """``summary.json``: per row, ``qa_acc`` / ``action_acc`` / ``answer_parse_rate`` as {mean, std over
+    seeds, ci_low, ci_high: 95% bootstrap interval of the mean over the held-out questions, seeds
+    averaged per question}; paired bootstrap intervals (same questions, same resamples) of every row
+    minus SFT and of u-GRPO minus GRPO; the probe's training-query reward (mean, std over seeds, and
+    its paired-by-query difference against SFT)."""
+    from stockr1.metrics.stats import block_resamples
+
+    rows = {k: v for k, v in per_seed.items() if v and all("items" in r for r in v.values())}
+    if not rows:
+        raise ValueError("no evaluated row carries per-question records")
+    first = next(iter(next(iter(rows.values())).values()))
+    ids = [r["id"] for r in first["items"]]
+    res = block_resamples(np.arange(len(ids)), block=1, n_boot=n_boot, seed=seed)
+    pq = {k: {m: _per_question(v, key, ids) for m, key in SUMMARY_KEYS.items()} for k, v in rows.items()}
+    out: dict[str, Any] = {"n_questions": len(ids), "seeds": sorted({s for v in rows.values() for s in v}),
+                           "n_boot": n_boot, "rows": {}, "differences": {}}
+    zero = np.zeros(len(ids))
+    for k, v in rows.items():
+        row: dict[str, Any] = {}
+        for m, key in SUMMARY_KEYS.items():
+            per_seed_vals = np.array([100.0 * np.mean([float(r[key]) for r in rec["items"]]) for rec in v.values()])
+            ci = _interval(pq[k][m], zero, res)
+            row[m] = {"mean": float(per_seed_vals.mean()), "std": float(per_seed_vals.std(ddof=1)) if len(v) > 1 else 0.0,
+                      "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}
+        probe = [rec["probe_reward_total"] for rec in v.values() if "probe_reward_total" in rec]
+        if probe:
+            row["probe_reward_total"] = {"mean": float(np.mean(probe)), "std": float(np.std(probe, ddof=1)) if len(probe) > 1 else 0.0}
+            r_ans = [rec["probe_r_ans"] for rec in v.values()]
+            row["probe_r_ans"] = {"mean": float(np.mean(r_ans)), "std": float(np.std(r_ans, ddof=1)) if len(r_ans) > 1 else 0.0}
+            parse = [rec["probe_answer_parse_rate"] for rec in v.values()]
+            row["probe_answer_parse_rate"] = {"mean": float(np.mean(parse)),
+                                              "std": float(np.std(parse, ddof=1)) if len(parse) > 1 else 0.0}
+        out["rows"][k] = row
+    pairs = [(k, "sft") for k in rows if k != "sft" and "sft" in rows]
+    if "grpo" in rows and "ugrpo" in rows:
+        pairs.append(("ugrpo", "grpo"))
+    for a, b in pairs:
+        d = {m: _interval(pq[a][m], pq[b][m], res) for m in SUMMARY_KEYS}
+        qa, qb = _probe_queries(rows[a]), _probe_queries(rows[b])
+        if qa is not None and qb is not None and qa.shape == qb.shape:
+            qres = block_resamples(np.arange(len(qa)), block=1, n_boot=n_boot, seed=seed)
+            d["probe_reward_total"] = _interval(qa, qb, qres)
+        out["differences"][f"{a}-{b}"] = d
+    return out
+
+
+def _probe_queries(seeds: Mapping[int, Mapping[str, Any]]) -> np.ndarray | None:
+    """[Q] seed-averaged probe reward per training query, or None without a probe."""
+    vals = [rec["probe_per_query_total"] for rec in seeds.values() if "probe_per_query_total" in rec]
+    return np.asarray(vals, dtype=np.float64).mean(axis=0) if vals else None
 
 
 def fmt(row: Mapping[str, float], m: str) -> str:
@@ -303,7 +403,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
     from forecast_action.derive import ActionThresholds
     from llm.qa import load_items
     from llm.sft import load_data, run_sft
-    from rl.cli import run_grpo
+    from rl.cli import probe_run, run_grpo
 
     work = Path(cfg.work_dir)
     timings = Timings(work / "timings.json")
@@ -332,7 +432,8 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
             timings.record(f"sft/s{sft_seed}", time.perf_counter() - t0)
         if not eval_cache:  # the held-out slice and thresholds: from the first seed's SFT run
             windows, _ = load_data(sft_cfg.get("data", {}))
-            test = [it for it in load_items(first / "qa.jsonl") if it.split == "test"]
+            split = cfg.eval.get("split", "test")  # "val" only to choose the recipe
+            test = [it for it in load_items(first / "qa.jsonl") if it.split == split]
             th = first / "thresholds.json"  # g as the SFT/GRPO runs used it (fit on train windows)
             eval_cache = {"windows": windows, "ctx_chars": sft_cfg.get("max_context_chars"),
                           "thresholds": ActionThresholds.load(th) if th.exists() else ActionThresholds.fit(windows),
@@ -353,11 +454,25 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
                     timings.record(f"grpo/{name}", time.perf_counter() - t0)
             eval_name = f"{v.key}-s{sft_seed}" if v.grpo is None else name
             log(f"[ablation] eval {name}")
-            per_seed[v.key][seed] = _cached(
-                work / "eval" / f"{eval_name}-n{len(ev['items'])}-t{mnt}.json",
+            split = cfg.eval.get("split", "test")
+            row = dict(_cached(
+                work / "eval" / f"{eval_name}-{split}-n{len(ev['items'])}-t{mnt}.json",
                 lambda run_dir=run_dir, ev=ev, mnt=mnt: evaluate(run_dir, ev["items"], ev["windows"],
                                                                  ev["thresholds"], mnt, ev["ctx_chars"]),
-                timings, f"eval/{name}")
+                timings, f"eval/{name}"))
+            g = int(cfg.probe.get("group_size", 4))
+            if g > 0:  # the training-query reward of this policy, re-sampled (the SFT row per seed too)
+                log(f"[ablation] probe {name}")
+                setup_variant = v if v.grpo is not None else VARIANTS_BY_KEY["ugrpo"]
+                pr = _cached(work / "probe" / f"{name}-g{g}.json",
+                             lambda run_dir=run_dir, sv=setup_variant, seed=seed, sft_dir=sft_dir, sft_cfg=sft_cfg, g=g:
+                             probe_run(cfg.grpo["config"], run_dir, sft_dir, g, PROBE_SEED + seed,
+                                       grpo_overrides(cfg, sv, seed, sft_cfg)),
+                             timings, f"probe/{name}")
+                row.update({"probe_reward_total": pr["reward_total"], "probe_r_ans": pr["reward/r_ans"],
+                            "probe_answer_parse_rate": pr["answer_parse_rate"],
+                            "probe_per_query_total": pr["per_query_total"]})
+            per_seed[v.key][seed] = row
     return {"per_seed": per_seed, "metrics": aggregate(per_seed), "timings": dict(timings),
             "n_eval": len(eval_cache.get("items", [])),
             "eval_families": dict(_count_families(eval_cache.get("items", [])))}
@@ -370,23 +485,46 @@ def _count_families(items) -> dict[str, int]:
     return out
 
 
+def _commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config_path: str | None) -> None:
-    from benchmarks.ablation_plots import entropy_curves, plot_entropy, readme
+    """Every file under ``out`` from this run's numbers: summary.json (the issue's schema), metrics.json,
+    per_seed.json, table.md, training.png, entropy.png, run_info.json, README.md."""
+    import datetime
+
+    from benchmarks.ablation_plots import entropy_curves, plot_entropy, plot_training, readme
 
     out.mkdir(parents=True, exist_ok=True)
+    summary = summarise(res["per_seed"], cfg.n_boot)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "metrics.json").write_text(json.dumps(res["metrics"], indent=1))
     (out / "per_seed.json").write_text(json.dumps(res["per_seed"], indent=1))
     (out / "table.md").write_text(render_table(res["metrics"]))
+    figures = []
+    grpo_rows = [k for k in cfg.variants if VARIANTS_BY_KEY[k].grpo is not None]
+    if plot_training(Path(cfg.work_dir) / "grpo", grpo_rows, cfg.seeds, out / "training.png"):
+        figures.append("training.png")
     curves = {k: entropy_curves(Path(cfg.work_dir) / "grpo", k, cfg.seeds) for k in ("grpo", "ugrpo")
               if k in cfg.variants}
     if any(curves.values()):
         plot_entropy(curves, out / "entropy.png")
+        figures.append("entropy.png")
     info = {"config_path": config_path, "config": json.loads(json.dumps(cfg.__dict__, default=list)),
+            "commit": _commit(), "date": datetime.date.today().isoformat(),
             "timings_s": res["timings"], "total_s": float(sum(res["timings"].values())),
-            "n_eval": res["n_eval"], "eval_families": res["eval_families"],
+            "n_eval": res["n_eval"], "eval_families": res["eval_families"], "figures": figures,
             "ordering": {m: ordering(res["metrics"], m) for m in ("overall", "action_accuracy")}}
     (out / "run_info.json").write_text(json.dumps(info, indent=1, default=str))
-    (out / "README.md").write_text(readme(res["metrics"], info, render_table(res["metrics"])))
+    labels = {v.key: v.label for v in VARIANTS}
+    (out / "README.md").write_text(readme(summary, info, labels))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -74,64 +74,145 @@ def plot_entropy(curves: Mapping[str, Mapping[str, Mapping[int, Mapping[int, flo
     return path
 
 
-def _verdict(o: Mapping[str, Any]) -> str:
-    if not o.get("available"):
-        return "not available (a row is missing)"
-    m, s = o["means"], o["stds"]
-    nums = ", ".join(f"{k} {m[k]:.1f} ± {s[k]:.1f}" for k in ("sft", "grpo", "ugrpo"))
-    head = "**holds**" if o["holds"] else "**does not hold**"
-
-    def spread(key: str) -> str:
-        return "beyond" if o[key] else "within"
-
-    parts = [f"u-GRPO ≥ GRPO: {'yes' if o['ugrpo_ge_grpo'] else 'no'} ({spread('ugrpo_grpo_gap_beyond_spread')} the seed spread)",
-             f"GRPO > SFT: {'yes' if o['grpo_gt_sft'] else 'no'} ({spread('grpo_sft_gap_beyond_spread')} the seed spread)"]
-    return f"{head} — {nums}; " + "; ".join(parts)
+TRAINING_PANELS = (("reward/total", "mean total reward"), ("reward/r_ans", "mean R_ans"),
+                   ("rollout/answer_parse_rate", "answer parse rate"), ("reward/group_std", "within-group std"),
+                   ("reward/frac_zero_spread", "share of zero-spread groups"), ("policy/kl", "KL to SFT (k3)"),
+                   ("policy/clip_region", "clipped token share"), ("policy/entropy", "entropy (nats / token)"))
 
 
-def readme(metrics: Mapping[str, Mapping[str, float]], info: Mapping[str, Any], table: str) -> str:
-    """results/ablation/README.md: what ran, the table, the ordering verdicts and the caveats."""
-    cfg, o = info["config"], info["ordering"]
-    n_seeds = len(cfg["seeds"])
-    shared = cfg["sft"].get("run_dir")
-    per_seed = cfg["sft"].get("per_seed", True) and not shared
-    sft_mode = ("one SFT per seed (the spread includes SFT variance)" if per_seed
-                else f"one SFT ({shared or 'first seed'}) shared by every seed (SFT row spread is 0)")
-    sft_steps = cfg["sft"].get("overrides", {}).get("train", {}).get("max_steps", "?")
-    if shared and (Path(shared) / "summary.json").exists():
-        sft_steps = json.loads((Path(shared) / "summary.json").read_text()).get("steps", "?")
-    sft_row = metrics.get("sft", {})
+def plot_training(grpo_root: Path, variants: Sequence[str], seeds: Sequence[int], path: Path) -> Path | None:
+    """Per-step curves of every GRPO row (mean over seeds, band = std): rewards, parse rate, group
+    spread, zero-spread share, KL, clip share, entropy (the runs' ``metrics.jsonl``)."""
+    keys = [k for k, _ in TRAINING_PANELS]
+    curves = {v: entropy_curves(grpo_root, v, seeds, keys) for v in variants}
+    if not any(any(m.values()) for m in curves.values()):
+        return None
+    fig, axes = plt.subplots(2, 4, figsize=(16, 6.4))
+    for ax, (key, label) in zip(axes.ravel(), TRAINING_PANELS, strict=True):
+        for i, (variant, metrics) in enumerate(curves.items()):
+            by_seed = metrics.get(key, {})
+            if not by_seed:
+                continue
+            steps, mean, std = mean_band(by_seed)
+            ax.plot(steps, mean, color=f"C{i}", lw=1.6, label=variant)
+            ax.fill_between(steps, mean - std, mean + std, color=f"C{i}", alpha=0.12)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("GRPO step", fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _ms(x: Mapping[str, float] | None, ci: bool = True) -> str:
+    if not x:
+        return "–"
+    s = f"{x['mean']:.1f} ± {x['std']:.1f}"
+    return s + (f" [{x['ci_low']:.1f}, {x['ci_high']:.1f}]" if ci and "ci_low" in x else "")
+
+
+def _pm(x: Mapping[str, float] | None) -> str:
+    return "–" if not x else f"{x['mean']:+.3f} ± {x['std']:.3f}"
+
+
+def _diff(d: Mapping[str, float] | None, digits: int = 1) -> str:
+    if not d:
+        return "–"
+    return f"{d['diff']:+.{digits}f} [{d['ci_low']:+.{digits}f}, {d['ci_high']:+.{digits}f}]"
+
+
+def summary_table(summary: Mapping[str, Any], labels: Mapping[str, str]) -> str:
+    lines = ["| Row | QA acc. | Action acc. | Answer parse rate | Probe: total reward | Probe: R_ans | Probe: answer parse |",
+             "|---|---|---|---|---|---|---|"]
+    for k, r in summary["rows"].items():
+        lines.append(f"| {labels.get(k, k)} | {_ms(r['qa_acc'])} | {_ms(r['action_acc'])} | {_ms(r['answer_parse_rate'])} "
+                     f"| {_pm(r.get('probe_reward_total'))} | {_pm(r.get('probe_r_ans'))} "
+                     f"| {_ms(r.get('probe_answer_parse_rate'), ci=False)} |")
+    return "\n".join(lines) + "\n"
+
+
+def differences_table(summary: Mapping[str, Any]) -> str:
+    lines = ["| Difference | QA acc. | Action acc. | Answer parse rate | Probe: total reward (paired by query) |",
+             "|---|---|---|---|---|"]
+    for k, d in summary["differences"].items():
+        lines.append(f"| {k} | {_diff(d['qa_acc'])} | {_diff(d['action_acc'])} | {_diff(d['answer_parse_rate'])} "
+                     f"| {_diff(d.get('probe_reward_total'), 3)} |")
+    return "\n".join(lines) + "\n"
+
+
+def targets(summary: Mapping[str, Any]) -> list[str]:
+    """The issue's targets, each as one generated line: 'holds' / 'does not hold' with the numbers."""
+    rows, diffs, out = summary["rows"], summary["differences"], []
+    if "sft" not in rows:
+        return ["no SFT row: targets not checked"]
+    sft_parse = rows["sft"]["answer_parse_rate"]["mean"]
+    for k, r in rows.items():
+        if k == "sft":
+            continue
+        p = r["answer_parse_rate"]["mean"]
+        out.append(f"GRPO does not cost answer parsing ({k}: {p:.1f}% vs SFT {sft_parse:.1f}% − 2): "
+                   f"**{'holds' if p >= sft_parse - 2 else 'does not hold'}**")
+    if all(k in rows for k in ("sft", "grpo", "ugrpo")):
+        a = {k: rows[k]["action_acc"]["mean"] for k in ("sft", "grpo", "ugrpo")}
+        holds = a["ugrpo"] >= a["grpo"] >= a["sft"]
+        d1, d2 = diffs.get("grpo-sft", {}).get("action_acc"), diffs.get("ugrpo-grpo", {}).get("action_acc")
+        out.append(f"u-GRPO ≥ GRPO ≥ SFT on action accuracy ({a['ugrpo']:.1f} / {a['grpo']:.1f} / {a['sft']:.1f}): "
+                   f"**{'holds' if holds else 'does not hold'}** (GRPO − SFT {_diff(d1)}, u-GRPO − GRPO {_diff(d2)}; "
+                   "an interval that includes 0 is a tie)")
+        q = {k: rows[k]["qa_acc"]["mean"] for k in ("sft", "grpo", "ugrpo")}
+        out.append(f"QA accuracy SFT < GRPO < u-GRPO (the paper's ordering; {q['sft']:.1f} / {q['grpo']:.1f} / "
+                   f"{q['ugrpo']:.1f}): **{'holds' if q['sft'] < q['grpo'] < q['ugrpo'] else 'does not hold'}** "
+                   f"(GRPO − SFT {_diff(diffs.get('grpo-sft', {}).get('qa_acc'))}, "
+                   f"u-GRPO − GRPO {_diff(diffs.get('ugrpo-grpo', {}).get('qa_acc'))})")
+    s = rows["sft"].get("probe_reward_total")
+    if s:
+        for k, r in rows.items():
+            p = r.get("probe_reward_total")
+            if k == "sft" or not p:
+                continue
+            beyond = p["mean"] - s["mean"] > max(p["std"], s["std"])
+            ra, rs = r["probe_r_ans"], rows["sft"]["probe_r_ans"]
+            ans_beyond = ra["mean"] - rs["mean"] > max(ra["std"], rs["std"])
+            out.append(f"the optimiser optimises ({k} on its training queries: total reward {p['mean']:+.3f} ± {p['std']:.3f} "
+                       f"vs SFT {s['mean']:+.3f} ± {s['std']:.3f}; R_ans {ra['mean']:+.3f} vs {rs['mean']:+.3f}): total "
+                       f"**{'above SFT beyond the seed spread' if beyond else 'not above SFT beyond the seed spread'}**, "
+                       f"R_ans **{'above' if ans_beyond else 'not above'}** beyond the spread")
+    return out
+
+
+def readme(summary: Mapping[str, Any], info: Mapping[str, Any], labels: Mapping[str, str]) -> str:
+    """results/ablation/README.md, generated from ``summary.json`` and ``run_info.json``."""
+    cfg = info["config"]
+    over = cfg["grpo"].get("overrides", {})
+    budget = {**over.get("train", {}), **{f"rollout.{k}": v for k, v in over.get("rollout", {}).items()},
+              "qa.max_train_queries": over.get("qa", {}).get("max_train_queries")}
+    lines = "\n".join(f"- {t}" for t in targets(summary))
+    figs = "\n".join(f"- `{f}`" for f in info.get("figures", []))
     return f"""# Ablation: SFT vs GRPO vs u-GRPO and reward components (Stock-R1 Table 3, Fig. 4)
 
-Produced by `stockr1 bench ablation --config {info['config_path']} --out <this dir>` (see docs/ablation.md).
-Seeds {list(cfg['seeds'])} ({n_seeds} seeds, mean ± sample std); {sft_mode}. Every GRPO variant starts
-from {"its seed's" if per_seed else "the shared"} SFT checkpoint with the same budget; all rows are graded on the same held-out slice of
-{info['n_eval']} test questions ({info['eval_families']}) by `benchmarks.qa.evaluate_run` (greedy).
-Action accuracy = mean field-level `score_action(emitted, a*)`, a* = g(realised future), missing action = 0.
-Sum of the stage wall times (each recorded when the stage ran): {info['total_s'] / 60:.1f} min (run_info.json).
+Generated by `stockr1 bench ablation --config {info['config_path']} --out <this dir>` at commit
+`{info.get('commit', '?')}` on {info.get('date', '?')} (docs/ablation.md says what each row means).
+{summary['n_questions']} held-out {cfg['eval'].get('split', 'test')} questions ({info['eval_families']}), greedy, seeds
+{summary['seeds']}; every GRPO row starts from the same SFT run ({cfg['sft'].get('run_dir')}) with the same budget and recipe:
+`{json.dumps(budget, default=str)}` on top of `{cfg['grpo']['config']}`.
+Stage wall times summed: {info['total_s'] / 60:.1f} min ({info.get('cores_note', 'see run_info.json')}).
 
-{table}
-Entropy curves (Fig. 4, from each GRPO run's `metrics.jsonl`): `entropy.png`.
+Cells: mean ± std over seeds [95% bootstrap interval over the questions, seeds averaged per question].
+"Probe": each policy re-sampled ({cfg['probe'].get('group_size')} rollouts per query, seeds 1000 + s) on the GRPO
+training queries and scored with the full Stock-R1 reward (`rl.probe`); the SFT row's spread is the sampling seed's.
 
-## Does the paper's ordering (u-GRPO ≥ GRPO > SFT) hold at this scale?
+{summary_table(summary, labels)}
+Paired differences (same questions / same training queries, {summary['n_boot']} bootstrap resamples; 95% interval):
 
-- held-out QA accuracy (Avg.): {_verdict(o['overall'])}
-- action accuracy: {_verdict(o['action_accuracy'])}
+{differences_table(summary)}
+## What holds
 
-## Why a tiny random-init policy may not reproduce it
+{lines}
 
-The policy is a tiny Qwen3-shaped model (configs/sft/tiny.yaml: 128 wide, 4 layers, ~1.3M parameters)
-initialised at random and fine-tuned for {sft_steps} joint-SFT steps on CPU, then
-{info['config']['grpo'].get('overrides', {}).get('train', {}).get('max_steps', '?')} GRPO steps per row with small groups. At that scale (i) the SFT
-policy writes {sft_row.get('action_success_rate', float('nan')):.0f}% complete actions and
-{sft_row.get('answer_parse_rate', float('nan')):.0f}% parseable answers on this slice (per run in `per_seed.json`), but
-its reasoning does not compute the answer (the numbers it writes are not the context's or the
-observation's; samples in results/qa), so beyond the format penalty the answer reward is largely
-luck and the group advantages carry little signal about the question; (ii) the
-held-out slice is small, so one question is several points of accuracy and the seed spread is of
-the order of the gaps the paper reports (1–9 points on 4,000 questions with 4B/8B models); (iii) with
-so few RL steps the uncertainty weight changes the update size on a few queries only, so u-GRPO vs
-GRPO differences are expected to be within noise; (iv) the paper's gains come from a pretrained LLM
-whose reasoning RL sharpens — a random-init model has no such prior. The numbers here test that the
-pipeline runs end to end with identical budgets and that every switch is wired, not the paper's claim.
+Training curves (`training.png`: reward, R_ans, parse rate, group spread, zero-spread share, KL, clip share,
+entropy per step, mean ± std over seeds) and Fig. 4's entropy curves (`entropy.png`):
+{figs}
 """

@@ -10,6 +10,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "forecast": ("benchmarks.forecast:main", "TS encoder vs baselines on held-out windows (Table 2)"),
     "action": ("benchmarks.action:main", "oracle gain and per-field controllability of the decoder"),
     "qa": ("benchmarks.qa:main", "QA accuracy per task family (Table 1)"),
+    "qa_baselines": ("benchmarks.qa_baselines:main", "question-only vs majority / random walk on QA (no policy)"),
     "backtest": ("benchmarks.backtest:main", "z-score signal backtest (Table 6)"),
     "ablation": ("benchmarks.ablation:main", "SFT vs GRPO vs u-GRPO and reward ablations (Table 3)"),
     "compare": ("benchmarks.compare:main", "Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter"),

@@ -22,7 +22,7 @@ from benchmarks.backtest import BacktestConfig, buy_and_hold, json_clean, simula
 from stockr1.metrics.trading import TRADING_METRICS
 
 BUY_AND_HOLD = "buy_and_hold"
-TEXT_METRICS = ("tokens_per_decision", "consistency", "parse_failure_rate", "n_decisions")
+TEXT_METRICS = ("tokens_per_decision", "consistency", "parse_failure_rate", "n_decisions", "n_long", "n_short", "n_flat")
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,10 @@ def method_metrics(records: Sequence[DecisionRecord], prices: Mapping[str, pd.Se
         "consistency": _mean_finite([r.consistency for r in records]),
         "parse_failure_rate": float(np.mean([r.position is None for r in records])),
         "n_decisions": float(len(records)),
+        # a constant position is no forecast signal: the table shows how the decisions split
+        "n_long": float(sum(r.position == 1 for r in records)),
+        "n_short": float(sum(r.position == -1 for r in records)),
+        "n_flat": float(sum(r.position in (0, None) for r in records)),
     })
     return out, pd.concat(curves, axis=1).mean(axis=1)
 
@@ -77,6 +81,11 @@ def buy_and_hold_metrics(prices: Mapping[str, pd.Series], cfg: BacktestConfig,
     out = {k: _mean_finite([r.metrics[k] for r in res]) for k in TRADING_METRICS}
     out.update({k: float("nan") for k in TEXT_METRICS})
     return out, pd.concat([r.equity.reset_index(drop=True) for r in res], axis=1).mean(axis=1)
+
+
+def _lsf(m: Mapping[str, float]) -> str:
+    keys = ("n_long", "n_short", "n_flat")
+    return "-" if not all(k in m and math.isfinite(m[k]) for k in keys) else " / ".join(str(int(m[k])) for k in keys)
 
 
 def _pct(x: float) -> str:
@@ -92,7 +101,7 @@ def table_md(metrics: Mapping[str, Mapping[str, float]], timings: Mapping[str, M
     parse failures (and train / eval seconds when ``timings`` is given)."""
     timings = timings or {}
     head = ("| Method | CR (%) | AR (%) | Sharpe | MDD (%) | HR (%) | Trades | Tokens/decision | Consistency s "
-            "| Parse failures (%) | Train (s) | Eval (s) |\n|---|" + "---|" * 11 + "\n")
+            "| Parse failures (%) | Long / short / flat | Train (s) | Eval (s) |\n|---|" + "---|" * 12 + "\n")
     rows = []
     for name, m in metrics.items():
         t = timings.get(name, {})
@@ -100,6 +109,7 @@ def table_md(metrics: Mapping[str, Mapping[str, float]], timings: Mapping[str, M
             f"| {name} | {_pct(m['cumulative_return'])} | {_pct(m['annual_return'])} | {_num(m['sharpe'])} | "
             f"{_pct(m['max_drawdown'])} | {_pct(m['hit_rate'])} | {_num(m['n_trades'], '.1f')} | "
             f"{_num(m['tokens_per_decision'], '.1f')} | {_num(m['consistency'])} | {_pct(m['parse_failure_rate'])} | "
+            f"{_lsf(m)} | "
             f"{_num(t.get('train_s', float('nan')), '.0f')} | {_num(t.get('eval_s', float('nan')), '.0f')} |")
     return head + "\n".join(rows) + "\n"
 

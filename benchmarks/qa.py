@@ -10,6 +10,12 @@ with soft tokens off (same budget); both are evaluated on the same questions in 
 questions of another QA file instead of the run's own ``qa.jsonl`` (its train split feeds the
 majority-class baseline, its test split is evaluated); its windows must come from the same data
 section (``--config``).
+
+Baselines (no policy): majority class, random walk, and the question-only lookup and classifier
+(``llm.qa.question_only``: template and parameters alone, fitted on train). ``baselines.json`` has
+each with its 95% interval per family and overall, the per-family counts, the question-only gap to
+majority and the templates with a single answer class, on the evaluated questions (``evaluated``)
+and on every test question of the file (``all_test``); ``table.md`` shows both.
 """
 
 from __future__ import annotations
@@ -51,6 +57,23 @@ def table(metrics: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def interval_table(report: dict) -> str:
+    """Baselines with 95% intervals (date-block bootstrap) and the per-family question counts."""
+    from llm.qa.core import FAMILY_TITLES
+
+    fams = [f for f in FAMILY_COLS if f in report["counts"]]
+    head = [f"{FAMILY_TITLES[f]} (n={report['counts'][f]})" for f in fams] + [f"Avg. (n={report['n']})"]
+    lines = ["| baseline | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    for name, row in report["rows"].items():
+        cells = [f"{row[f]['acc']:.1f} [{row[f]['ci_lo']:.1f}, {row[f]['ci_hi']:.1f}]" for f in [*fams, "overall"]]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    single = report["single_answer_templates"]
+    lines.append("")
+    lines.append("Templates with a single answer class: " + (", ".join(f"{t} ({a})" for t, a in single.items())
+                                                            if single else "none"))
+    return "\n".join(lines) + "\n"
+
+
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
@@ -86,7 +109,7 @@ def restatement(pairs) -> tuple[list[str], list[dict[str, bool]], dict[str, floa
 
 def main(argv: list[str] | None = None) -> int:
     from llm.qa import load_items
-    from llm.qa.baselines import baseline_table
+    from llm.qa.baselines import accuracy_by_family, baseline_answer_fns, baseline_report
     from llm.qa.evaluate import failure_kind, failure_kinds
     from llm.qa.prompt import answer_instruction
     from llm.sft import load_data, load_yaml
@@ -120,7 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         raise SystemExit(f"stockr1 bench qa: {qa_path} refers to windows outside the {len(windows)} of the "
                          f"configured data (items {bad[:3]}...): was it generated from another data section?")
-    metrics = {k: dict(v) for k, v in baseline_table(train, test, windows).items()}
+    fns = baseline_answer_fns(train, windows)
+    metrics = {k: accuracy_by_family(test, fn) for k, fn in fns.items()}
+    all_test = [i for i in items if i.split == "test"]
+    baselines = {"evaluated": baseline_report(train, test, windows, answer_fns=fns),
+                 "all_test": baseline_report(train, all_test, windows, answer_fns=fns)}
     samples, failures, failed = {}, {}, {}
     for name, path in ((args.name, run), (f"{args.name}-no-ts-tokens", args.ablation_checkpoint)):
         if path is None:
@@ -141,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    (out / "table.md").write_text(table(metrics))
+    (out / "table.md").write_text(table(metrics) + "\n## Baselines with 95% intervals\n\nEvaluated questions:\n\n"
+                                  + interval_table(baselines["evaluated"]) + "\nAll test questions of the file:\n\n"
+                                  + interval_table(baselines["all_test"]))
+    (out / "baselines.json").write_text(json.dumps(baselines, indent=1))
     (out / "samples.json").write_text(json.dumps(samples, indent=1))
     (out / "failures.json").write_text(json.dumps(failures, indent=1))  # first failure cause per rollout
     (out / "failed_rollouts.json").write_text(json.dumps(failed, indent=1))

@@ -26,6 +26,7 @@ import dataclasses
 import inspect
 import json
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -297,6 +298,35 @@ class Policy(nn.Module):
         new_cache = getattr(out, self._cache_kw, None) if use_cache else None
         return PolicyOutput(logits=out.logits, cache=new_cache)
 
+    # ------------------------------------------------------------------ RL reference
+    def restart_adapter(self) -> None:
+        """Merge the LoRA adapter into the base weights and attach a fresh one (init from ``cfg.seed``).
+
+        Why: GRPO's KL reference must be the starting (SFT) policy. After this, the adapter-disabled
+        model *is* that policy, so the reference costs no second copy (``as_reference``). The merged
+        base is no longer the hub model, so ``save`` writes the merged full model from then on."""
+        if not self.is_lora:
+            raise ValueError("restart_adapter needs a LoRA policy (lora_r > 0)")
+        base = self.model.merge_and_unload()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.cfg.seed)
+            self.model = self._wrap_lora(base, self.cfg, None)
+        self._merged_base = True
+
+    @contextmanager
+    def as_reference(self, projector: nn.Module):
+        """Within the block the policy computes the reference: adapters off (after
+        ``restart_adapter``: the SFT policy) and ``projector`` (a frozen copy of the starting one)."""
+        if not getattr(self, "_merged_base", False):
+            raise ValueError("as_reference needs restart_adapter() first (else the reference is the pre-SFT base)")
+        trained = self.projector
+        self.projector = projector
+        try:
+            with self.model.disable_adapter():
+                yield self
+        finally:
+            self.projector = trained
+
     # ------------------------------------------------------------------ persistence
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]
@@ -308,7 +338,12 @@ class Policy(nn.Module):
         (out / "policy_config.json").write_text(json.dumps(self.cfg.to_dict(), indent=1))
         self.tokenizer.save_pretrained(out / "tokenizer")
         torch.save(self.projector.state_dict(), out / "projector.pt")
-        if self.is_lora:
+        if self.is_lora and getattr(self, "_merged_base", False):
+            # the base holds merged SFT weights: save the merged full model (adapter included)
+            import copy
+
+            copy.deepcopy(self.model).merge_and_unload().save_pretrained(out / "model")
+        elif self.is_lora:
             self.model.save_pretrained(out / "adapter")
         else:
             self.model.save_pretrained(out / "model")

@@ -25,6 +25,7 @@ import json
 import math
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,27 +126,53 @@ def build_samples(items, windows, thresholds, decoder, tokenizer,
     return out
 
 
-def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max_steps: int | None = None,
-             out_root: str | Path = "checkpoints/grpo", resume: bool = False, sft_dir: str | Path | None = None,
-             overrides: Mapping[str, Any] | None = None, use_wandb: bool = True) -> dict[str, Any]:
-    """Train u-GRPO as configured; returns the summary (also written to ``summary.json``)."""
-    from forecast_action.derive import ActionThresholds
-    from llm.qa.dataset import load_items
-    from llm.qa.generator import QAConfig, QAGenerator
-    from llm.rollout import RolloutEngine
-    from llm.sft import load_data, save_decoder
-    from llm.tools import ForecastTool
+@dataclass
+class GRPOSetup:
+    """Everything a GRPO run (or a reward probe of one) is built from, by ``build_setup``."""
 
-    cfg = load_config(config, overrides)
-    run = run or cfg.get("run", "grpo")
-    out = Path(out_root) / run
+    cfg: dict[str, Any]
+    train_cfg: GRPOTrainConfig
+    sft: Path | None
+    windows: Any
+    thresholds: Any
+    samples: list[GRPOSample]
+    policy: Any
+    decoder: Any
+    rollout: dict[str, Any]
+
+    def engine(self, policy=None, decoder=None, **over):
+        """A rollout engine over ``policy`` (default: the setup's) with the run's rollout settings and
+        the frozen tool of ``decoder`` (default: the setup's)."""
+        from llm.rollout import RolloutEngine
+        from llm.tools import ForecastTool
+
+        policy = policy or self.policy
+        tool = ForecastTool(decoder or self.decoder, self.windows)
+        return RolloutEngine(policy, policy.tokenizer, [tool], **{**self.rollout, **over})
+
+
+def train_config(cfg: Mapping[str, Any], max_steps: int | None = None) -> GRPOTrainConfig:
+    """``cfg['train']`` as a validated ``GRPOTrainConfig`` (dr_grpo's length from the rollout budget)."""
     tcfg = dict(cfg.get("train", {}))
     if max_steps is not None:
         tcfg["max_steps"] = max_steps
-    train_cfg = GRPOTrainConfig.from_dict(tcfg)
-    sft = Path(sft_dir) if sft_dir else (Path(cfg["sft"]["run_dir"]) if cfg.get("sft", {}).get("run_dir") else None)
+    loss = dict(tcfg.get("loss", {}))
+    if loss.get("loss_type") == "dr_grpo" and loss.get("max_completion_length") is None:
+        # Dr. GRPO's constant normaliser: the rollout token budget
+        tcfg["loss"] = {**loss, "max_completion_length": int(cfg.get("rollout", {}).get("max_new_tokens", 512))}
+    return GRPOTrainConfig.from_dict(tcfg)
 
-    fabric = make_fabric(train_cfg)  # before any work: under DDP every rank runs what follows
+
+def build_setup(cfg: Mapping[str, Any], sft: Path | None, max_steps: int | None = None) -> GRPOSetup:
+    """Data -> train items (the SFT run's, train split only) -> thresholds -> policy + decoder ->
+    GRPO samples, exactly as a run trains on them."""
+    from forecast_action.derive import ActionThresholds
+    from llm.qa.dataset import load_items
+    from llm.qa.generator import QAConfig, QAGenerator
+    from llm.sft import load_data
+
+    cfg = dict(cfg)
+    train_cfg = train_config(cfg, max_steps)
     windows, context_fn = load_data(cfg.get("data", {}))
     qa = dict(cfg.get("qa", {}))
     max_q = qa.pop("max_train_queries", None)
@@ -162,23 +189,44 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
     policy, decoder = load_models(cfg, sft)
     prepare_fresh_decoder(decoder, windows)
     samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer, cfg.get("max_context_chars"))
-    rcfg = dict(cfg.get("rollout", {}))
-    if "n_samples" in rcfg:
+    rollout = dict(cfg.get("rollout", {}))
+    if "n_samples" in rollout:
         raise ValueError("rollout.n_samples is gone: the tool draws the decoder's tool_samples paths "
                          f"({decoder.tool_samples}, set by decoder.tool_samples in the SFT config)")
-    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows)], **rcfg)
+    return GRPOSetup(cfg, train_cfg, sft, windows, thresholds, samples, policy, decoder, rollout)
+
+
+def sft_dir_of(cfg: Mapping[str, Any], sft_dir: str | Path | None) -> Path | None:
+    if sft_dir:
+        return Path(sft_dir)
+    return Path(cfg["sft"]["run_dir"]) if cfg.get("sft", {}).get("run_dir") else None
+
+
+def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max_steps: int | None = None,
+             out_root: str | Path = "checkpoints/grpo", resume: bool = False, sft_dir: str | Path | None = None,
+             overrides: Mapping[str, Any] | None = None, use_wandb: bool = True) -> dict[str, Any]:
+    """Train u-GRPO as configured; returns the summary (also written to ``summary.json``)."""
+    from llm.sft import save_decoder
+
+    cfg = load_config(config, overrides)
+    run = run or cfg.get("run", "grpo")
+    out = Path(out_root) / run
+    sft = sft_dir_of(cfg, sft_dir)
+    fabric = make_fabric(train_config(cfg, max_steps))  # before any work: under DDP every rank runs what follows
+    st = build_setup(cfg, sft, max_steps)
+    train_cfg, policy, decoder, windows = st.train_cfg, st.policy, st.decoder, st.windows
     wb = dict(cfg.get("wandb", {}))
     logger = RunLogger(out, project=wb.get("project", "stockr1-grpo"), group=wb.get("group", run), name=run,
                        config=cfg, use_wandb=use_wandb) if fabric.is_global_zero else None
-    scorer = StockR1Scorer(thresholds, train_cfg.rewards, train_cfg.reward_components)
-    trainer = GRPOTrainer(policy, engine, samples, scorer, train_cfg, out, fabric=fabric, logger=logger,
+    scorer = StockR1Scorer(st.thresholds, train_cfg.rewards, train_cfg.reward_components)
+    trainer = GRPOTrainer(policy, st.engine(), st.samples, scorer, train_cfg, out, fabric=fabric, logger=logger,
                           decoder=decoder if train_cfg.lambda_ts > 0 else None,
                           windows=windows if train_cfg.lambda_ts > 0 else None)
     history = trainer.fit(resume=resume)
     if logger is not None:
         logger.finish()
     summary: dict[str, Any] = {"run": run, "out_dir": str(out), "steps": trainer.step, "sft_dir": str(sft) if sft else None,
-                               "n_train_queries": len(samples), "warnings": logger.warnings if logger else [],
+                               "n_train_queries": len(st.samples), "warnings": logger.warnings if logger else [],
                                "final": {k: v for k, v in (history[-1] if history else {}).items()
                                          if not (isinstance(v, float) and math.isnan(v))}}
     if trainer.fabric.is_global_zero:
@@ -192,6 +240,25 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
             save_decoder(decoder, out / "decoder.pt")
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
+
+
+def probe_run(config: str | Path | Mapping[str, Any], run_dir: str | Path | None, sft_dir: str | Path,
+              group_size: int, seed: int, overrides: Mapping[str, Any] | None = None,
+              max_batch_rows: int | None = 16) -> dict[str, Any]:
+    """``rl.probe.probe_rewards`` of the policy in ``run_dir`` (None: the SFT policy) on the training
+    queries the GRPO config draws from ``sft_dir``, with the run's rollout settings."""
+    from llm.policy import Policy
+    from llm.sft import load_decoder
+    from rl.probe import probe_rewards
+
+    cfg = load_config(config, overrides)
+    st = build_setup(cfg, Path(sft_dir))
+    policy, decoder = st.policy, st.decoder
+    if run_dir is not None:
+        policy = Policy.load(Path(run_dir) / "policy")
+        decoder = load_decoder(Path(run_dir) / "decoder.pt")
+    engine = st.engine(policy.eval(), decoder, max_batch_rows=max_batch_rows)
+    return probe_rewards(engine, st.samples, st.thresholds, group_size, seed, st.train_cfg.rewards)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,20 @@ get no gradient), ``|o_i| = sum_t m_it`` and ``KL_it`` the k3 estimator to the r
 With ``w = 1`` this is exactly TRL's ``loss_type="grpo"`` (per-sequence token mean, then batch mean;
 ``tests/test_rl_trl_equivalence.py`` checks loss and gradients against ``GRPOTrainer.compute_loss``).
 
+``GRPOLossConfig.loss_type`` picks how the per-token terms ``l_it = w_i * m_it * (...)`` above are reduced,
+each exactly as TRL 1.16 (``GRPOTrainer._compute_loss``), with N the rollouts and the sums over the whole
+generation batch:
+- ``"grpo"`` (default): ``L = 1/N sum_i (sum_t l_it) / |o_i|``, the formula above; long completions get
+  a smaller per-token weight.
+- ``"dapo"``: ``L = (sum_i sum_t l_it) / sum_i |o_i|``, a token mean over the batch's generated tokens
+  (DAPO, arXiv:2503.14476), so every generated token counts the same.
+- ``"dr_grpo"``: ``L = (sum_i sum_t l_it) / (N * L_max)`` with the constant ``L_max =
+  GRPOLossConfig.max_completion_length`` (Dr. GRPO, arXiv:2503.20783): no length bias and a
+  normaliser that does not depend on the batch.
+A batch may be split into chunks (micro-batches): ``grpo_loss`` given the whole batch's ``N``
+(``batch_sequences``) and generated-token count (``batch_tokens``) returns the chunk's share, and the
+chunk losses sum to the whole-batch loss for every type (``tests/test_rl_grpo_loss_types.py``).
+
 Choices where the paper is silent
 - Advantages follow TRL: ``(R - mean_g) / (std_g + eps)`` with the unbiased std and ``eps = 1e-4``.
   A group whose rewards do not vary carries no signal: its advantages are set to exactly 0 (TRL gets
@@ -37,6 +51,7 @@ import torch
 from torch import Tensor
 
 ADV_EPS = 1e-4  # TRL's std epsilon in the advantage denominator
+LOSS_TYPES = ("grpo", "dapo", "dr_grpo")
 
 
 @dataclass(frozen=True)
@@ -78,6 +93,15 @@ class GRPOLossConfig:
     # unbiased reverse-KL gradient under samples from pi_old. TRL >= 1.x does this by default
     # (``use_bias_correction_kl=True``); the value is unchanged on-policy (ratio = 1), the gradient is not.
     kl_ratio_correction: bool = True
+    loss_type: str = "grpo"  # one of LOSS_TYPES; see the module docstring
+    # L_max of dr_grpo's constant normaliser N * L_max (TRL's max_completion_length); dr_grpo only
+    max_completion_length: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"GRPOLossConfig.loss_type must be one of {', '.join(LOSS_TYPES)}; got {self.loss_type!r}")
+        if self.max_completion_length is not None and self.max_completion_length < 1:
+            raise ValueError(f"GRPOLossConfig.max_completion_length must be >= 1, got {self.max_completion_length}")
 
 
 @dataclass(frozen=True)
@@ -85,7 +109,7 @@ class GRPOLossOutput:
     """loss: scalar to backpropagate; the rest are detached diagnostics."""
 
     loss: Tensor
-    per_sequence: Tensor  # [N] weighted per-sequence loss
+    per_sequence: Tensor  # [N] weighted per-sequence token mean (the grpo reduction, for every loss_type)
     kl: Tensor  # scalar token-mean k3 KL (0 when beta = 0 and no reference given)
     clip_low: Tensor  # fraction of generated tokens clipped below (A < 0)
     clip_high: Tensor  # fraction clipped above (A > 0)
@@ -152,8 +176,10 @@ def grpo_loss(
     ref_logp: Tensor | None = None,
     weights: Tensor | None = None,
     cfg: GRPOLossConfig = GRPOLossConfig(),
+    batch_sequences: int | None = None,
+    batch_tokens: float | None = None,
 ) -> GRPOLossOutput:
-    """The clipped, uncertainty-weighted GRPO loss.
+    """The clipped, uncertainty-weighted GRPO loss of one chunk of a generation batch.
 
     logp:       [N, T] log pi_theta of each completion token (requires grad)
     advantages: [N] group-relative advantages
@@ -161,7 +187,15 @@ def grpo_loss(
     old_logp:   [N, T] log pi_old at sampling time; None = on-policy (logp.detach(), ratio 1)
     ref_logp:   [N, T] log pi_ref, needed when cfg.beta != 0
     weights:    [N] per-rollout weight w(U_q) (the query's weight repeated G times); None = 1
+    batch_sequences: rollouts in the whole generation batch (None = this chunk's N)
+    batch_tokens:    generated tokens (sum of mask) in the whole batch (None = this chunk's; dapo only)
+
+    ``loss`` is this chunk's share of the whole-batch loss of ``cfg.loss_type`` (module docstring):
+    summed over the chunks of a batch it is the whole-batch loss; with the defaults (the chunk is the
+    whole batch) it is that loss. The diagnostics (kl, clip fractions) are this chunk's token means.
     """
+    if cfg.loss_type == "dr_grpo" and cfg.max_completion_length is None:
+        raise ValueError('GRPOLossConfig(loss_type="dr_grpo") needs max_completion_length (its normaliser N * L_max)')
     mask = mask.to(logp.dtype)
     old_logp = logp.detach() if old_logp is None else old_logp
     adv = advantages.to(logp.dtype).unsqueeze(1)
@@ -177,15 +211,26 @@ def grpo_loss(
             per_token_kl = per_token_kl * ratio
         per_token = per_token + cfg.beta * per_token_kl
         kl = (per_token_kl * mask).sum().detach() / mask.sum().clamp(min=1.0)
-    per_seq = masked_sequence_mean(per_token, mask)
+    n_seq = logp.shape[0] if batch_sequences is None else int(batch_sequences)
+    per_seq_sum = (per_token * mask).sum(-1)
+    per_seq = per_seq_sum / mask.sum(-1).clamp(min=1.0)  # = masked_sequence_mean(per_token, mask)
     if weights is not None:
-        per_seq = per_seq * weights.to(per_seq.dtype)
+        w = weights.to(per_seq.dtype)
+        per_seq = per_seq * w
+        per_seq_sum = per_seq_sum * w
+    if cfg.loss_type == "grpo":  # TRL: ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+        loss = per_seq.mean() if batch_sequences is None else per_seq.sum() / max(n_seq, 1)
+    elif cfg.loss_type == "dapo":  # TRL: (per_token_loss * mask).sum() / num_items_in_batch.clamp(min=1.0)
+        n_tok_batch = mask.sum().detach() if batch_tokens is None else torch.as_tensor(batch_tokens).detach()
+        loss = per_seq_sum.sum() / n_tok_batch.to(per_seq_sum).clamp(min=1.0)
+    else:  # dr_grpo; TRL: (per_token_loss * mask).sum() / (per_token_loss.size(0) * self.max_completion_length)
+        loss = per_seq_sum.sum() / (max(n_seq, 1) * cfg.max_completion_length)
     n_tok = mask.sum().clamp(min=1.0)
     with torch.no_grad():
         low = ((ratio < 1 - cfg.epsilon_low) & (adv < 0)).to(logp.dtype)
         high = ((ratio > 1 + cfg.epsilon_high) & (adv > 0)).to(logp.dtype)
     return GRPOLossOutput(
-        loss=per_seq.mean(),
+        loss=loss,
         per_sequence=per_seq.detach(),
         kl=kl,
         clip_low=(low * mask).sum() / n_tok,

@@ -15,9 +15,16 @@ What is simplified relative to TRL / verl (on purpose, for a readable engine):
   ``num_iterations > 1`` reuses the batch, with ``old_logp`` taken before the first pass.
 - Groups never cross ranks: each rank rolls out all G samples of its own queries, so advantages
   need no all-gather; DDP averages the gradients. Each rank gets ``queries_per_step`` queries.
-- No learning-rate schedule (constant LR, as is common for short GRPO runs).
-- The reference policy for the KL is a frozen copy of the starting (SFT) policy, built only when
-  ``beta > 0``.
+- Learning rate: linear warmup over ``warmup_steps`` from ``lr / warmup_steps``, then constant (a fresh
+  AdamW's first steps are ~±lr sign moves on every weight; the warmup keeps them small).
+- The reference policy for the KL (only when ``beta > 0``) is the starting (SFT) policy: with LoRA the
+  policy merges the SFT adapter into its base and trains a fresh adapter, so the adapter-disabled
+  model is the reference and no second copy is held (``Policy.restart_adapter``); a full fine-tune
+  keeps a frozen copy. The soft-token projector is part of the reference: a frozen copy of its
+  starting state (it is small).
+- Dropout: the loss pass runs in the mode the rollouts were sampled in (eval, no dropout) unless
+  ``dropout_in_loss``; otherwise the ratio and the KL are not 1 / 0 at the sampled point (LoRA
+  dropout 0.05 made the KL non-zero at step 0).
 
 Decoder during RL (``lambda_ts``): default 0, the decoder is frozen, as in the official code. Reasons:
 R_cons compares the action with g(decoded path); if the decoder moved with the policy, the policy
@@ -78,6 +85,8 @@ class GRPOTrainConfig:
     queries_per_step: int = 2  # per rank
     max_steps: int = 100
     lr: float = 1e-6
+    warmup_steps: int = 0  # linear warmup of the learning rate, then constant
+    dropout_in_loss: bool = False  # False: loss pass in eval mode, as the rollouts were sampled
     decoder_lr: float = 1e-5
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
@@ -96,6 +105,19 @@ class GRPOTrainConfig:
     devices: int | str = 1
     strategy: str = "auto"
     precision: str = "32-true"
+
+    def __post_init__(self) -> None:
+        if self.group_size < 2:
+            raise ValueError(f"train.group_size must be >= 2 (advantages are relative to the group), got {self.group_size}")
+        for name in ("queries_per_step", "max_steps", "num_iterations", "micro_batch"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        if not self.lr > 0 or self.warmup_steps < 0:
+            raise ValueError(f"train.lr must be > 0 and train.warmup_steps >= 0, got {self.lr}, {self.warmup_steps}")
+
+    def lr_factor(self, step: int) -> float:
+        """Multiplier of ``lr`` at optimiser step ``step`` (0-based): linear warmup, then 1."""
+        return min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps > 0 else 1.0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GRPOTrainConfig:
@@ -222,7 +244,14 @@ class GRPOTrainer:
         if fabric is None:  # spawn strategies ("ddp_spawn") need a launched Fabric passed in instead
             fabric = make_fabric(cfg)
         self.fabric = fabric
-        self.ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.loss.beta != 0 else None
+        self.ref = self.ref_projector = None
+        if cfg.loss.beta != 0:
+            if getattr(policy, "is_lora", False):  # the adapter-disabled model is the reference: no copy
+                if not getattr(policy, "_merged_base", False):
+                    policy.restart_adapter()
+                self.ref_projector = copy.deepcopy(policy.projector).eval().requires_grad_(False)
+            else:
+                self.ref = copy.deepcopy(policy).eval().requires_grad_(False)
         groups = [{"params": [p for p in policy.parameters() if p.requires_grad], "lr": cfg.lr}]
         self.decoder, self.windows = (decoder, windows) if cfg.lambda_ts > 0 else (None, None)
         if self.decoder is not None:
@@ -230,8 +259,11 @@ class GRPOTrainer:
             self.decoder = self.fabric.setup_module(decoder)
         opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
         self.policy, self.opt = self.fabric.setup(policy, opt)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(opt, cfg.lr_factor)
         if self.ref is not None:
             self.ref = self.ref.to(self.fabric.device)
+        if self.ref_projector is not None:
+            self.ref_projector = self.ref_projector.to(self.fabric.device)
         self.step, self.history = 0, []
         self.logger = logger
 
@@ -241,7 +273,8 @@ class GRPOTrainer:
         return self.out_dir / "last.ckpt"
 
     def _state(self) -> dict[str, Any]:
-        st = {"policy": self.policy, "optimizer": self.opt, "step": self.step, "history": self.history}
+        st = {"policy": self.policy, "optimizer": self.opt, "scheduler": self.sched.state_dict(), "step": self.step,
+              "history": self.history}
         if self.decoder is not None:
             st["decoder"] = self.decoder
         return st
@@ -258,7 +291,10 @@ class GRPOTrainer:
         if not self.ckpt_path.exists():
             return False
         st = self._state()
-        self.fabric.load(self.ckpt_path, st)
+        rest = self.fabric.load(self.ckpt_path, st)
+        sched = rest.get("scheduler", st.get("scheduler"))
+        if isinstance(sched, dict):
+            self.sched.load_state_dict(sched)
         self.step, self.history = int(st["step"]), list(st["history"])
         return True
 
@@ -277,6 +313,16 @@ class GRPOTrainer:
         if entropy:
             return token_logprobs_and_entropy(model, b["ids"][sl], b["att"][sl], ts, **kw)
         return token_logprobs(model, b["ids"][sl], b["att"][sl], ts, **kw)
+
+    @torch.no_grad()
+    def _ref_logp(self, b: dict[str, Any], chunks: Sequence[slice]) -> Tensor:
+        """[N, T] log-probs of the reference (SFT) policy: a frozen copy, or the adapter-disabled LoRA
+        policy with the starting projector."""
+        if self.ref is not None:
+            return torch.cat([self._logp(self.ref, b, sl) for sl in chunks])
+        self.policy.eval()
+        with self.policy.as_reference(self.ref_projector):
+            return torch.cat([self._logp(self.policy, b, sl) for sl in chunks])
 
     def _ts_loss(self, rollouts: Sequence[Any]) -> Tensor:
         """L_TS of the decoder conditioned on each rollout's emitted action (None = unconditioned)."""
@@ -309,13 +355,14 @@ class GRPOTrainer:
         n = len(rollouts)
         chunks = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
         old = ref = None
+        self.policy.eval()  # pi_old and pi_ref in the mode the rollouts were sampled in
+        n_tok_batch = b["gen"].sum()  # batch totals: each chunk's loss is its share of the batch loss
         if cfg.num_iterations > 1:
             with torch.no_grad():
                 old = torch.cat([self._logp(self.policy, b, sl) for sl in chunks])
-        if self.ref is not None:
-            with torch.no_grad():
-                ref = torch.cat([self._logp(self.ref, b, sl) for sl in chunks])
-        self.policy.train()
+        if self.ref is not None or self.ref_projector is not None:
+            ref = self._ref_logp(b, chunks)
+        self.policy.train(cfg.dropout_in_loss)  # default eval: the mode the rollouts were sampled in
         stats: dict[str, float] = {}
         for _ in range(cfg.num_iterations):
             self.opt.zero_grad(set_to_none=True)
@@ -325,10 +372,10 @@ class GRPOTrainer:
                     logp, ent = self._logp(self.policy, b, sl, entropy=True)
                     out = grpo_loss(logp, adv[sl].to(logp.device), b["gen"][sl],
                                     None if old is None else old[sl], None if ref is None else ref[sl],
-                                    w[sl].to(logp.device), cfg.loss)
-                    fab.backward(out.loss * (sl.stop - sl.start) / n)
+                                    w[sl].to(logp.device), cfg.loss, batch_sequences=n, batch_tokens=n_tok_batch)
+                    fab.backward(out.loss)
                 m, ntok = b["gen"][sl].float(), float(out.n_tokens)
-                acc["loss"] += float(out.loss.detach()) * (sl.stop - sl.start) / n
+                acc["loss"] += float(out.loss.detach())
                 acc["entropy"] += float((ent.detach() * m).sum())
                 for key in ("kl", "clip_low", "clip_high"):
                     acc[key] += float(getattr(out, key)) * ntok
@@ -338,8 +385,11 @@ class GRPOTrainer:
                 fab.backward(cfg.lambda_ts * l_ts)
                 stats["decoder/l_ts"] = float(l_ts.detach())
             if cfg.max_grad_norm:
-                fab.clip_gradients(self.policy, self.opt, max_norm=cfg.max_grad_norm, error_if_nonfinite=False)
+                norm = fab.clip_gradients(self.policy, self.opt, max_norm=cfg.max_grad_norm, error_if_nonfinite=False)
+                stats["policy/grad_norm"] = float(norm) if norm is not None else math.nan
             self.opt.step()
+        stats["lr"] = self.sched.get_last_lr()[0]
+        self.sched.step()
         tok = max(acc["tok"], 1.0)
         stats.update({"loss": acc["loss"], "policy/entropy": acc["entropy"] / tok, "policy/kl": acc["kl"] / tok,
                       "policy/clip_low": acc["clip_low"] / tok, "policy/clip_high": acc["clip_high"] / tok,

@@ -28,8 +28,8 @@ def _sft_config(tmp: Path) -> Path:
     cfg = {
         "data": {"source": "synthetic", "n_tickers": 2, "n_days": 260, "seed": 0, "lookback": 30, "horizon": 10},
         "qa": {"n_train": 12, "n_val": 6, "n_test": 0, "seed": 0},
-        "traces": {"n_samples": 4, "drop_trivial": False},
-        "decoder": {"seed": 0, "warmup_steps": 0,
+        "traces": {"drop_trivial": False},
+        "decoder": {"seed": 0, "warmup_steps": 0, "tool_samples": 4,
                     "ts": {"lookback": 30, "horizon": 10, "patch_len": 10, "d_model": 16, "n_layers": 1,
                            "n_heads": 2, "ffn_dim": 32, "dropout": 0.0, "d_llm": 16},
                     "action": {"cond_dim": 8, "emb_dim": 4, "hidden": 16}},

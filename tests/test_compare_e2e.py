@@ -29,7 +29,7 @@ def env():
     cfg = CompareConfig.from_dict({
         "decisions_per_ticker": 2, "n_train": 2, "max_context_chars": 500, "benchmark": None,
         "backtest": {"threshold": 0.5, "holding": 10, "cost_bps": 10.0, "vol_lookback": 20},
-        "methods": {"stock_r1": {"max_new_tokens": 40, "n_samples": 4}, "trading_r1": {"max_new_tokens": 60, "prompt_days": 3},
+        "methods": {"stock_r1": {"max_new_tokens": 40}, "trading_r1": {"max_new_tokens": 60, "prompt_days": 3},
                     "trade_r1_fsr": {"max_new_tokens": 60}, "trade_r1_dsr": {"max_new_tokens": 60},
                     "alphaquanter": {"max_new_tokens": 60, "max_tool_calls": 2}}})
     return Env.build(cfg, synthetic_windows(2, 400, 0, context=True), frames, synthetic_store(frames, seed=0))
@@ -84,11 +84,13 @@ def test_stock_r1_scripted_through_the_forecast_tool(env, tok):
     import torch
 
     from llm.sft import build_decoder
+    from rl.cli import prepare_fresh_decoder
 
     torch.manual_seed(0)
     decoder = build_decoder({"ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1,
                                     "n_heads": 2, "ffn_dim": 32, "dropout": 0.0, "d_llm": 8},
                              "action": {"cond_dim": 8, "emb_dim": 4, "hidden": 16}}).eval()
+    prepare_fresh_decoder(decoder, env.windows)  # a decoder is prepared (U normaliser on train) before use
     samples = stock_r1_samples(env, decoder, tok)
     assert samples[0].ts_tokens.shape[-1] == 8  # soft tokens from the decoder's encoder
     scripts = {s.prompt: (["Trend looks up. " + ACT, " <answer>1.0</answer>"] if k else ["Hmm. " + BAD, " <answer>0</answer>"])

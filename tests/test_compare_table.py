@@ -126,7 +126,7 @@ def test_method_metrics_from_hand_made_records():
     assert len(lines) == 4 and lines[2].startswith("| buy_and_hold | 33.10 |")
     row = [c.strip() for c in lines[3].split("|")[1:-1]]
     assert row[0] == "m" and row[1] == "-10.90" and row[7] == "20.0" and row[8] == "0.500" and row[9] == "33.33"
-    assert row[10] == "12" and row[11] == "3"
+    assert row[10] == "1 / 1 / 1" and row[11] == "12" and row[12] == "3"  # long / short / flat (None = flat)
     json.dumps(json_clean({"m": m}))  # NaN-free JSON
 
 

@@ -31,7 +31,7 @@ def test_grade_scripted_rollouts(tmp_path) -> None:
     torch.manual_seed(0)
     dec = ActionConditionedDecoder(TSEncoderConfig(lookback=L, horizon=10, patch_len=5, d_model=16, n_layers=1,
                                                    n_heads=2, ffn_dim=32, d_llm=8, cond_dim=8),
-                                   ActionEncoderConfig(cond_dim=8, emb_dim=4, hidden=16))
+                                   ActionEncoderConfig(cond_dim=8, emb_dim=4, hidden=16), tool_samples=4)
     ph = ts_placeholders(dec.ts_cfg.n_tokens)
     traces, _ = TraceWriter(w, ForecastTool(LinearDecoder(), w, 4, render=render), ActionThresholds.fit(w),
                             context_fn=context_fn, ts_placeholder=ph, cfg=TraceConfig(drop_trivial=False)).write(items)
@@ -51,7 +51,7 @@ def test_grade_scripted_rollouts(tmp_path) -> None:
         scripts[prompt] = [before, after + "<|im_end|>"]
     pol = ScriptedPolicy(tok, scripts, filler="<|endoftext|>")
     pol.tokenizer = tok
-    pairs = rollout_items(pol, dec, w, kept, max_new_tokens=600, n_samples=4)
+    pairs = rollout_items(pol, dec, w, kept, max_new_tokens=1500)  # room for the longest scripted trace
     m = grade_rollouts(pairs)
     n = len(kept)
     assert m["answer_parse_rate"] == pytest.approx(100.0 * (n - 2) / n)

@@ -1,4 +1,4 @@
-"""Our GRPO loss equals TRL's ``loss_type="grpo"`` on identical text-only inputs.
+"""Our GRPO loss equals TRL's for ``loss_type`` in grpo, dapo and dr_grpo on identical text-only inputs.
 
 TRL side: a real ``trl.GRPOTrainer`` built on a tiny local Qwen3, and its public ``compute_loss`` on
 a prepared batch (prompt/completion ids and masks, advantages, old and reference log-probs, and a
@@ -8,7 +8,10 @@ TRL does not divide by the gradient-accumulation count (that attribute only exis
 
 Our side: the same weights loaded into ``llm.policy.Policy`` (no LoRA, no soft tokens), log-probs
 from ``llm.logprobs.token_logprobs`` with the same temperature, and ``rl.grpo.grpo_loss`` with
-``gen_mask = completion_mask * tool_mask`` and all uncertainty weights 1.
+``gen_mask = completion_mask * tool_mask``, all uncertainty weights 1, the same ``loss_type`` and, for
+dr_grpo, the same ``max_completion_length``. For dapo TRL reads the batch's generated-token count from
+``inputs["num_items_in_batch"]`` (set by its generation step); the test sets it to ``gen_mask.sum()``,
+which is what our default ``batch_tokens`` is.
 
 Prompts are unpadded: TRL's loss forward passes no position ids, so on a left-padded prompt its
 positions differ from the ones generation used, while Policy derives them from the attention mask.
@@ -27,6 +30,7 @@ from rl.grpo import GRPOLossConfig, grpo_loss
 CORPUS = ["the index rose on strong earnings and the yield curve steepened", "volume fell, the close was flat"] * 4
 TEMPERATURE = 0.9
 BETA = 0.04
+MAX_COMPLETION_LENGTH = 8  # > the 7 completion tokens of the batch, so dr_grpo's constant is not the padded T
 
 
 def _tiny_model_dir(tmp: Path) -> Path:
@@ -47,21 +51,23 @@ def model_dir(tmp_path_factory) -> Path:
     return _tiny_model_dir(tmp_path_factory.mktemp("tiny_qwen3"))
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["kl_ratio_correction", "plain_kl"])
+@pytest.fixture(scope="module", params=[(lt, corr) for lt in ("grpo", "dapo", "dr_grpo") for corr in (True, False)],
+                ids=lambda p: f"{p[0]}-{'kl_ratio_correction' if p[1] else 'plain_kl'}")
 def trainer_and_policy(request, model_dir):
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
     d = model_dir
+    loss_type, correction = request.param
     args = GRPOConfig(output_dir=str(d / "trl_out"), per_device_train_batch_size=4, num_generations=2,
-                      beta=BETA, use_bias_correction_kl=request.param, temperature=TEMPERATURE, loss_type="grpo", report_to="none", use_cpu=True,
-                      max_completion_length=8, bf16=False)
+                      beta=BETA, use_bias_correction_kl=correction, temperature=TEMPERATURE, loss_type=loss_type,
+                      report_to="none", use_cpu=True, max_completion_length=MAX_COMPLETION_LENGTH, bf16=False)
     trainer = GRPOTrainer(model=str(d), reward_funcs=[lambda prompts, completions, **kw: [0.0] * len(completions)],
                           args=args, train_dataset=Dataset.from_dict({"prompt": ["a", "b"]}),
                           processing_class=AutoTokenizer.from_pretrained(str(d)))
     policy = Policy(PolicyConfig(name_or_path=str(d), lora_r=0, soft_tokens=False))
-    return trainer, policy, request.param
+    return trainer, policy, loss_type, correction
 
 
 def _batch(vocab: int):
@@ -83,8 +89,9 @@ def _batch(vocab: int):
     )
 
 
-def test_loss_and_gradients_equal_trl_grpo(trainer_and_policy) -> None:
-    trainer, policy, correction = trainer_and_policy
+def test_loss_and_gradients_equal_trl(trainer_and_policy) -> None:
+    trainer, policy, loss_type, correction = trainer_and_policy
+    assert trainer.loss_type == loss_type and trainer.max_completion_length == MAX_COMPLETION_LENGTH
     inputs = _batch(len(policy.tokenizer))
     ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1)
     att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1)
@@ -98,6 +105,7 @@ def test_loss_and_gradients_equal_trl_grpo(trainer_and_policy) -> None:
     ref = cur + 0.2 * torch.randn(cur.shape, generator=g)
     inputs["old_per_token_logps"] = old[:, p:]
     inputs["ref_per_token_logps"] = ref[:, p:]
+    inputs["num_items_in_batch"] = gen_mask.sum()  # dapo's normaliser, as TRL's generation step sets it
 
     trainer.model.eval()
     trainer.model.zero_grad()
@@ -109,7 +117,9 @@ def test_loss_and_gradients_equal_trl_grpo(trainer_and_policy) -> None:
     policy.zero_grad()
     logp = token_logprobs(policy, ids, att, temperature=TEMPERATURE)
     ours = grpo_loss(logp, inputs["advantages"], gen_mask, old_logp=old, ref_logp=ref,
-                     weights=torch.ones(4), cfg=GRPOLossConfig(beta=BETA, kl_ratio_correction=correction))
+                     weights=torch.ones(4), cfg=GRPOLossConfig(beta=BETA, kl_ratio_correction=correction,
+                                                               loss_type=loss_type,
+                                                               max_completion_length=MAX_COMPLETION_LENGTH))
     ours.loss.backward()
     our_grads = {n: q.grad for n, q in policy.model.named_parameters() if q.grad is not None}
 

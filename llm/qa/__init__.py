@@ -6,10 +6,12 @@ from llm.qa.core import FAMILIES, FAMILY_TITLES, Decision, NewsItem, Path, QACon
 from llm.qa.dataset import load_items, save_items
 from llm.qa.families import TEMPLATES, TEMPLATES_BY_KEY, Template
 from llm.qa.generator import QAConfig, QAGenerator, QAReport, generate_qa
+from llm.qa.question_only import QuestionOnlyClassifier, QuestionOnlyLookup
 
 __all__ = [
     "FAMILIES", "FAMILY_TITLES", "TEMPLATES", "TEMPLATES_BY_KEY", "Decision", "MajorityBaseline",
-    "NewsItem", "Path", "QAConfig", "QAContext", "QAGenerator", "QAItem", "QAReport", "Template",
+    "NewsItem", "Path", "QAConfig", "QAContext", "QAGenerator", "QAItem", "QAReport", "QuestionOnlyClassifier",
+    "QuestionOnlyLookup", "Template",
     "accuracy_by_family", "extract_answer", "generate_qa", "grade_completion", "is_correct",
     "load_items", "normalize_answer", "random_walk_answer", "save_items",
 ]

@@ -4,6 +4,8 @@
   train answer (categorical) or the train median (numeric).
 - ``random_walk_answer``: answers the question as if the future close path were flat at today's close
   (the random-walk mean path), through the same answer function that grades the realised future.
+- ``llm.qa.question_only``: the question's template and parameters alone (per-cell lookup and a
+  small classifier); ``baseline_report`` scores all four with 95% intervals and per-family counts.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ import numpy as np
 from llm.qa.answers import is_correct
 from llm.qa.core import FAMILIES, QAContext, QAItem, decision_at, flat_path
 from llm.qa.families import TEMPLATES_BY_KEY
+from llm.qa.question_only import QuestionOnlyClassifier, QuestionOnlyLookup, single_answer_templates
+from stockr1.metrics.stats import block_resamples, wilson_interval
 from stockr1.types import Windows
+
+AnswerFn = Callable[[QAItem], str | None]
+QUESTION_ONLY = ("question_only_lookup", "question_only_classifier")
 
 
 def _key(item: QAItem) -> tuple[str, int]:
@@ -68,11 +75,74 @@ def accuracy_by_family(
     return out
 
 
+def baseline_answer_fns(train: Iterable[QAItem], windows: Windows) -> dict[str, AnswerFn]:
+    """Majority, random walk and the two question-only baselines, fitted on ``train`` (train items)."""
+    train = list(train)
+    maj = MajorityBaseline().fit(train)
+    return {
+        "majority": maj.answer,
+        "random_walk": lambda it: random_walk_answer(it, windows),
+        "question_only_lookup": QuestionOnlyLookup().fit(train).answer,
+        "question_only_classifier": QuestionOnlyClassifier().fit(train).answer,
+    }
+
+
 def baseline_table(
     train: Iterable[QAItem], evaluate: list[QAItem], windows: Windows
 ) -> Mapping[str, dict[str, float]]:
-    maj = MajorityBaseline().fit(train)
+    return {k: accuracy_by_family(evaluate, fn) for k, fn in baseline_answer_fns(train, windows).items()}
+
+
+def _family_means(fams: np.ndarray, hits: np.ndarray, idx: np.ndarray) -> dict[str, float]:
+    fam, hit = fams[idx], hits[idx]
+    out = {f: float(np.mean(hit[fam == f])) for f in FAMILIES if np.any(fam == f)}
+    out["overall"] = float(np.mean(list(out.values()))) if out else float("nan")
+    return out
+
+
+def accuracy_intervals(
+    items: list[QAItem], hits: np.ndarray, resamples: list[np.ndarray], level: float = 0.95
+) -> dict[str, dict[str, float]]:
+    """Accuracy (%) per family and overall (mean over families) with a 95% interval.
+
+    ``ci_lo``/``ci_hi``: percentile interval over date-block resamples of the items (questions on one
+    date, or on overlapping futures, are not independent, so an i.i.d. interval is too narrow);
+    ``wilson_lo``/``wilson_hi`` (families only): the Wilson interval, as if the questions were independent."""
+    fams = np.array([it.family for it in items])
+    full = _family_means(fams, hits, np.arange(len(items)))
+    boots = [_family_means(fams, hits, r) for r in resamples]
+    a = (1 - level) / 2
+    out: dict[str, dict[str, float]] = {}
+    for f, acc in full.items():
+        vals = [b[f] for b in boots if f in b] or [float("nan")]
+        row = {"acc": 100 * acc, "ci_lo": 100 * float(np.quantile(vals, a)), "ci_hi": 100 * float(np.quantile(vals, 1 - a))}
+        if f != "overall":
+            fam = [h for it, h in zip(items, hits, strict=True) if it.family == f]
+            lo, hi = wilson_interval(int(np.sum(fam)), len(fam), level)
+            row.update(n=len(fam), wilson_lo=100 * lo, wilson_hi=100 * hi)
+        out[f] = row
+    return out
+
+
+def baseline_report(
+    train: Iterable[QAItem], evaluate: list[QAItem], windows: Windows, n_boot: int = 1000, seed: int = 0,
+    answer_fns: Mapping[str, AnswerFn] | None = None,
+) -> dict:
+    """Every baseline on ``evaluate`` with intervals, the per-family counts, the question-only gap to
+    majority per family (target: at most 3 points) and the templates with a single answer class.
+
+    One set of date-block resamples (block >= the horizon) is shared by all rows."""
+    fns = dict(answer_fns or baseline_answer_fns(train, windows))
+    dates = np.array([np.datetime64(it.date, "D") for it in evaluate])
+    resamples, block = block_resamples(dates, horizon=windows.future.shape[1], n_boot=n_boot, seed=seed)
+    rows = {k: accuracy_intervals(evaluate, np.array([is_correct(it, fn(it)) for it in evaluate]), resamples)
+            for k, fn in fns.items()}
+    counts = {f: n for f in FAMILIES if (n := sum(it.family == f for it in evaluate))}
+    gap = {q: {f: rows[q][f]["acc"] - rows["majority"][f]["acc"] for f in rows["majority"]}
+           for q in QUESTION_ONLY if q in rows and "majority" in rows}
     return {
-        "majority": accuracy_by_family(evaluate, maj.answer),
-        "random_walk": accuracy_by_family(evaluate, lambda it: random_walk_answer(it, windows)),
+        "n": len(evaluate), "counts": counts, "block": block, "n_boot": n_boot, "rows": rows,
+        "question_only_minus_majority": gap,
+        "question_only_within_3_points": {f: all(g[f] <= 3.0 for g in gap.values()) for f in counts} if gap else {},
+        "single_answer_templates": single_answer_templates(evaluate),
     }

@@ -56,6 +56,7 @@ class Template:
     needs: frozenset[str] = frozenset()  # subset of {"macro", "yields", "macro_prev", "news", "fundamentals"}
     fields: FieldsFn | None = None
     applies: Callable[[Decision], bool] | None = None  # extra decision-time precondition
+    numeric_bins: tuple[int, int] = (-2, 1)  # first/last bin index of a numeric answer (see answer_class)
 
     def usable(self, d: Decision) -> bool:
         ctx = d.context
@@ -83,6 +84,27 @@ class Template:
         if self.key.startswith("fq_mdd") or self.key.startswith("fq_max_gain"):
             return "small" if v <= 2 * tol else "large"
         return "pos" if v > 0 else "neg"
+
+    def answer_classes(self) -> tuple[str, ...]:
+        """Every class ``answer_class`` can return: the choices, or the numeric bins."""
+        if self.answer_type != "numeric":
+            return self.choices
+        lo, hi = self.numeric_bins
+        return tuple(f"bin{b}" for b in range(lo, hi + 1))
+
+    def answer_class(self, answer: str, params: Params) -> str:
+        """The class the generator balances within each (template, parameters) cell.
+
+        Categorical: the answer. Numeric: ``floor(v / (2·tol))`` clipped to ``numeric_bins``: bins as
+        wide as the set of answers one guess is graded correct on (±tol), so with equal counts per
+        bin no fixed guess is within tolerance of much more than one bin's share of a cell (signed
+        answers: <-2tol, [-2tol, 0), [0, 2tol), >=2tol; non-negative ones: [0, 2tol) ... >=6tol).
+        """
+        if self.answer_type != "numeric":
+            return answer
+        lo, hi = self.numeric_bins
+        b = math.floor(float(answer) / (2 * self.tol(params)))
+        return f"bin{min(hi, max(lo, b))}"
 
 
 def _yn(b: bool) -> str:
@@ -207,13 +229,14 @@ TEMPLATES: tuple[Template, ...] = (
         "fq_mdd_paper", "forecast", "numeric",
         "What will be the maximum drawdown (in %) of the closing price within the next {x} trading days?",
         lambda path, d, p: f"{max_drawdown_pct(path, d, p['x']):.2f}", _grid(x=X), tolerance=_sqrt_tol(0.3),
+        numeric_bins=(0, 3),
     ),
     Template(
         "fq_max_gain", "forecast", "numeric",
         "By how many percent will the highest close of the next {x} trading days exceed today's close "
         "of {last:.2f}? (Answer 0 if no close is above it.)",
         lambda path, d, p: f"{max(0.0, 100 * (float(np.max(path.close[:p['x']])) / d.last_close - 1)):.2f}",
-        _grid(x=X), tolerance=_sqrt_tol(0.3), fields=lambda d, p: {"last": d.last_close},
+        _grid(x=X), tolerance=_sqrt_tol(0.3), fields=lambda d, p: {"last": d.last_close}, numeric_bins=(0, 3),
     ),
     Template(
         "fq_return_bucket", "forecast", "choice",

@@ -1,9 +1,22 @@
 """Generate the QA benchmark (Stock-R1 §4.1, App. A.2/A.4) from point-in-time windows.
 
 Per split (the data layer's labels, so a test question's future never overlaps training), each
-family gets an equal quota; questions are drawn by rejection sampling so that, within a template,
-every answer class (Yes/No, each choice, sign/size bin of a numeric answer) gets an equal cap. Caps
-relax slowly when a class is rare, and the shortfall is reported rather than hidden.
+family gets an equal quota, split equally over its templates and, within a template, over its
+parameter cells (one cell = one point of the template's grid, e.g. ``ev_rise_paper`` with k=1, x=10).
+
+Why per cell (``QAConfig.balance = "cell"``, the default): balancing answers per template only left
+the parameters predictive ("rise > 1% within 10 days" is nearly always Yes, "> 5% within 3 days"
+nearly never), so a lookup over (template, parameters) answered most event questions without
+reading any data. Now each cell is filled in rounds: a round reserves one window of every answer
+class of the cell (``Template.answer_class``: the answer, or a tolerance-wide bin of a numeric one),
+so within a cell the classes differ by at most one item, the last round's partial order being
+random. A cell that runs out of windows of some class stops growing, and its quota moves to the
+other cells of the template, then to the other templates of the family; what no cell can supply is
+reported as a shortfall, never hidden. Windows are drawn by the realised future only through their
+answer class (a label); the question text is rendered from the decision time alone.
+
+``balance = "template"`` is the earlier sampler (per-(template, class) caps that relax when a class
+is rare), kept so earlier QA sets and their numbers can be regenerated.
 """
 
 from __future__ import annotations
@@ -31,7 +44,12 @@ class QAConfig:
     n_test: int = 4_000
     families: tuple[str, ...] = FAMILIES
     seed: int = 0
-    max_attempts_per_item: int = 60
+    max_attempts_per_item: int = 60  # the "template" sampler's rejection budget
+    balance: str = "cell"  # "cell": answers balanced per (template, parameters); "template": earlier sampler
+
+    def __post_init__(self) -> None:
+        if self.balance not in ("cell", "template"):
+            raise ValueError(f"QAConfig.balance must be 'cell' or 'template', got {self.balance!r}")
 
     def size(self, split: str) -> int:
         return {"train": self.n_train, "val": self.n_val, "test": self.n_test}[split]
@@ -99,8 +117,9 @@ class QAGenerator:
             report.unavailable[split] = [f for f in cfg.families if f not in available]
             quotas = {f: n // len(available) + (k < n % len(available)) for k, f in enumerate(available)}
             split_items: list[QAItem] = []
+            sample = self._sample_family if cfg.balance == "template" else self._sample_family_cells
             for fam, q in quotas.items():
-                got, short = self._sample_family(fam, q, idx, split, horizon, rng, cfg, len(split_items))
+                got, short = sample(fam, q, idx, split, horizon, rng, cfg, len(split_items))
                 split_items += got
                 if short:
                     report.shortfall.setdefault(split, {})[fam] = short
@@ -145,6 +164,98 @@ class QAGenerator:
             taken[cls] += 1
             out.append(self.make_item(i, t, params, split, f"{split}-{offset + len(out):06d}"))
         return out, quota - len(out)
+
+    def _sample_family_cells(
+        self, fam: str, quota: int, idx: np.ndarray, split: str, horizon: int,
+        rng: np.random.Generator, cfg: QAConfig, offset: int,
+    ) -> tuple[list[QAItem], int]:
+        """``quota`` items of family ``fam``, answers balanced within every (template, cell)."""
+        fam_k, split_k = FAMILIES.index(fam), SPLITS.index(split)
+        samplers = []
+        for k, t in enumerate(templates_for(fam)):
+            grid = [p for p in t.grid if p.get("x", 1) <= horizon]
+            if grid:
+                seed = [cfg.seed, split_k, fam_k, k]
+                samplers.append(_TemplateSampler(t, grid, idx, self, np.random.default_rng(seed)))
+        picks: list[tuple[Template, int, dict]] = []
+        need = quota
+        while need > 0 and samplers:
+            share = _shares(need, len(samplers), rng)
+            for s, n in zip(list(samplers), share, strict=True):
+                got = s.take(n)
+                picks += [(s.template, i, p) for i, p in got]
+                need -= len(got)
+                if len(got) < n:
+                    samplers.remove(s)  # exhausted: its unmet share goes to the other templates
+        out = [self.make_item(i, t, p, split, f"{split}-{offset + k:06d}") for k, (t, i, p) in enumerate(picks)]
+        return out, quota - len(out)
+
+
+def _shares(n: int, k: int, rng: np.random.Generator) -> list[int]:
+    """``n`` split into ``k`` near-equal parts, the remainder going to randomly chosen parts."""
+    out = [n // k] * k
+    for j in rng.permutation(k)[: n % k]:
+        out[int(j)] += 1
+    return out
+
+
+class _CellScanner:
+    """Windows of one (template, params) cell by answer class, scanned lazily in a random order."""
+
+    def __init__(self, t: Template, params: dict, order: np.ndarray, gen: QAGenerator) -> None:
+        self.t, self.params, self.order, self.gen = t, params, order, gen
+        self.pos = 0
+        self.found: dict[str, list[int]] = {c: [] for c in t.answer_classes()}
+
+    def has(self, cls: str) -> bool:
+        """Whether a window of class ``cls`` is available (scanning further only as far as needed)."""
+        while not self.found[cls] and self.pos < len(self.order):
+            i = int(self.order[self.pos])
+            self.pos += 1
+            d = self.gen.decision(i)
+            if self.t.usable(d):
+                answer = self.t.answer(realised_path(self.gen.windows, i), d, self.params)
+                self.found[self.t.answer_class(answer, self.params)].append(i)
+        return bool(self.found[cls])
+
+    def pop(self, cls: str) -> int:
+        return self.found[cls].pop(0)
+
+
+class _TemplateSampler:
+    """One template's items, in rounds over its cells: each round gives every live cell one window
+    of each answer class (in a random class order), so answers stay balanced within each cell."""
+
+    def __init__(self, t: Template, grid: list[dict], idx: np.ndarray, gen: QAGenerator,
+                 rng: np.random.Generator) -> None:
+        self.template, self.rng = t, rng
+        self.cells = [_CellScanner(t, dict(p), rng.permutation(idx), gen) for p in grid]
+        self.live = list(range(len(self.cells)))
+        self.pending: list[tuple[int, dict]] = []  # reserved (window, params) of the current group
+        self.round: list[int] = []  # cells still to visit in the current round
+
+    def take(self, n: int) -> list[tuple[int, dict]]:
+        """Up to ``n`` (window, params) picks; fewer only when every cell has run out of some class."""
+        out: list[tuple[int, dict]] = []
+        while len(out) < n:
+            if not self.pending and not self._next_group():
+                break
+            out.append(self.pending.pop(0))
+        return out
+
+    def _next_group(self) -> bool:
+        """Reserve one window per class in the next live cell; drop cells lacking a class."""
+        while self.live:
+            if not self.round:
+                self.round = [self.live[j] for j in self.rng.permutation(len(self.live))]
+            c = self.round.pop(0)
+            cell = self.cells[c]
+            classes = cell.t.answer_classes()
+            if all(cell.has(k) for k in classes):
+                self.pending = [(cell.pop(classes[j]), cell.params) for j in self.rng.permutation(len(classes))]
+                return True
+            self.live.remove(c)
+        return False
 
 
 def generate_qa(

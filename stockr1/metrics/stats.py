@@ -112,3 +112,18 @@ def paired_bootstrap(
         better = hi < 0.0 if not higher_is_better else lo > 0.0
         verdict = "win" if better else "loss"
     return PairedDiff(float(stat(a) - stat(b)), lo, hi, verdict, level, len(idx), block)
+
+
+def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``k / n`` (nan for n = 0).
+
+    For independent trials; use ``block_resamples`` where trials share dates (overlapping windows)."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + level / 2))
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -1,0 +1,356 @@
+"""``ts_encoder.forecaster.Forecaster`` and ``stockr1 forecast``: forecasts of a user's own OHLCV dated
+on the business days after the last row, from the training features, saved and reloaded in a fresh
+process, with one-line CLI errors. The model is the tiny.yaml architecture, random init + fitted stats."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from stockr1.data import build_windows, load_source, synthetic_windows
+from stockr1.data.quality import check_frames
+from stockr1.data.sources.frames import normalize_frame
+from stockr1.data.splits import SplitSpec
+from ts_encoder.config import TSEncoderConfig
+from ts_encoder.forecast_cli import main as forecast_main
+from ts_encoder.forecaster import Forecaster, inference_window
+from ts_encoder.model import TSEncoder
+from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = yaml.safe_load((REPO / "configs/ts_encoder/tiny.yaml").read_text())["model"]["encoder"]
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+def random_walk(n: int = 200, seed: int = 0, start: str = "2021-03-01") -> pd.DataFrame:
+    """A random-walk OHLCV frame the project never saw, with the columns a user's CSV has."""
+    rng = np.random.default_rng(seed)
+    close = 50.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.012, n)))
+    open_ = close * np.exp(rng.normal(0, 0.004, n))
+    high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0, 0.006, n)))
+    low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0, 0.006, n)))
+    return pd.DataFrame({"Date": pd.bdate_range(start, periods=n), "Open": open_, "High": high, "Low": low,
+                         "Close": close, "Volume": rng.integers(1_000_000, 3_000_000, n).astype(float)})
+
+
+@pytest.fixture(scope="module")
+def forecaster() -> Forecaster:
+    """tiny.yaml's encoder, random init; input stats and uncertainty normaliser fitted on synthetic windows."""
+    torch.manual_seed(0)
+    cfg = TSEncoderConfig.from_any(TINY)
+    enc = TSEncoder(cfg).eval()
+    x = synthetic_windows(n_tickers=2, n_days=300, lookback=cfg.lookback, horizon=cfg.horizon).x.astype(np.float64)
+    enc.set_input_stats(torch.tensor(x.mean(axis=(0, 2)), dtype=torch.float32),
+                        torch.tensor(x.std(axis=(0, 2)) + 1e-8, dtype=torch.float32))
+    with torch.no_grad():
+        u = raw_uncertainty(enc(torch.as_tensor(x[:256], dtype=torch.float32)))
+    return Forecaster(enc, UncertaintyNormalizer().fit(u))
+
+
+@pytest.fixture(scope="module")
+def saved(forecaster: Forecaster, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return forecaster.save_pretrained(tmp_path_factory.mktemp("model") / "tiny")
+
+
+def test_forecast_starts_on_the_first_business_day_after_the_last_row(forecaster: Forecaster) -> None:
+    df = random_walk(200)
+    last = df["Date"].iloc[-1]
+    assert last.day_name() == "Friday"  # the weekend must be skipped
+    out = forecaster.predict(df, horizon=10)
+    assert len(out) == 10 and list(out["horizon"]) == list(range(1, 11))
+    assert out["date"].iloc[0] == last + pd.Timedelta(days=3)
+    assert list(out["date"]) == list(pd.bdate_range(last + pd.Timedelta(days=1), periods=10))
+    assert (out["ticker"] == "series").all() and out["uncertainty"].between(0, 1).all()
+    assert list(out.columns) == ["ticker", "date", "horizon", "mean", "q0.05", "q0.1", "q0.5", "q0.9", "q0.95",
+                                 "volume", "high_q0.95", "low_q0.05", "uncertainty", "uncertainty_raw"]
+    # the 3-row-shorter frame forecasts from its own last row (no future rows are needed)
+    assert forecaster.predict(df.iloc[:-3], horizon=2)["date"].iloc[0] == df["Date"].iloc[-3]
+
+
+def test_quantiles_are_monotone_in_level_and_seeded(forecaster: Forecaster) -> None:
+    df = random_walk(150, seed=1)
+    levels = (0.9, 0.05, 0.5, 0.25, 0.75, 0.95, 0.1)  # any order in, increasing columns out
+    out = forecaster.predict(df, horizon=10, quantile_levels=levels)
+    q = out[["q0.05", "q0.1", "q0.25", "q0.5", "q0.75", "q0.9", "q0.95"]].to_numpy()
+    assert np.all(np.diff(q, axis=1) > 0)
+    assert np.all(out["high_q0.95"] > out["low_q0.05"])
+    pd.testing.assert_frame_equal(out, forecaster.predict(df, horizon=10, quantile_levels=levels))
+    other = forecaster.predict(df, horizon=10, quantile_levels=levels, seed=1)
+    assert not np.array_equal(other["q0.05"], out["q0.05"])
+    np.testing.assert_array_equal(other["mean"], out["mean"])  # the seed moves the samples only
+
+
+def test_column_case_and_order_do_not_change_the_forecast(forecaster: Forecaster) -> None:
+    df = random_walk(150, seed=2)
+    ref = forecaster.predict(df)
+    shuffled = df[["Volume", "Close", "Date", "Low", "Open", "High"]].copy()
+    shuffled.columns = ["VOLUME", "close", "date", "LoW", "open", "HIGH"]
+    shuffled["Adj Close"] = shuffled["close"] * 0.9  # extra columns are ignored, as in the CSV source
+    pd.testing.assert_frame_equal(forecaster.predict(shuffled), ref)
+
+
+def test_a_date_column_and_a_date_index_give_the_same_forecast(forecaster: Forecaster) -> None:
+    df = random_walk(150, seed=3)
+    pd.testing.assert_frame_equal(forecaster.predict(df.set_index("Date")), forecaster.predict(df))
+    unnamed = df.set_index("Date")
+    unnamed.index.name = None
+    pd.testing.assert_frame_equal(forecaster.predict(unnamed), forecaster.predict(df))
+
+
+def test_a_dict_of_two_tickers_gives_both(forecaster: Forecaster) -> None:
+    a, b = random_walk(150, seed=4), random_walk(130, seed=5, start="2021-04-05")
+    out = forecaster.predict({"BBB": b, "AAA": a}, horizon=4)
+    assert list(out["ticker"]) == ["AAA"] * 4 + ["BBB"] * 4
+    for name, frame in (("AAA", a), ("BBB", b)):
+        part = out[out["ticker"] == name]
+        assert part["date"].iloc[0] == frame["Date"].iloc[-1] + pd.offsets.BDay(1)
+        solo = forecaster.predict(frame, horizon=4)
+        np.testing.assert_allclose(part["mean"], solo["mean"], rtol=1e-6)  # batching changes float32 rounding only
+    long = pd.concat([a.assign(Ticker="AAA"), b.assign(Ticker="BBB")])  # a ticker column splits one frame
+    pd.testing.assert_frame_equal(forecaster.predict(long, horizon=4), out)
+
+
+def test_a_frame_too_short_for_the_lookback_is_a_clear_error(forecaster: Forecaster) -> None:
+    with pytest.raises(ValueError, match=r"SHORT: 60 rows .* needs at least 91"):
+        forecaster.predict({"SHORT": random_walk(60)})
+
+
+def test_bad_arguments_and_bad_data_are_clear_errors(forecaster: Forecaster) -> None:
+    df = random_walk(150)
+    with pytest.raises(ValueError, match=r"horizon must be an integer in 1\.\.10"):
+        forecaster.predict(df, horizon=11)
+    with pytest.raises(ValueError, match=r"quantile levels must be in \(0, 1\)"):
+        forecaster.predict(df, quantile_levels=(0.5, 1.0))
+    with pytest.raises(ValueError, match="missing columns"):
+        forecaster.predict(df.drop(columns=["Volume"]))
+    bad = df.copy()
+    bad.loc[100, "Low"] = -1.0
+    with pytest.raises(ValueError, match=r"series 2021-07-19 nonpositive_price"):
+        forecaster.predict(bad)
+    dup = pd.concat([df, df.iloc[[120]].assign(Close=1.0)])  # same date, another value
+    with pytest.raises(ValueError, match="duplicate_conflict"):
+        forecaster.predict(dup)
+    # unsorted rows are sorted, identical duplicates dropped (the training data's repairs)
+    messy = pd.concat([df.sample(frac=1.0, random_state=0), df.iloc[[10]]])
+    pd.testing.assert_frame_equal(forecaster.predict(messy), forecaster.predict(df))
+    with pytest.raises(ValueError, match="needs the action-conditioned decoder"):
+        forecaster.predict(df, action='{"direction": "up"}')
+
+
+def test_the_inference_window_is_the_training_window_at_the_same_day() -> None:
+    """Same features as training: build_windows' x / hist at decision day t == inference_window of
+    the frame cut at t, also across a split and a dividend inside the window."""
+    raw = random_walk(200, seed=6)
+    raw["Dividends"], raw["Stock Splits"] = 0.0, 0.0
+    raw.loc[140, "Dividends"] = 0.5
+    raw.loc[150, ["Stock Splits", "Open", "High", "Low", "Close"]] = [2.0, *(raw.loc[150, ["Open", "High", "Low", "Close"]] / 2)]
+    raw.loc[151:, ["Open", "High", "Low", "Close"]] /= 2
+    frames, _ = check_frames({"ACME": normalize_frame(raw, "ACME")})
+    frame = frames["ACME"]
+    t = frame.index[170]
+    w = build_windows(frames, lookback=90, horizon=10, split=SplitSpec(val_start="2100-01-01", test_start="2100-01-02"),
+                      start=str(t.date()), end=str(t.date()))
+    x, hist = inference_window(frame.loc[:t], 90)
+    np.testing.assert_array_equal(x, w.x[0])
+    np.testing.assert_array_equal(hist, w.hist[0])
+
+
+def test_save_pretrained_then_from_pretrained_in_a_fresh_process_is_identical(
+        forecaster: Forecaster, saved: Path, tmp_path: Path) -> None:
+    csv = tmp_path / "acme.csv"
+    random_walk(160, seed=7).to_csv(csv, index=False)
+    ref = forecaster.predict(pd.read_csv(csv), horizon=10)
+    assert sorted(p.name for p in saved.iterdir()) == ["config.json", "model.safetensors"]
+    code = ("import pandas as pd; from ts_encoder.forecaster import Forecaster; "
+            f"f = Forecaster.from_pretrained({str(saved)!r}); "
+            f"f.predict(pd.read_csv({str(csv)!r}), horizon=10).to_pickle({str(tmp_path / 'out.pkl')!r}); "
+            "import sys; assert 'lightning' not in sys.modules and 'forecast_action' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, env=ENV, cwd=tmp_path, timeout=120)
+    pd.testing.assert_frame_equal(pd.read_pickle(tmp_path / "out.pkl"), ref, check_exact=True)
+
+
+def test_loading_weights_into_another_shape_names_the_mismatch(saved: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model.safetensors").write_bytes((saved / "model.safetensors").read_bytes())
+    meta = json.loads((saved / "config.json").read_text())
+    meta["encoder"]["d_model"] = 64
+    (other / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"weights do not fit the config: .*patch_embed\.weight: \(32, 5\) in the "
+                                         r"weights vs \(64, 5\) for the config"):
+        Forecaster.from_pretrained(other)
+    meta["encoder"]["d_model"], meta["encoder"]["n_layers"] = 32, 3
+    (other / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"missing blocks\.2\.ln1\.weight"):
+        Forecaster.from_pretrained(other)
+    with pytest.raises(FileNotFoundError, match="not a saved forecaster"):
+        Forecaster.from_pretrained(tmp_path)
+
+
+def test_a_lightning_checkpoint_forecasts_like_the_training_module(tmp_path: Path) -> None:
+    """Two training steps -> .ckpt -> Forecaster.from_checkpoint: its forecast of the frame cut at t is
+    the training module's forecast of the window at t."""
+    from ts_encoder.datamodule import WindowDataModule
+    from ts_encoder.module import TSForecastModule
+
+    torch.manual_seed(0)
+    windows = synthetic_windows(n_tickers=2, n_days=300, lookback=90, horizon=10)
+    module = TSForecastModule(encoder=TINY, warmup_steps=1, fan_chart_windows=0, val_samples=4, normalizer_fit_windows=64)
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=2, limit_val_batches=1, val_check_interval=2,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, num_sanity_val_steps=0)
+    trainer.fit(module, WindowDataModule.from_windows(windows, batch_size=32, eval_batch_size=64))
+    trainer.save_checkpoint(tmp_path / "t.ckpt")
+    fc = Forecaster.from_checkpoint(tmp_path / "t.ckpt")
+    assert bool(fc.normalizer.fitted)
+    frames, _ = check_frames(load_source("synthetic", n_tickers=2, n_days=300, seed=0))
+    k = len(windows) // 3
+    name = windows.ticker[k]
+    frame = frames[name].loc[: pd.Timestamp(windows.date[k])]
+    ref = module.forecast(windows.select(np.array([k])), n_samples=8)
+    out = fc.predict({name: frame}, horizon=10)
+    np.testing.assert_allclose(out["mean"], ref.close[0], rtol=1e-6)
+    np.testing.assert_allclose(out["uncertainty"].iloc[0], ref.uncertainty[0], rtol=1e-6)
+    with pytest.raises(ValueError, match="not a TS-encoder checkpoint"):
+        torch.save({"state_dict": {}}, tmp_path / "x.ckpt")
+        Forecaster.from_checkpoint(tmp_path / "x.ckpt")
+
+
+def test_a_checkpoint_of_stockr1_ts_fit_forecasts_through_the_cli(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The README path: `stockr1 ts fit` with tiny.yaml's callbacks (2 steps on synthetic data), then
+    `stockr1 forecast --checkpoint best.ckpt` (its callback states load with weights_only=True)."""
+    from ts_encoder.cli import main as ts_main
+
+    cfg = yaml.safe_load((REPO / "configs/ts_encoder/tiny.yaml").read_text())
+    for cb in cfg["trainer"]["callbacks"]:
+        if "dirpath" in cb["init_args"]:
+            cb["init_args"]["dirpath"] = str(tmp_path / "ckpt")
+    cfg["model"].update(warmup_steps=1, fan_chart_windows=0, val_samples=4, normalizer_fit_windows=64)
+    cfg["data"] = {"source": "synthetic", "n_tickers": 2, "n_days": 300, "lookback": 90, "horizon": 10,
+                   "batch_size": 32, "eval_batch_size": 64}
+    cfg["trainer"].update(max_epochs=1, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=0,
+                          enable_model_summary=False, default_root_dir=str(tmp_path),
+                          logger=[{"class_path": "lightning.pytorch.loggers.CSVLogger",
+                                   "init_args": {"save_dir": str(tmp_path), "name": "logs"}}])
+    (tmp_path / "fit.yaml").write_text(yaml.safe_dump(cfg))
+    assert ts_main(["fit", "--config", str(tmp_path / "fit.yaml")]) == 0
+    data, out = tmp_path / "mine.csv", tmp_path / "forecast.csv"
+    random_walk(120, seed=10).to_csv(data, index=False)
+    assert forecast_main(["--checkpoint", str(tmp_path / "ckpt" / "best.ckpt"), "--data", str(data),
+                          "--out", str(out)]) == 0
+    got = pd.read_csv(out)
+    assert len(got) == 10 and got["uncertainty"].between(0, 1).all()
+
+
+def _decoder_file(path: Path, cfg: TSEncoderConfig, forecaster: Forecaster) -> Path:
+    """A decoder warm-started from the encoder whose action head moves μ (so actions matter)."""
+    from forecast_action.decoder import ActionConditionedDecoder
+
+    dec = ActionConditionedDecoder(cfg)
+    dec.load_encoder_state(forecaster.encoder.state_dict())
+    torch.manual_seed(1)
+    torch.nn.init.normal_(dec.action_head.net.weight, std=0.5)
+    dec.normalizer.load_state_dict(forecaster.normalizer.state_dict())
+    dec.save(path)
+    return path
+
+
+def test_an_action_conditions_the_decoder_forecast(forecaster: Forecaster, tmp_path: Path) -> None:
+    from forecast_action.decoder import ActionConditionedDecoder
+    from forecast_action.schema import ForecastAction
+
+    pt = _decoder_file(tmp_path / "dec.pt", forecaster.cfg, forecaster)
+    fc = Forecaster(forecaster.encoder, forecaster.normalizer, ActionConditionedDecoder.load(pt))
+    df = random_walk(150, seed=8)
+    up = fc.predict(df, action='{"direction": "up", "volatility_level": "low"}')
+    down = fc.predict(df, action=ForecastAction(direction="down", volatility_level="low"))
+    assert not np.allclose(up["mean"], down["mean"])
+    pd.testing.assert_frame_equal(fc.predict(df, action=ForecastAction(direction="up", volatility_level="low")), up)
+    pd.testing.assert_frame_equal(fc.predict(df), forecaster.predict(df))  # no action: the encoder
+    with pytest.raises(ValueError, match="invalid action: .*direction must be one of"):
+        fc.predict(df, action='{"direction": "upward-ish"}')
+    with pytest.raises(ValueError, match="invalid action: unknown field 'colour'"):
+        fc.predict(df, action='{"direction": "up", "colour": "red"}')
+    fc.save_pretrained(tmp_path / "with_dec")
+    again = Forecaster.from_pretrained(tmp_path / "with_dec")
+    pd.testing.assert_frame_equal(again.predict(df, action='{"direction": "up", "volatility_level": "low"}'), up)
+    forecaster.save_pretrained(tmp_path / "plain")  # a decoder given beside a saved directory (the CLI's --decoder)
+    beside = Forecaster.load(tmp_path / "plain", decoder=pt)
+    pd.testing.assert_frame_equal(beside.predict(df, action='{"direction": "up", "volatility_level": "low"}'), up)
+    with pytest.raises(ValueError, match="decoder does not fit the encoder: lookback: decoder 45 vs encoder 90"):
+        Forecaster(forecaster.encoder, forecaster.normalizer,
+                   ActionConditionedDecoder(TSEncoderConfig.from_any({**TINY, "lookback": 45})))
+
+
+# ------------------------------------------------------------------ CLI
+def test_cli_end_to_end_on_a_csv_the_project_never_saw(saved: Path, tmp_path: Path) -> None:
+    data = tmp_path / "ACME.csv"
+    random_walk(180, seed=9).to_csv(data, index=False)
+    out = tmp_path / "forecast.csv"
+    cmd = [sys.executable, "-m", "stockr1.cli", "forecast", "--checkpoint", str(saved), "--data", str(data),
+           "--horizon", "10", "--quantiles", "0.05", "0.5", "0.95", "--out", str(out), "--plot"]
+    res = subprocess.run(cmd, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert lines[-1].startswith("wrote 10 rows") and str(out) in lines[-1]
+    got = pd.read_csv(out, parse_dates=["date"])
+    assert list(got.columns[:6]) == ["ticker", "date", "horizon", "mean", "q0.05", "q0.5"]
+    assert (got["ticker"] == "ACME").all() and len(got) == 10
+    assert got["date"].iloc[0] == pd.read_csv(data, parse_dates=["Date"])["Date"].iloc[-1] + pd.offsets.BDay(1)
+    assert (out.with_suffix(".png")).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def _cli_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        forecast_main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code not in (0, None)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_cli_errors_are_one_line_and_leave_no_out(saved: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.csv"
+    random_walk(150).to_csv(good, index=False)
+    nocol = tmp_path / "novol.csv"
+    random_walk(150).drop(columns=["Volume"]).to_csv(nocol, index=False)
+    baddate = tmp_path / "baddate.csv"
+    random_walk(150).astype({"Date": str}).replace({"2021-05-03": "2021-13-45"}).to_csv(baddate, index=False)
+    badval = tmp_path / "badval.csv"
+    random_walk(150).assign(Low=lambda d: d["Low"].where(d.index != 100, -1.0)).to_csv(badval, index=False)
+    short = tmp_path / "short.csv"
+    random_walk(50).to_csv(short, index=False)
+    out = tmp_path / "f.csv"
+    base = ["--checkpoint", str(saved), "--out", str(out)]
+    assert "missing.csv does not exist" in _cli_error(capsys, [*base, "--data", str(tmp_path / "missing.csv")])
+    err = _cli_error(capsys, [*base, "--data", str(nocol)])
+    assert "novol.csv" in err and "missing columns ['volume']" in err
+    err = _cli_error(capsys, [*base, "--data", str(baddate)])
+    assert "baddate.csv" in err and "2021-13-45" in err
+    err = _cli_error(capsys, [*base, "--data", str(badval)])
+    assert "badval.csv" in err and "badval 2021-07-19 nonpositive_price" in err and "'low': -1.0" in err
+    assert "short: 50 rows" in _cli_error(capsys, [*base, "--data", str(short)])
+    assert "needs the action-conditioned decoder" in _cli_error(capsys, [*base, "--data", str(good), "--action", "{}"])
+    assert "horizon must be" in _cli_error(capsys, [*base, "--data", str(good), "--horizon", "30"])
+    assert "the following arguments are required" in _cli_error(capsys, ["--data", str(good)])
+    assert not out.exists()
+    out.write_text("keep me")
+    assert "exists; pass --overwrite" in _cli_error(capsys, [*base, "--data", str(good)])
+    assert out.read_text() == "keep me"
+    assert forecast_main([*base, "--data", str(good), "--horizon", "3", "--overwrite"]) == 0
+    assert capsys.readouterr().out.strip().endswith(str(out))
+    assert len(pd.read_csv(out)) == 3
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

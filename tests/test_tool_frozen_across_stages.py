@@ -1,0 +1,97 @@
+"""The forecast tool renders the same text in every stage (issue: SFT traces had no `Uncertainty:`
+line, GRPO fitted the normaliser in place and added one). End to end on a tiny synthetic run:
+`stockr1 sft` then `stockr1 grpo` with the decoder frozen."""
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from llm.sft import load_data, load_decoder, run_sft
+from llm.tokenizer import train_tokenizer
+from llm.tools import ForecastTool
+from llm.traces import load_traces
+from rl.cli import run_grpo
+
+DATA = {"source": "synthetic", "n_tickers": 1, "n_days": 320, "seed": 0, "lookback": 90, "horizon": 10}
+DECODER = {"seed": 0, "warmup_steps": 3, "tool_samples": 6,
+           "ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1, "n_heads": 2,
+                  "ffn_dim": 32, "dropout": 0.0, "d_llm": 8},
+           "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}}
+
+
+_CFG: dict = {}
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stages")
+    windows, ctx = load_data(DATA)
+    tok = root / "tok"
+    train_tokenizer([str(c) for c in windows.context[:40]] + ["Question: will it rise? <answer>Yes</answer>"] * 5,
+                    500, tok)
+    policy = {"name_or_path": "tiny", "tokenizer_path": str(tok), "tiny_hidden": 32, "tiny_layers": 1,
+              "tiny_heads": 2, "tiny_kv_heads": 1, "tiny_intermediate": 64, "lora_r": 0, "d_ts": 8}
+    sft_cfg = {"run": "s", "data": DATA, "max_context_chars": 200, "qa": {"n_train": 12, "n_val": 2, "n_test": 2, "seed": 0},
+               "traces": {"drop_trivial": False}, "decoder": DECODER, "policy": policy,
+               "train": {"lr": 1e-3, "decoder_lr": 1e-2, "warmup_steps": 1, "max_steps": 2, "batch_size": 2,
+                         "lambda_ts": 0.1, "max_len": 4096, "ckpt_every": 10, "log_every": 10, "accelerator": "cpu"},
+               "wandb": {"mode": "disabled"}}
+    (root / "sft.yaml").write_text(yaml.safe_dump(sft_cfg))
+    run_sft(root / "sft.yaml", out_root=root / "sft")
+    sft_dir = root / "sft" / "s"
+    hash_before = _sha(sft_dir / "decoder.pt")
+    grpo_cfg = {"run": "g", "seed": 0, "data": DATA, "max_context_chars": 200, "sft": {"run_dir": str(sft_dir)},
+                "qa": {"max_train_queries": 2}, "rollout": {"max_new_tokens": 8, "temperature": 1.0},
+                "train": {"group_size": 2, "queries_per_step": 1, "max_steps": 1, "lr": 1e-4, "micro_batch": 4,
+                          "accelerator": "cpu", "ckpt_every": 10}}
+    run_grpo(grpo_cfg, out_root=root / "grpo", use_wandb=False)
+    _CFG.update(grpo_cfg)
+    return windows, sft_dir, root / "grpo" / "g", hash_before
+
+
+def test_grpo_leaves_the_sft_decoder_file_unchanged_and_saves_it_byte_for_byte(runs) -> None:
+    _, sft_dir, grpo_dir, hash_before = runs
+    assert _sha(sft_dir / "decoder.pt") == hash_before
+    assert _sha(grpo_dir / "decoder.pt") == hash_before
+
+
+def test_sft_and_grpo_decoders_render_identical_tool_text(runs) -> None:
+    windows, sft_dir, grpo_dir, _ = runs
+    a, b = load_decoder(sft_dir / "decoder.pt"), load_decoder(grpo_dir / "decoder.pt")
+    assert bool(a.normalizer.fitted) and a.tool_samples == b.tool_samples == 6
+    rows = np.flatnonzero(windows.split == "test")[:3].tolist()
+    calls = ['{"direction": "up", "volatility_level": "high"}', "not an action", '{"direction": "down"}']
+    ta = [r.observation for r in ForecastTool(a, windows).call_batch(rows, calls)]
+    tb = [r.observation for r in ForecastTool(b, windows).call_batch(rows, calls)]
+    assert ta == tb
+    assert all("Uncertainty:" in t for t in ta)
+
+
+def test_sft_traces_carry_the_same_lines_as_later_rollouts(runs) -> None:
+    """The traces were written by the prepared decoder: its observation has the Uncertainty line too,
+    so SFT never trains on a tool text that GRPO or evaluation would not show."""
+    _, sft_dir, _, _ = runs
+    traces = load_traces(sft_dir / "traces.jsonl")
+    obs = [text for t in traces for text, by_model in t.segments if not by_model]
+    assert obs and all("Uncertainty:" in o for o in obs)
+    init = load_decoder(sft_dir / "decoder_init.pt")
+    assert bool(init.normalizer.fitted) and init.tool_samples == 6
+
+
+def test_reward_probe_is_seeded_and_scores_every_training_query(runs) -> None:
+    from rl.cli import probe_run
+
+    _, sft_dir, grpo_dir, _ = runs
+    a = probe_run(_CFG, grpo_dir, sft_dir, group_size=2, seed=3)
+    b = probe_run(_CFG, grpo_dir, sft_dir, group_size=2, seed=3)
+    assert a == b and a["n_queries"] == len(a["per_query_total"]) == 2
+    assert {"reward/r_ans", "reward/r_act", "reward/r_prec", "reward/r_cons"} <= set(a)
+    sft = probe_run(_CFG, None, sft_dir, group_size=2, seed=3)
+    assert sft["n_queries"] == 2 and np.isfinite(sft["reward_total"])

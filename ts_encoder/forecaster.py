@@ -1,0 +1,409 @@
+"""``Forecaster``: forecast the next business days of any OHLCV frame, the way Chronos-2's
+``predict_df`` and TimesFM's pipelines answer (a long frame: one row per series and future day).
+
+Why a separate class: the training stack (``TSForecastModule`` + ``Windows``) needs ``horizon``
+future rows after every decision day, so the newest forecast it can make starts ``horizon`` days
+before the last row. Here the input window is the last ``lookback + 1`` rows only (the extra row is
+the previous close the first log return needs) and the forecast is dated on the business days
+after the last row. The features are the training ones: ``inference_window`` composes the same
+``stockr1.data`` functions as ``build_windows`` (as-of-t corporate-action adjustment, then the
+log-return channels); the model's own buffers hold the training-split input scaling.
+
+Saved form (``save_pretrained(dir)``), loadable in a fresh process with no Lightning state:
+    config.json         format, version, encoder config, lookback / horizon, decoder file name
+    model.safetensors   ``model.*`` (TSEncoder incl. the x_loc / x_scale input stats) and
+                        ``normalizer.*`` (the fitted uncertainty normaliser's knots) tensors
+    decoder.pt          optional: the action-conditioned decoder in its own file format
+
+Layering: ``forecast_action`` sits above ``ts_encoder`` (its decoder wraps a ``TSEncoder``), so it is
+imported lazily, only on the decoder / action path; the plain forecaster needs none of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from stockr1.data.adjust import action_log_factors, window_prices
+from stockr1.data.quality import check_frames
+from stockr1.data.returns import log_returns
+from stockr1.data.sources.frames import normalize_frame
+from stockr1.types import CHANNELS, CLOSE, Forecast
+from ts_encoder.config import TSEncoderConfig
+from ts_encoder.model import TSEncoder, TSOutput
+from ts_encoder.sampling import to_forecast
+from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
+
+if TYPE_CHECKING:  # forecast_action is above ts_encoder in the layering: imported lazily at run time
+    from forecast_action.decoder import ActionConditionedDecoder
+    from forecast_action.schema import ForecastAction
+
+FILE_FORMAT = "stockr1.forecaster"
+FORMAT_VERSION = 1
+CONFIG_FILE, WEIGHTS_FILE, DECODER_FILE = "config.json", "model.safetensors", "decoder.pt"
+DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.1, 0.5, 0.9, 0.95)
+DEFAULT_TICKER = "series"
+
+
+# ------------------------------------------------------------------ data -> model input
+def as_frames(data: pd.DataFrame | Mapping[str, pd.DataFrame], ticker: str = DEFAULT_TICKER,
+              jump_policy: str = "error") -> tuple[dict[str, pd.DataFrame], dict[str, int]]:
+    """Normalised, quality-checked frames per ticker and the counts of repairs made.
+
+    ``data``: one frame (split by its ``ticker`` / ``symbol`` column if it has one, else named
+    ``ticker``) or a dict of frames. Any column case and order, a date column or a date index
+    (``stockr1.data.sources.frames.normalize_frame``); the checks and repairs are the training data's
+    (``stockr1.data.quality``): NaN / non-positive prices and conflicting duplicate dates are errors
+    naming the ticker and date, identical duplicates are dropped, rows are sorted by date.
+    """
+    if isinstance(data, pd.DataFrame):
+        key = next((c for c in data.columns if str(c).strip().lower() in ("ticker", "symbol")), None)
+        raw = {str(k): g.drop(columns=[key]) for k, g in data.groupby(key, sort=True)} if key else {ticker: data}
+    elif isinstance(data, Mapping):
+        raw = {str(k): v for k, v in data.items()}
+    else:
+        raise TypeError(f"data must be a DataFrame or a dict of DataFrames, got {type(data).__name__}")
+    if not raw:
+        raise ValueError("no series to forecast (empty data)")
+    for name, frame in raw.items():
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"{name}: expected a DataFrame, got {type(frame).__name__}")
+    frames = {name: normalize_frame(frame, name) for name, frame in raw.items()}
+    frames, report = check_frames(frames, jump_policy=jump_policy)
+    return frames, report.counts()
+
+
+def inference_window(frame: pd.DataFrame, lookback: int) -> tuple[np.ndarray, np.ndarray]:
+    """The model input for the decision day t = the last row, with no future rows.
+
+    frame: normalised OHLCV (+ optional dividends / splits) with >= lookback + 1 rows.
+    Returns x [5, L] float32 (log-return channels of rows T-L..T-1) and hist [L, 5] float64 (OHLCV
+    adjusted as of t; its last row is the as-traded decision-day bar). Same functions, same row
+    offsets as ``stockr1.data.windows.build_windows`` (tested equal to its window at the same t).
+    """
+    raw = frame[list(CHANNELS)].to_numpy(dtype=np.float64)
+    log_f, log_fv = action_log_factors(frame)
+    rows = np.arange(len(frame) - lookback - 1, len(frame))[None]  # [1, L+1]: rows t-L..t, t at column L
+    prices = window_prices(raw, log_f, log_fv, rows, lookback)  # [1, L+1, 5]
+    x = log_returns(prices).transpose(0, 2, 1)[0]  # [5, L]
+    return x.astype(np.float32), prices[0, 1:]
+
+
+def _windows_of(frames: dict[str, pd.DataFrame], lookback: int) -> tuple[np.ndarray, np.ndarray]:
+    """x [N, 5, L] and the decision-day OHLCV [N, 5] of every ticker (in ``frames`` order)."""
+    xs, lasts = [], []
+    for name, frame in frames.items():
+        if len(frame) < lookback + 1:
+            raise ValueError(f"{name}: {len(frame)} rows (after quality repairs), the model needs at least "
+                             f"{lookback + 1} (lookback {lookback} + the previous close)")
+        x, hist = inference_window(frame, lookback)
+        if not np.isfinite(x).all():
+            raise ValueError(f"{name}: non-finite log returns in the last {lookback + 1} rows "
+                             f"({frame.index[-lookback - 1].date()}..{frame.index[-1].date()})")
+        xs.append(x)
+        lasts.append(hist[-1])
+    return np.stack(xs), np.stack(lasts)
+
+
+def future_dates(last: pd.Timestamp, horizon: int) -> pd.DatetimeIndex:
+    """The ``horizon`` business days (Mon-Fri) after ``last``; exchange holidays are not known here."""
+    return pd.bdate_range(pd.Timestamp(last) + pd.offsets.BDay(1), periods=horizon)
+
+
+def quantile_columns(levels: Sequence[float]) -> dict[str, float]:
+    """{column name: level} in increasing level, e.g. {"q0.05": 0.05, ...}; levels must be in (0, 1)."""
+    lv = sorted({float(q) for q in levels})
+    if not lv or any(not 0.0 < q < 1.0 for q in lv):
+        raise ValueError(f"quantile levels must be in (0, 1), got {list(levels)}")
+    cols = {f"q{q:g}": q for q in lv}
+    if len(cols) != len(lv):
+        raise ValueError(f"quantile levels {lv} give duplicate column names {list(cols)}")
+    return cols
+
+
+def parse_action_text(text: str) -> ForecastAction:
+    """A JSON (or any ``forecast_action.parser`` form) action -> ForecastAction; ValueError carrying
+    the parser's messages when anything in it is unusable (a user's typo must not be dropped silently)."""
+    from forecast_action.parser import parse_action
+
+    res = parse_action(text)
+    if res.action is None or res.errors:
+        raise ValueError("invalid action: " + "; ".join(e.message for e in res.errors))
+    return res.action
+
+
+# ------------------------------------------------------------------ loading helpers
+def _load_strict(module: nn.Module, state: Mapping[str, Tensor], source: str) -> None:
+    """load_state_dict that names every missing / unexpected key and every shape mismatch."""
+    expected = module.state_dict()
+    problems = [f"missing {k}" for k in expected if k not in state]
+    problems += [f"unexpected {k}" for k in state if k not in expected]
+    problems += [f"{k}: {tuple(state[k].shape)} in the weights vs {tuple(v.shape)} for the config"
+                 for k, v in expected.items() if k in state and tuple(state[k].shape) != tuple(v.shape)]
+    if problems:
+        more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise ValueError(f"{source}: weights do not fit the config: {'; '.join(problems[:5])}{more}")
+    module.load_state_dict(dict(state))
+
+
+def _split_state(state: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """``model.*`` / ``normalizer.*`` keys (the TSForecastModule layout) -> two state dicts."""
+    model = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
+    norm = {k[len("normalizer."):]: v for k, v in state.items() if k.startswith("normalizer.")}
+    return model, norm
+
+
+def _build(cfg: TSEncoderConfig, state: Mapping[str, Tensor], source: str) -> tuple[TSEncoder, UncertaintyNormalizer]:
+    """Encoder + normaliser from a flat state dict, with the normaliser's knot count taken from it."""
+    model_state, norm_state = _split_state(state)
+    encoder = TSEncoder(cfg)
+    _load_strict(encoder, model_state, source)
+    knots = norm_state.get("knots")
+    normalizer = UncertaintyNormalizer(knots.numel() if knots is not None and knots.numel() >= 2 else 101)
+    _load_strict(normalizer, norm_state, source)
+    return encoder, normalizer
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    """``write(tmp_path)`` then rename: a kill mid-save keeps the previous file."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _load_decoder(decoder: ActionConditionedDecoder | str | Path | None) -> ActionConditionedDecoder | None:
+    if decoder is None or not isinstance(decoder, (str, Path)):
+        return decoder
+    from forecast_action.decoder import ActionConditionedDecoder
+
+    return ActionConditionedDecoder.load(decoder)
+
+
+# ------------------------------------------------------------------ the forecaster
+class Forecaster:
+    """Pretrained TS encoder (+ optional action-conditioned decoder) -> forecasts of user frames.
+
+    Without an action the encoder forecasts; with an action the decoder does (its own weights and
+    uncertainty normaliser), so an action without a decoder is an error.
+    """
+
+    def __init__(self, encoder: TSEncoder, normalizer: UncertaintyNormalizer | None = None,
+                 decoder: ActionConditionedDecoder | None = None) -> None:
+        self.encoder = encoder.eval()
+        self.normalizer = normalizer if normalizer is not None else UncertaintyNormalizer()
+        self.decoder = decoder.eval() if decoder is not None else None
+        if decoder is not None:
+            self._check_decoder(decoder)
+
+    def _check_decoder(self, decoder: ActionConditionedDecoder) -> None:
+        """The decoder must read the same window and forecast the same horizon as the encoder."""
+        enc, dec = self.encoder.cfg, decoder.ts_cfg
+        bad = [f"{k}: decoder {getattr(dec, k)} vs encoder {getattr(enc, k)}"
+               for k in ("lookback", "horizon", "n_vars") if getattr(dec, k) != getattr(enc, k)]
+        if bad:
+            raise ValueError(f"decoder does not fit the encoder: {'; '.join(bad)}")
+
+    @property
+    def cfg(self) -> TSEncoderConfig:
+        return self.encoder.cfg
+
+    @property
+    def lookback(self) -> int:
+        return self.cfg.lookback
+
+    @property
+    def horizon(self) -> int:
+        return self.cfg.horizon
+
+    def to(self, device: str | torch.device) -> Forecaster:
+        self.encoder.to(device)
+        self.normalizer.to(device)
+        if self.decoder is not None:
+            self.decoder.to(device)
+        return self
+
+    # -------------------------------------------------------------- construction
+    @classmethod
+    def from_checkpoint(cls, ckpt: str | Path, decoder: ActionConditionedDecoder | str | Path | None = None,
+                        ) -> Forecaster:
+        """From a Lightning ``.ckpt`` of ``stockr1 ts fit`` (read with ``weights_only=True``: no
+        Lightning, no pickled classes) and optionally a decoder ``.pt`` (``ActionConditionedDecoder.load``)."""
+        path = Path(ckpt)
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint {path} does not exist")
+        try:
+            ck = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any deserialisation failure = unusable file; name it
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            raise ValueError(f"cannot read checkpoint {path} (not a torch checkpoint?): {type(e).__name__}: {first}") from e
+        if not isinstance(ck, dict) or "state_dict" not in ck or "encoder" not in ck.get("hyper_parameters", {}):
+            raise ValueError(f"{path} is not a TS-encoder checkpoint of `stockr1 ts fit` "
+                             "(expected hyper_parameters.encoder and state_dict)")
+        cfg = TSEncoderConfig.from_any(ck["hyper_parameters"]["encoder"])
+        encoder, normalizer = _build(cfg, ck["state_dict"], str(path))
+        return cls(encoder, normalizer, _load_decoder(decoder))
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> Forecaster:
+        """From a directory ``save_pretrained`` wrote; needs only this module and ``safetensors``."""
+        from safetensors.torch import load_file
+
+        d = Path(directory)
+        meta = _read_config(d)
+        cfg = TSEncoderConfig.from_any(meta["encoder"])
+        if (meta.get("lookback"), meta.get("horizon")) != (cfg.lookback, cfg.horizon):
+            raise ValueError(f"{d / CONFIG_FILE}: lookback/horizon {meta.get('lookback')}/{meta.get('horizon')} "
+                             f"disagree with the encoder config {cfg.lookback}/{cfg.horizon}")
+        weights = d / meta.get("weights", WEIGHTS_FILE)
+        if not weights.is_file():
+            raise FileNotFoundError(f"{weights} does not exist")
+        encoder, normalizer = _build(cfg, load_file(str(weights)), str(weights))
+        decoder = _load_decoder(d / meta["decoder"]) if meta.get("decoder") else None
+        return cls(encoder, normalizer, decoder)
+
+    @classmethod
+    def load(cls, path: str | Path, decoder: ActionConditionedDecoder | str | Path | None = None) -> Forecaster:
+        """A ``save_pretrained`` directory or a Lightning ``.ckpt`` (what ``--checkpoint`` accepts)."""
+        p = Path(path)
+        if p.is_dir():
+            out = cls.from_pretrained(p)
+            if decoder is not None:
+                out = cls(out.encoder, out.normalizer, _load_decoder(decoder))
+            return out
+        return cls.from_checkpoint(p, decoder)
+
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write config.json + model.safetensors (+ decoder.pt); each file atomically. Returns the dir."""
+        from safetensors.torch import save_file
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        state = {f"model.{k}": v.detach().cpu().contiguous() for k, v in self.encoder.state_dict().items()}
+        state |= {f"normalizer.{k}": v.detach().cpu().contiguous() for k, v in self.normalizer.state_dict().items()}
+        _atomic_write(d / WEIGHTS_FILE, lambda p: save_file(state, str(p), metadata={"format": FILE_FORMAT}))
+        if self.decoder is not None:
+            self.decoder.save(d / DECODER_FILE)
+        else:
+            (d / DECODER_FILE).unlink(missing_ok=True)  # a stale decoder from an earlier save would mislead
+        meta = {"format": FILE_FORMAT, "version": FORMAT_VERSION, "encoder": self.cfg.to_dict(),
+                "lookback": self.lookback, "horizon": self.horizon, "channels": list(CHANNELS),
+                "weights": WEIGHTS_FILE, "decoder": DECODER_FILE if self.decoder is not None else None,
+                "uncertainty_fitted": bool(self.normalizer.fitted)}
+        _atomic_write(d / CONFIG_FILE, lambda p: p.write_text(json.dumps(meta, indent=1) + "\n"))
+        return d
+
+    # -------------------------------------------------------------- inference
+    @torch.no_grad()
+    def predict(
+        self,
+        data: pd.DataFrame | Mapping[str, pd.DataFrame],
+        horizon: int = 10,
+        quantile_levels: Sequence[float] = DEFAULT_QUANTILES,
+        action: ForecastAction | str | None = None,
+        n_samples: int = 1000,
+        seed: int = 0,
+        ticker: str = DEFAULT_TICKER,
+        jump_policy: str = "error",
+    ) -> pd.DataFrame:
+        """Forecast the ``horizon`` business days after each series' last row.
+
+        Returns a long frame sorted by ticker then horizon, one row per (ticker, future day):
+            ticker, date, horizon (1..h), mean (close on the mean log-return path, C_t·exp(Σμ)),
+            q<level> (close quantiles, increasing in level), volume (point forecast),
+            high_q0.95, low_q0.05 (quantiles of the day's high / low), uncertainty (U normalised to
+            [0, 1] by the training-split CDF; NaN if the checkpoint has no fitted normaliser),
+            uncertainty_raw (U = Σ σ² over the model's full horizon, i ∈ {O, C, V}).
+        Close quantiles are taken over ``n_samples`` sampled close paths (``to_forecast``, the paths
+        every metric and the forecast tool use) drawn from a generator seeded with ``seed``, so the
+        same call gives the same frame. ``action`` (ForecastAction or its JSON) needs the decoder and
+        is applied to every series. ``frame.attrs["repairs"]`` counts the data-quality repairs.
+        """
+        if not isinstance(horizon, (int, np.integer)) or not 1 <= horizon <= self.horizon:
+            raise ValueError(f"horizon must be an integer in 1..{self.horizon} (the model's horizon), got {horizon}")
+        cols = quantile_columns(quantile_levels)
+        act = self._resolve_action(action)
+        frames, repairs = as_frames(data, ticker, jump_policy)
+        x, last = _windows_of(frames, self.lookback)
+        forecast, u_raw = self._forecast(x, last, act, n_samples, seed)
+        out = _long_frame(frames, forecast, u_raw, int(horizon), cols)
+        out.attrs["repairs"] = repairs
+        return out
+
+    def _resolve_action(self, action: ForecastAction | str | None) -> ForecastAction | None:
+        if action is None:
+            return None
+        if self.decoder is None:
+            raise ValueError("an action needs the action-conditioned decoder; load one with decoder=... "
+                             "(CLI: --decoder FILE)")
+        if isinstance(action, str):
+            return parse_action_text(action)
+        from forecast_action.schema import ForecastAction
+
+        if not isinstance(action, ForecastAction):
+            raise TypeError(f"action must be a ForecastAction or a JSON string, got {type(action).__name__}")
+        return action
+
+    def _forecast(self, x: np.ndarray, last: np.ndarray, action: ForecastAction | None, n_samples: int,
+                  seed: int) -> tuple[Forecast, np.ndarray]:
+        """x [N, 5, L], last [N, 5] -> (Forecast over the model's full horizon, raw U [N])."""
+        dev = next(self.encoder.parameters()).device
+        xt = torch.as_tensor(x, dtype=torch.float32, device=dev)
+        out, normalizer = self._outputs(xt, last, action)
+        gen = torch.Generator().manual_seed(int(seed))
+        norm = normalizer if bool(normalizer.fitted) else None
+        return to_forecast(out, last, n_samples, norm, gen), raw_uncertainty(out).double().cpu().numpy()
+
+    def _outputs(self, x: Tensor, last: np.ndarray, action: ForecastAction | None,
+                 ) -> tuple[TSOutput, UncertaintyNormalizer]:
+        """Encoder outputs (no action) or decoder outputs conditioned on ``action`` for every row."""
+        if action is None:
+            return self.encoder(x), self.normalizer
+        from forecast_action.encoder import featurize
+
+        batch = featurize([action] * len(x), last[:, CLOSE]).to(x.device)
+        return self.decoder(x, batch), self.decoder.normalizer
+
+
+def _read_config(d: Path) -> dict[str, Any]:
+    path = d / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{d} is not a saved forecaster (no {CONFIG_FILE}); write one with save_pretrained")
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {e}") from e
+    version = meta.get("version")
+    if meta.get("format") != FILE_FORMAT or not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(f"{path}: format {meta.get('format')!r} version {version!r}; this code reads "
+                         f"{FILE_FORMAT!r} up to version {FORMAT_VERSION}")
+    if "encoder" not in meta:
+        raise ValueError(f"{path}: no encoder config")
+    return meta
+
+
+def _long_frame(frames: dict[str, pd.DataFrame], fc: Forecast, u_raw: np.ndarray, horizon: int,
+                cols: dict[str, float]) -> pd.DataFrame:
+    """Forecast arrays [N, S(, M)] -> the long frame of ``Forecaster.predict`` (first ``horizon`` steps)."""
+    h = horizon
+    q = np.quantile(fc.close_samples[:, :, :h], list(cols.values()), axis=1)  # [Q, N, h], monotone in level
+    unc = fc.uncertainty if fc.uncertainty is not None else np.full(len(frames), np.nan)
+    parts = []
+    for i, (name, frame) in enumerate(frames.items()):
+        part = {"ticker": name, "date": future_dates(frame.index[-1], h), "horizon": np.arange(1, h + 1),
+                "mean": fc.close[i, :h]}
+        part |= {c: q[j, i] for j, c in enumerate(cols)}
+        part |= {"volume": fc.volume[i, :h], "high_q0.95": fc.high[i, :h], "low_q0.05": fc.low[i, :h],
+                 "uncertainty": float(unc[i]), "uncertainty_raw": float(u_raw[i])}
+        parts.append(pd.DataFrame(part))
+    return pd.concat(parts, ignore_index=True)
