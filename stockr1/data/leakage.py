@@ -134,6 +134,41 @@ def compare_inputs(a: Windows, b: Windows, t) -> list[str]:
     return out
 
 
+def train_end(frames: dict[str, pd.DataFrame], windows: Windows) -> pd.Timestamp:
+    """The last day any train window reads: the last label day (t + S rows on its ticker) of the latest
+    train decision day. Everything after it may be replaced without moving a train-only fit."""
+    s, train = windows.future.shape[1], windows.split_of("train")
+    ends = []
+    for tk in sorted(set(train.ticker.tolist())):
+        idx = pd.DatetimeIndex(frames[tk].index)
+        last = idx.get_loc(pd.Timestamp(train.date[train.ticker == tk].max()))
+        ends.append(idx[min(last + s, len(idx) - 1)])
+    return max(ends)
+
+
+def perturb_after_train(windows: Windows, seed: int = 0, splits: tuple[str, ...] = ("val", "test"),
+                        labels_only: bool = False) -> Windows:
+    """A copy in which every value of the rows of ``splits`` is replaced by random valid data: inputs
+    (``x``, ``hist``, ``context``) and labels (``y``, ``future``), or labels only (``labels_only``: for
+    model selection, which may read validation but never test). Train rows are untouched, so any
+    artefact fitted on train only must come out bit-identical."""
+    rng = np.random.default_rng(seed)
+    m = np.isin(windows.split, splits)
+    n = int(m.sum())
+    # order="K": the copies keep the arrays' memory layout, which float32 reductions depend on
+    out = {k: getattr(windows, k).copy(order="K") for k in ("x", "y", "hist", "future", "context")}
+    names = ("y", "future") if labels_only else ("x", "y", "hist", "future")
+    for name in names:
+        a = out[name]
+        if name in ("x", "y"):  # log returns: rescaled and shifted
+            a[m] = a[m] * rng.uniform(0.3, 3.0, a[m].shape) + rng.normal(0.0, 0.01, a[m].shape)
+        else:  # positive OHLCV: rescaled, still positive
+            a[m] = a[m] * rng.uniform(0.5, 2.0, a[m].shape)
+    if not labels_only and len(out["context"]) == len(windows):
+        out["context"][m] = [f"PERTURBED context {i}" for i in range(n)]
+    return replace(windows, **out)
+
+
 def check_windows_invariance(frames: dict[str, pd.DataFrame], t, seed: int = 0, **build_kw) -> list[str]:
     """Rebuild with every row after t replaced; returns the mismatches (empty = point-in-time)."""
     base = build_windows(frames, **build_kw)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from stockr1.types import SPLITS
+from stockr1.types import SPLITS, train_only
 
 ACTIONS: tuple[str, ...] = ("STRONG SELL", "SELL", "HOLD", "BUY", "STRONG BUY")
 # Table 2 of the paper, in ACTIONS order.
@@ -136,10 +136,10 @@ def labels_for_windows(windows, frames: dict[str, pd.DataFrame], cfg: LabelConfi
         idx = np.flatnonzero(windows.ticker == t)
         prices = frames[t]["close"]
         ok = _stays_in_split(windows.date[idx], pd.DatetimeIndex(prices.index), limit[idx], la)
-        train_dates = windows.date[idx][(windows.split[idx] == "train") & ok]
-        if len(train_dates) == 0:
+        train = train_only(windows.select(idx[ok]))  # the thresholds fit on these rows' labels only
+        if len(train) == 0:
             raise ValueError(f"ticker {t!r} has no train windows to fit label thresholds on")
-        classes, _ = label_series(prices, pd.Timestamp(train_dates.max()), cfg)
+        classes, _ = label_series(prices, pd.Timestamp(train.date.max()), cfg)
         got = classes.reindex(pd.DatetimeIndex(windows.date[idx])).fillna(-1).to_numpy(dtype=int)
         out[idx] = np.where(ok, got, -1)
     return out
