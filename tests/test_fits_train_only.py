@@ -41,7 +41,7 @@ from stockr1.data.context import synthetic_store
 from stockr1.data.leakage import perturb_after_train, perturb_frames, train_end
 from stockr1.data.quality import check_frames
 from stockr1.data.splits import SAMPLE_SPLIT
-from stockr1.types import TrainWindows, Windows, train_only
+from stockr1.types import CLOSE, TrainWindows, Windows, train_only
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = {"source": "synthetic", "n_tickers": 2, "n_days": 260, "seed": 0, "lookback": 30, "horizon": 10}
@@ -285,3 +285,70 @@ def test_model_selection_and_every_artefact_ignore_the_test_labels(built, cmd) -
     if cmd in ("ts_fit", "decoder_training"):
         chosen = got["base"]["last"]["chosen"]
         assert len(chosen) == 1 and all(np.isfinite(float(s)) for s, _ in chosen.values())
+
+
+# --- plants: a fit on more than train that gets past the type check is still caught ----------------
+
+
+def relabelled(w: Windows) -> TrainWindows:
+    """Every row of ``w`` passed off as train: the way a plant gets past ``require_train``."""
+    fields = {f.name: getattr(w, f.name) for f in dataclasses.fields(w)}
+    return TrainWindows(**{**fields, "split": np.full(len(w), "train", dtype=object)})
+
+
+@contextmanager
+def tertiles_on_every_split(windows: Windows) -> Iterator[None]:
+    """``stockr1 sft`` prepare's tertiles fitted on the realised futures of every split."""
+    every = classmethod(lambda cls, train, **kw: cls.fit_paths(windows.future[:, :, CLOSE], windows.last_close, **kw))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(ActionThresholds, "fit", every)
+        yield
+
+
+@contextmanager
+def u_normaliser_on_every_split(windows: Windows) -> Iterator[None]:
+    """``stockr1 grpo`` setup's fresh decoder: U_q normaliser fitted on every split."""
+
+    def prepare(decoder, w) -> None:
+        decoder.fit_input_stats(train_only(w))
+        decoder.fit_uncertainty(relabelled(w))
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr("rl.cli.prepare_fresh_decoder", prepare)
+        yield
+
+
+@contextmanager
+def ts_normaliser_on_test(windows: Windows) -> Iterator[None]:
+    """``stockr1 ts fit``: the TS module's U normaliser fitted on the test split."""
+    from ts_encoder.module import TSForecastModule
+
+    def start(self) -> None:
+        self._val_outputs = []
+        self.fit_normalizer(relabelled(self.trainer.datamodule.windows["test"]))
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(TSForecastModule, "on_validation_epoch_start", start)
+        yield
+
+
+PLANTS = {  # plant -> (command, the artefact that must move)
+    "tertiles_on_every_split": (tertiles_on_every_split, "sft_prepare", "thresholds.json"),
+    "u_normaliser_on_every_split": (u_normaliser_on_every_split, "grpo_setup", "decoder.normalizer.knots"),
+    "ts_normaliser_on_test": (ts_normaliser_on_test, "ts_fit", "last.state_dict.normalizer.knots"),
+}
+
+
+@pytest.mark.parametrize("plant", PLANTS)
+def test_a_planted_fit_on_more_than_train_is_caught(plant, data, policy_cfg, tmp_path) -> None:
+    planted, cmd, key = PLANTS[plant]
+    got = {}
+    for v in ("base", "after_train"):
+        with planted(data[v][0]):
+            if cmd == "grpo_setup":
+                got[v] = grpo_setup(policy_cfg, data[v])
+            else:
+                (tmp_path / v).mkdir()
+                got[v] = COMMANDS[cmd](tmp_path / v, data[v])
+        got[v].pop("_read", None)
+    assert key in diff(got["base"], got["after_train"])
