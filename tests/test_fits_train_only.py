@@ -236,14 +236,25 @@ def grpo_setup(policy: dict[str, Any], data: Data) -> dict[str, Any]:
 COMMANDS = {"ts_fit": ts_fit, "decoder_training": decoder_training, "sft_prepare": sft_prepare}
 
 
+class Built(dict):
+    """command -> data variant -> its artefacts, each command run on first use (so a command that
+    raises fails its own tests only)."""
+
+    def __init__(self, tmp_factory, data: dict[str, Data], policy: dict[str, Any]) -> None:
+        super().__init__()
+        self.tmp_factory, self.data, self.policy = tmp_factory, data, policy
+
+    def __missing__(self, cmd: str) -> dict[str, Any]:
+        if cmd == "grpo_setup":
+            self[cmd] = {v: grpo_setup(self.policy, self.data[v]) for v in ("base", "after_train")}
+        else:
+            self[cmd] = {v: COMMANDS[cmd](self.tmp_factory.mktemp(f"{cmd}-{v}"), d) for v, d in self.data.items()}
+        return self[cmd]
+
+
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, data, policy_cfg) -> dict[str, dict[str, Any]]:
-    """command -> data variant -> its artefacts."""
-    out: dict[str, dict[str, Any]] = {}
-    for cmd, fn in COMMANDS.items():
-        out[cmd] = {v: fn(tmp_path_factory.mktemp(f"{cmd}-{v}"), data[v]) for v in data}
-    out["grpo_setup"] = {v: grpo_setup(policy_cfg, data[v]) for v in ("base", "after_train")}
-    return out
+def built(tmp_path_factory, data, policy_cfg) -> Built:
+    return Built(tmp_path_factory, data, policy_cfg)
 
 
 @pytest.mark.parametrize("cmd", [*COMMANDS, "grpo_setup"])
@@ -352,3 +363,55 @@ def test_a_planted_fit_on_more_than_train_is_caught(plant, data, policy_cfg, tmp
                 got[v] = COMMANDS[cmd](tmp_path / v, data[v])
         got[v].pop("_read", None)
     assert key in diff(got["base"], got["after_train"])
+
+
+# --- model selection: every other place a checkpoint, step or hyper-parameter is chosen -----------
+
+
+def test_sft_recipe_export_rule_reproduces_the_committed_choice() -> None:
+    """results/sft_recipe/README.md: step 2,000 (soft tokens on) and 2,500 (off) were exported."""
+    from benchmarks.sft_recipe import export_step
+
+    res = json.loads((REPO / "results/sft_recipe/metrics.json").read_text())["results"]
+    assert {k: export_step(v) for k, v in res.items()} == {"h128_l4_bs4": "2000", "h128_l4_bs4_no_ts_tokens": "2500"}
+    tie = {"2": {"action_and_answer_rate": 90.0, "overall": 40.0}, "4": {"action_and_answer_rate": 90.0, "overall": 40.0},
+           "6": {"action_and_answer_rate": 80.0, "overall": 60.0}, "avg2-4": {"action_and_answer_rate": 100.0, "overall": 99.0}}
+    assert export_step(tie) == "4" and export_step({}) is None  # the later step; averages are not candidates
+
+
+def test_sft_recipe_grading_and_export_ignore_the_test_labels(data, tmp_path) -> None:
+    """``bench sft_recipe`` grades every evaluated step on validation questions and exports by
+    ``export_step``: with the test split's labels (and so its QA answers) replaced, every graded
+    number and the exported step are the same."""
+    from benchmarks.sft_recipe import export_step, run_variant
+    from tests.test_bench_sft_recipe import _sft_config
+
+    sft = yaml.safe_load(_sft_config(tmp_path).read_text())
+    assert sft["data"] == DATA
+    sft["qa"]["n_test"] = 4
+    (tmp_path / "sft.yaml").write_text(yaml.safe_dump(sft))
+    sweep = {"sft_config": str(tmp_path / "sft.yaml"), "eval_at": [2, 4], "n_eval": 3, "max_new_tokens": 8,
+             "variants": {"v": {}}}
+    got = {}
+    for variant in ("base", "test_labels"):
+        with reading(data[variant]):
+            res = run_variant(sweep, "v", tmp_path / variant, "cpu")
+        got[variant] = {step: {k: m for k, m in metrics.items() if k != "train_s"} for step, metrics in res.items()}
+        items = [json.loads(line) for line in (tmp_path / variant / "v" / "qa.jsonl").read_text().splitlines()]
+        got[f"{variant}/test_answers"] = [it["answer"] for it in items if it["split"] == "test"]
+    assert got["base/test_answers"] != got["test_labels/test_answers"]  # the test labels did move
+    assert set(got["base"]) == {"2", "4"} and got["base"] == got["test_labels"]
+    assert export_step(got["base"]) == export_step(got["test_labels"]) is not None
+
+
+def test_baseline_hyper_parameters_are_chosen_without_the_test_labels(data) -> None:
+    """``bench forecast`` fits each baseline on train and tunes it on validation (the trailing
+    volatility window): the choice is the same with the test split's labels replaced."""
+    from benchmarks.forecast import run_forecasters
+
+    chosen = {}
+    for variant in ("base", "test_labels"):
+        w = data[variant][0]
+        _, info = run_forecasters(w, w.split_of("test"), ["random_walk", "drift"], None, n_samples=8, seed=0)
+        chosen[variant] = {name: i["vol_window"] for name, i in info.items()}
+    assert chosen["base"] == chosen["test_labels"] and set(chosen["base"]) == {"random_walk", "drift"}
