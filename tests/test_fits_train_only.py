@@ -406,12 +406,16 @@ def test_sft_recipe_grading_and_export_ignore_the_test_labels(data, tmp_path) ->
 
 def test_baseline_hyper_parameters_are_chosen_without_the_test_labels(data) -> None:
     """``bench forecast`` fits each baseline on train and tunes it on validation (the trailing
-    volatility window): the choice is the same with the test split's labels replaced."""
+    volatility window; DLinear's early-stopped epoch count): the choices are the same with the test
+    split's labels replaced."""
     from benchmarks.forecast import run_forecasters
 
     chosen = {}
     for variant in ("base", "test_labels"):
         w = data[variant][0]
-        _, info = run_forecasters(w, w.split_of("test"), ["random_walk", "drift"], None, n_samples=8, seed=0)
-        chosen[variant] = {name: i["vol_window"] for name, i in info.items()}
-    assert chosen["base"] == chosen["test_labels"] and set(chosen["base"]) == {"random_walk", "drift"}
+        _, info = run_forecasters(w, w.split_of("test"), ["random_walk", "drift", "dlinear"], None, n_samples=8,
+                                  seed=0)
+        chosen[variant] = {name: {k: i[k] for k in ("vol_window", "epochs_trained") if k in i}
+                           for name, i in info.items()}
+    assert chosen["base"] == chosen["test_labels"]
+    assert chosen["base"]["dlinear"]["epochs_trained"] >= 1 and all("vol_window" in c for c in chosen["base"].values())
