@@ -9,7 +9,8 @@ the decoder training ``forecast_action.train`` (thresholds, weights, input stats
 grpo`` setup (thresholds, the decoder's buffers, every train query's prompt, soft tokens and U_q).
 
 Model selection may read validation but never test: with only the test labels replaced, the chosen
-checkpoints (``best.ckpt``, ``decoder.ckpt``) are bit-identical too.
+checkpoints (``best.ckpt``, ``decoder.ckpt``) are bit-identical too, and so are ``bench
+sft_recipe``'s graded numbers and exported step and the baselines' validation-tuned settings.
 
 The plants at the end fit on more than train in a way that gets past the ``train_only`` type check
 (rows relabelled as train, or a fit helper called on every split) and show that each comparison
