@@ -34,6 +34,7 @@ from llm.qa.prompt import SYSTEM_PROMPT
 from llm.special_tokens import IM_END
 from llm.traces import Trace
 from stockr1.config import config_from_dict
+from stockr1.types import train_only
 
 
 @dataclass(frozen=True)
@@ -331,7 +332,7 @@ def warmup_decoder(decoder: nn.Module, windows, thresholds, steps: int, batch_si
     from forecast_action.derive import actions_from_windows
     from ts_encoder.loss import ts_loss
 
-    train = windows.split_of("train")
+    train = train_only(windows)
     actions = actions_from_windows(train, thresholds)
     opt = torch.optim.AdamW(decoder.parameters(), lr=lr, weight_decay=0.01)
     rng = np.random.default_rng(seed)
@@ -476,7 +477,7 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
         items, rep = generate_qa(windows, from_dict(QAConfig, cfg.get("qa", {})), context_fn)
         save_items(items, qa_path)
         (run_dir / "qa_report.json").write_text(json.dumps(rep.as_dict(), indent=1))
-    thresholds = ActionThresholds.fit(windows)
+    thresholds = ActionThresholds.fit(train_only(windows))
     thresholds.save(run_dir / "thresholds.json")
     dcfg = cfg.get("decoder", {})
     decoder = build_decoder(dcfg)
@@ -484,15 +485,14 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
     if dec_path.exists():
         decoder = load_decoder(dec_path)
     elif not dcfg.get("checkpoint"):
-        train_x = windows.split_of("train").x  # a fresh decoder: input scaling from the train split only
-        decoder.encoder.set_input_stats(torch.as_tensor(train_x.mean((0, 2))), torch.as_tensor(train_x.std((0, 2))))
+        decoder.fit_input_stats(train_only(windows))  # a fresh decoder: input scaling from the train split only
     if not dec_path.exists():
         if int(dcfg.get("warmup_steps", 0)) > 0:
             losses = warmup_decoder(decoder, windows, thresholds, int(dcfg["warmup_steps"]))
             print(f"decoder warm-up: L_TS {losses[0]:.3f} -> {np.mean(losses[-20:]):.3f}", flush=True)
         # the decoder is prepared: its U normaliser is fitted here, on train, before any trace is written,
         # so the traces' <forecast_ts> carries the same lines as every later rollout (docs/rl.md)
-        decoder.fit_uncertainty(windows.split_of("train"))
+        decoder.fit_uncertainty(train_only(windows))
         save_decoder(decoder, dec_path)
     tr_path = run_dir / "traces.jsonl"
     tcfg = cfg.get("traces", {})
@@ -559,7 +559,7 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     policy.save(run_dir / "policy")
     # joint SFT moved the decoder's weights: refit its U normaliser on train for the final weights, once;
     # from here on the saved decoder is the tool of GRPO and of every benchmark, and nothing refits it
-    decoder.fit_uncertainty(windows.split_of("train"))
+    decoder.fit_uncertainty(train_only(windows))
     save_decoder(decoder, run_dir / "decoder.pt")
     if logger is not None:
         _log_rollouts(logger, policy, decoder, windows, [it for it in items if it.split == "val"][:8],
