@@ -135,3 +135,21 @@ def test_grad_clip_scope_is_validated() -> None:
     assert TrainConfig().grad_clip_scope == "all"  # the default: tiny runs clip as before
     with pytest.raises(ValueError, match="grad_clip_scope"):
         dataclasses.replace(TrainConfig(), grad_clip_scope="policy")
+
+
+# ------------------------------------------------------------------ smoke helpers (the runs: test_smoke_real_scale.py)
+def test_smoke_settings_and_refusals(tmp_path: Path) -> None:
+    from llm.sft import build_decoder
+    from llm.smoke import SMOKE, device_settings, policy_section
+
+    dev = device_settings("bfloat16")
+    if not torch.cuda.is_available():
+        assert (dev.accelerator, dev.precision, dev.dtype) == ("cpu", "32-true", "float32")
+    sec = policy_section(_yaml("configs/sft/qwen3-4b.yaml"), tmp_path / "tok", dev)
+    assert sec["random_init_layers"] == SMOKE.layers and sec["lora_r"] == 32 and sec["tokenizer_path"] == str(tmp_path / "tok")
+    PolicyConfig.from_dict(sec)  # a valid policy config
+    with pytest.raises(ValueError, match="real-scale"):
+        policy_section(_yaml("configs/sft/tiny.yaml"), tmp_path, dev)
+    with pytest.raises(FileNotFoundError, match="forecast_action.train --config configs/forecast_action/qwen3-4b.yaml"):
+        build_decoder({"checkpoint": str(tmp_path / "missing" / "decoder.ckpt"),
+                       "config": "configs/forecast_action/qwen3-4b.yaml"})
