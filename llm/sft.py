@@ -56,9 +56,10 @@ class TrainConfig:
     grad_clip: float = 1.0
     # "all": one norm over every trainable parameter (the default, as before). "per_model": the policy's
     # (LoRA, protocol rows, projector) and the decoder's gradients are clipped each to grad_clip. Why: a
-    # fresh decoder's L_TS is ~1e4 (tiny window std in the sigma floor; results in docs/scale.md), so under
-    # one shared clip its gradient sets the norm and the policy's step shrinks ~1e4-fold; clipped apart,
-    # lambda_ts * L_TS cannot swamp L_SFT's update. L_SFT still reaches the decoder through h_ts.
+    # fresh 4B-width decoder's L_TS is ~3e4 on a batch of 8 (flat-history windows put sigma at its floor;
+    # docs/scale.md), its gradient norm ~3e5 against the policy's ~16, so under one shared clip the policy's
+    # step shrinks ~2e4-fold; clipped apart, lambda_ts * L_TS cannot swamp L_SFT's update. L_SFT still
+    # reaches the decoder through h_ts.
     grad_clip_scope: str = "all"
     precision: str = "32-true"
     accelerator: str = "auto"
