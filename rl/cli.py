@@ -274,12 +274,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", default=None, help="run name (default: the config's run)")
     ap.add_argument("--sft", default=None, help="SFT run directory with policy/ and decoder.pt (overrides sft.run_dir)")
     ap.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
-    ap.add_argument("--out", default="checkpoints/grpo", help="root of run directories")
+    ap.add_argument("--out", default=None, help="root of run directories (default checkpoints/grpo; with --smoke "
+                                                "a temporary directory)")
     ap.add_argument("--resume", action="store_true", help="continue from <out>/<run>/last.ckpt")
     ap.add_argument("--no-weight", action="store_true", help="plain GRPO: w(U) = 1 (ablation)")
+    ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
+                                                          "2 random layers, short rollouts (llm/smoke.py)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        from llm.smoke import grpo_smoke
+
+        grpo_smoke(args.config, args.out)
+        return 0
     over = {"train": {"uncertainty": {"enabled": False}}} if args.no_weight else None
-    summary = run_grpo(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out,
+    summary = run_grpo(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out or "checkpoints/grpo",
                        resume=args.resume, sft_dir=args.sft, overrides=over)
     print(json.dumps(summary, indent=1, default=str))
     return 0
