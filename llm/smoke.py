@@ -125,14 +125,15 @@ def prepared_decoder(cfg: Mapping[str, Any], windows, out: Path) -> Path:
     with input scaling from train and its U normaliser fitted on ``SMOKE.normalizer_windows`` train
     windows (``ActionConditionedDecoder.fit_uncertainty``)."""
     from llm.sft import load_decoder
+    from stockr1.types import train_only
 
     dcfg = dict(cfg.get("decoder", {}))
     if dcfg.get("checkpoint") and Path(dcfg["checkpoint"]).exists():
         decoder = load_decoder(dcfg["checkpoint"])
     else:
         decoder = fresh_decoder(dcfg)
-        train = windows.split_of("train")
-        decoder.encoder.set_input_stats(torch.as_tensor(train.x.mean((0, 2))), torch.as_tensor(train.x.std((0, 2))))
+        train = train_only(windows)
+        decoder.fit_input_stats(train)
         decoder.fit_uncertainty(train, max_windows=SMOKE.normalizer_windows)
     decoder.save(out)
     return out
