@@ -407,6 +407,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
     from llm.qa import load_items
     from llm.sft import load_data, run_sft
     from rl.cli import probe_run, run_grpo
+    from stockr1.types import train_only
 
     work = Path(cfg.work_dir)
     timings = Timings(work / "timings.json")
@@ -439,7 +440,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
             test = [it for it in load_items(first / "qa.jsonl") if it.split == split]
             th = first / "thresholds.json"  # g as the SFT/GRPO runs used it (fit on train windows)
             eval_cache = {"windows": windows, "ctx_chars": sft_cfg.get("max_context_chars"),
-                          "thresholds": ActionThresholds.load(th) if th.exists() else ActionThresholds.fit(windows),
+                          "thresholds": ActionThresholds.load(th) if th.exists() else ActionThresholds.fit(train_only(windows)),
                           "items": balanced_slice(test, int(cfg.eval.get("n", 40)))}
         ev = eval_cache
         mnt = int(cfg.eval.get("max_new_tokens", 384))

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from stockr1.metrics.trading import TRADING_METRICS, trading_metrics
-from stockr1.types import CLOSE, Forecast, Windows
+from stockr1.types import CLOSE, Forecast, Windows, train_only
 
 
 @dataclass(frozen=True)
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     import stockr1.data as data
 
     windows = data.sample_windows() if a.data == "sample" else data.load_windows(a.data)
-    train, val, test = windows.split_of("train"), windows.split_of("val"), windows.split_of(a.split)
+    train, val, test = train_only(windows), windows.split_of("val"), windows.split_of(a.split)
     forecasts = _model_forecasts(train, val, test, a.checkpoint, a.n_samples, a.baselines)
     mean, per, curves = run_models(forecasts, test, cfg, a.benchmark)
     out = Path(a.out)

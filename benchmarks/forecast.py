@@ -25,7 +25,7 @@ import numpy as np
 
 from stockr1.metrics.forecast import HIGHER_IS_BETTER, NOMINAL, REDUCERS, per_window, reduce
 from stockr1.metrics.stats import block_resamples, paired_bootstrap
-from stockr1.types import Forecast, Windows
+from stockr1.types import Forecast, Windows, train_only
 
 MODEL_NAME = "stockr1_ts"
 DEFAULT_BASELINES = ("random_walk", "drift", "auto_arima", "garch11", "dlinear", "patchtst")
@@ -104,7 +104,7 @@ def run_forecasters(
     ``cache_dir`` keyed by (data, test windows, n_samples, seed), so adding a model is cheap."""
     from benchmarks.baselines import BASELINES
 
-    train, val = windows.split_of("train"), windows.split_of("val")
+    train, val = train_only(windows), windows.split_of("val")
     forecasts, info = {}, {}
     if checkpoint:
         t = time.perf_counter()

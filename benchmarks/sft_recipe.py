@@ -9,7 +9,8 @@ the same QA items, decoder init and traces through ``prepare_from``) with ``llm.
 the **validation** questions (never test: this is model selection) and grades them with the QA
 benchmark's grader. Variants run in parallel processes (``--jobs``), each on ``--device``.
 
-Writes ``metrics.json`` (variant -> step -> metrics), ``table.md`` (action+answer parse rate and
+Writes ``metrics.json`` (variant -> step -> metrics, and ``export``: each variant's step chosen on
+validation by ``export_step``), ``table.md`` (action+answer parse rate and
 accuracy by step) and ``curves.png``; every variant's run dir under ``--work`` resumes when rerun.
 """
 
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +119,20 @@ def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict
     return res
 
 
+def export_step(by_step: Mapping[str, Mapping[str, float]]) -> str | None:
+    """The evaluated step to export, by the rule fixed before the test run (results/sft_recipe): the
+    highest validation action + answer parse rate, ties broken by validation accuracy, then by the
+    later step. ``by_step`` is what ``run_variant`` graded, on validation questions only, so test
+    labels cannot move the choice; averaged states ("avg...") are not candidates."""
+
+    def rank(step: str) -> tuple[float, float, int]:
+        parse, acc = (float(by_step[step][k]) for k in ("action_and_answer_rate", "overall"))
+        return (-math.inf if math.isnan(parse) else parse, -math.inf if math.isnan(acc) else acc, int(step))
+
+    steps = [k for k in by_step if k.isdigit()]
+    return max(steps, key=rank) if steps else None
+
+
 def _order(key: str) -> tuple[int, str]:
     """Steps in order, an averaged state ("avg2250-3000") after the last step it averages."""
     return int(key.rsplit("-", 1)[-1].removeprefix("avg")), key
@@ -191,12 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     results = {n: json.loads((work / n / "recipe_eval.json").read_text())
                for n in names if (work / n / "recipe_eval.json").exists()}
     out.mkdir(parents=True, exist_ok=True)
+    export = {n: export_step(r) for n, r in results.items()}
     (out / "metrics.json").write_text(json.dumps({"config": cfg, "device": args.device, "failed": failed,
-                                                  "results": results}, indent=1))
+                                                  "export": export, "results": results}, indent=1))
     (out / "table.md").write_text(table(results))
     if results:
         plot(results, out / "curves.png")
-    print(table(results) + (f"failed: {failed} (logs in {work})" if failed else ""))
+    print(table(results) + f"export (validation rule): {export}\n" + (f"failed: {failed} (logs in {work})" if failed else ""))
     return 1 if failed else 0
 
 

@@ -156,13 +156,14 @@ def decoder_share(a: argparse.Namespace) -> dict[str, Any]:
     from llm.sft import load_data
     from llm.tools import ForecastTool
     from rl.cli import build_samples, load_config, load_models
+    from stockr1.types import train_only
 
     cfg = load_config("configs/grpo/tiny.yaml")
     sft = Path(a.sft) if a.sft else None
     windows, ctx_fn = load_data(cfg["data"])
     items, _ = QAGenerator(windows, ctx_fn).generate(QAConfig(n_train=a.queries, n_val=1, n_test=1, seed=0))
     items = [it for it in items if it.split == "train"][: a.queries]
-    th = ActionThresholds.fit(windows)
+    th = ActionThresholds.fit(train_only(windows))
     policy, decoder = load_models(cfg, sft)
     samples = build_samples(items, windows, th, decoder, policy.tokenizer)
     tool = TimedTool(ForecastTool(decoder, windows))

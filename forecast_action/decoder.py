@@ -46,7 +46,7 @@ from torch import Tensor, nn
 
 from forecast_action.encoder import ActionBatch, ActionEncoder, ActionEncoderConfig, featurize
 from forecast_action.schema import ForecastAction
-from stockr1.types import HIGH, LOW, Forecast, Windows
+from stockr1.types import HIGH, LOW, Forecast, TrainWindows, Windows, require_train
 from ts_encoder.config import TSEncoderConfig
 from ts_encoder.model import GAUSSIAN_CHANNELS, TSEncoder, TSOutput
 from ts_encoder.sampling import to_forecast
@@ -193,16 +193,22 @@ class ActionConditionedDecoder(nn.Module):
         self.train(was_training)
         return torch.cat(u)
 
-    def fit_uncertainty(self, train: Windows, max_windows: int = 4096) -> None:
+    def fit_input_stats(self, train: TrainWindows) -> None:
+        """Input scaling of a fresh decoder: per-channel mean / std of ``train_only(windows).x``.
+
+        Used where a decoder is built rather than loaded (SFT prepare, GRPO without an SFT run); a
+        decoder trained by ``forecast_action.train`` carries the datamodule's train statistics."""
+        x = require_train(train, "fit_input_stats").x
+        self.encoder.set_input_stats(torch.as_tensor(x.mean((0, 2))), torch.as_tensor(x.std((0, 2))))
+
+    def fit_uncertainty(self, train: TrainWindows, max_windows: int = 4096) -> None:
         """Fit the uncertainty normaliser on (at most ``max_windows`` evenly spaced) TRAIN windows.
 
         The one place the decoder's normaliser is fitted. Called by the stage that owns the decoder's
         weights when they are final (decoder training, the decoder preparation of SFT, the end of joint
         SFT); never by RL or a benchmark, so the tool's text is a function of the saved decoder only.
-        Raises ValueError when ``train`` holds windows of another split."""
-        split = np.asarray(train.split)
-        if len(split) and not np.all(split == "train"):
-            raise ValueError(f"fit_uncertainty takes train windows only, got splits {sorted(set(split.tolist()))}")
+        Raises TypeError unless ``train`` is ``train_only(windows)``."""
+        train = require_train(train, "fit_uncertainty")
         n = len(train)
         idx = np.unique(np.linspace(0, n - 1, min(n, max_windows)).round().astype(int))
         self.normalizer.fit(self.no_action_uncertainty(train.select(idx)))

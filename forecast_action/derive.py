@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from forecast_action.schema import FIELD_SPECS, ForecastAction
-from stockr1.types import CLOSE, Forecast, Windows
+from stockr1.types import CLOSE, Forecast, TrainWindows, Windows, require_train
 
 QUANTILE_FEATURES = ("volatility", "range_pct", "drawdown", "tail_risk", "trend_r2")
 _BIN_FEATURE = {
@@ -61,7 +61,10 @@ class Trajectory:
 
 @dataclass(frozen=True)
 class ActionThresholds:
-    """Cut points of g. ``cuts[f] = (q1/3, q2/3)`` of feature f over train-split realised futures."""
+    """Cut points of g. ``cuts[f] = (q1/3, q2/3)`` of feature f over train-split realised futures.
+
+    ``fit(train_only(windows))`` is the call sites' entry; ``fit_paths`` is its array-level core and
+    trusts its caller to pass train paths."""
 
     cuts: dict[str, tuple[float, float]]
     flat_pct: float = 0.5
@@ -81,9 +84,10 @@ class ActionThresholds:
         return cls(cuts=cuts, horizon=close.shape[1], n_fit=len(close), **kw)  # type: ignore[arg-type]
 
     @classmethod
-    def fit(cls, windows: Windows, **kw: float) -> ActionThresholds:
-        """Fit on the train split of ``windows`` only (never validation or test)."""
-        train = windows.split_of("train")
+    def fit(cls, train: TrainWindows, **kw: float) -> ActionThresholds:
+        """Tertiles over the realised futures of ``train_only(windows)``; anything but a ``TrainWindows``
+        is refused (TypeError), so no call site can hand the tertiles validation or test paths."""
+        train = require_train(train, "ActionThresholds.fit")
         if len(train) < 3:
             raise ValueError(f"ActionThresholds.fit needs >= 3 train windows, got {len(train)}")
         return cls.fit_paths(train.future[:, :, CLOSE], train.last_close, **kw)

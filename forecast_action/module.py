@@ -29,7 +29,7 @@ from torch import Tensor
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import ActionThresholds, actions_from_windows
 from forecast_action.encoder import ActionBatch, ActionEncoderConfig, drop_fields, featurize
-from stockr1.types import Forecast, Windows
+from stockr1.types import Forecast, TrainWindows, Windows
 from ts_encoder.config import LossWeights, TSEncoderConfig
 from ts_encoder.loss import ts_loss
 from ts_encoder.module import TSForecastModule
@@ -118,8 +118,7 @@ class ActionDecoderModule(TSForecastModule):
         if self.thresholds is None:  # fitted on the TRAIN split only; stored so g is frozen with the model
             if stage != "fit":
                 raise RuntimeError("no action thresholds: fit the module first")
-            train = dm.windows["train"]
-            self.hparams["thresholds"] = ActionThresholds.fit_paths(train.future[:, :, 3], train.last_close).to_dict()
+            self.hparams["thresholds"] = ActionThresholds.fit(dm.windows["train"]).to_dict()  # a TrainWindows
         splits = ("train", "val") if stage == "fit" else ("test",) if stage == "test" else ("val",)
         self._teacher.update({s: teacher_actions(dm.windows[s], self.thresholds) for s in splits})
 
@@ -164,7 +163,7 @@ class ActionDecoderModule(TSForecastModule):
         return {"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high, "q_low": out.q_low, "uncertainty": u,
                 "idx": batch["idx"]}
 
-    def fit_normalizer(self, train: Windows) -> None:
+    def fit_normalizer(self, train: TrainWindows) -> None:
         """Normalise U by its train-split CDF under the no-action forecast (``decoder.fit_uncertainty``)."""
         self.decoder.fit_uncertainty(train, self.hparams.normalizer_fit_windows)
 

@@ -31,7 +31,7 @@ import yaml
 
 from forecast_action.derive import ActionThresholds
 from forecast_action.module import THRESHOLDS_FILE, ActionDecoderModule
-from stockr1.types import Windows
+from stockr1.types import Windows, train_only
 from ts_encoder.datamodule import WindowDataModule, load_split_windows
 
 
@@ -107,7 +107,7 @@ def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None
     t.pop("max_epochs", None)
     L.seed_everything(seed, workers=True)
     full = load_windows(cfg.data)
-    thresholds = ActionThresholds.fit(full).to_dict()  # the whole train split, before subsampling
+    thresholds = ActionThresholds.fit(train_only(full)).to_dict()  # the whole train split, before subsampling
     windows = subsample(full, cfg.data.get("max_train"), cfg.data.get("max_val"), seed)
     dm = WindowDataModule.from_windows(windows, batch_size=batch_size, seed=seed)
     module = ActionDecoderModule(encoder=cfg.model, action=cfg.action, init_encoder=cfg.init_encoder,

@@ -16,6 +16,10 @@ Bases:
 - ``name_or_path="tiny"``: a random-init Qwen3 from `Qwen3Config` sized by the ``tiny_*`` fields,
   built under a fixed seed (a pure function of the config, so `load` can rebuild it), with the
   offline tokenizer from ``tokenizer_path``.
+- ``random_init_layers=n > 0``: ``name_or_path``'s architecture (``llm.arch.qwen3_config``: the local
+  config, else the built-in table) with ``n`` layers and random weights under ``seed``, full width and
+  full vocabulary; the tokenizer from ``tokenizer_path``. What ``stockr1 sft/grpo --smoke`` builds when
+  no weights are reachable: real shapes and memory per layer, meaningless outputs.
 - anything else: ``AutoModelForCausalLM.from_pretrained`` (hub id or local dir; respects
   ``HF_HUB_OFFLINE``), its own tokenizer plus the protocol tokens.
 """
@@ -56,6 +60,9 @@ class PolicyConfig:
     tiny_intermediate: int = 128
     tiny_max_positions: int = 4096
     seed: int = 0  # init of the tiny base (above) and of the projector: a build is a function of the config
+    # > 0: build name_or_path's architecture (llm.arch) with this many layers and random weights (smoke runs,
+    # no weights needed); 0: load the weights with from_pretrained
+    random_init_layers: int = 0
     # LoRA (App. C.2: r = 32, alpha = 32 on the projection and feed-forward modules)
     lora_r: int = 32
     lora_alpha: int = 32
@@ -77,6 +84,8 @@ class PolicyConfig:
             raise ValueError(f"PolicyConfig.projector must be 'mlp' or 'linear', got {self.projector!r}")
         if self.lora_r < 0 or self.d_ts <= 0:
             raise ValueError(f"PolicyConfig: lora_r must be >= 0 and d_ts > 0 (got {self.lora_r}, {self.d_ts})")
+        if self.random_init_layers < 0:
+            raise ValueError(f"PolicyConfig.random_init_layers must be >= 0, got {self.random_init_layers}")
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
 
     @classmethod
@@ -140,6 +149,22 @@ def _tiny_model(cfg: PolicyConfig, vocab_size: int, pad_id: int):
     return model.to(_DTYPES[cfg.dtype])
 
 
+def _random_arch_model(cfg: PolicyConfig, tokenizer):
+    """``cfg.name_or_path``'s architecture with ``cfg.random_init_layers`` layers, random weights under
+    ``cfg.seed``, built directly in ``cfg.dtype`` (a 4B-wide init in fp32 first would double the memory)."""
+    from transformers import AutoModelForCausalLM
+
+    from llm.arch import qwen3_config
+
+    ids = {k: getattr(tokenizer, k) for k in ("pad_token_id", "eos_token_id", "bos_token_id")
+           if getattr(tokenizer, k, None) is not None}
+    qcfg = qwen3_config(cfg.name_or_path, cfg.random_init_layers, **ids)
+    kw = {"attn_implementation": cfg.attn_implementation} if cfg.attn_implementation else {}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        return AutoModelForCausalLM.from_config(qcfg, dtype=_DTYPES[cfg.dtype], **kw)
+
+
 class Policy(nn.Module):
     """HF causal LM + optional LoRA + soft-token projector.
 
@@ -156,6 +181,9 @@ class Policy(nn.Module):
         n_new = len(self.tokenizer) - n_before
         if cfg.name_or_path == "tiny":
             model = _tiny_model(cfg, len(self.tokenizer), self.tokenizer.pad_token_id)
+        elif cfg.random_init_layers:
+            model = _random_arch_model(cfg, self.tokenizer)
+            self._fit_vocab(model, n_new)
         else:
             from transformers import AutoModelForCausalLM
 

@@ -34,6 +34,7 @@ from llm.qa.prompt import SYSTEM_PROMPT
 from llm.special_tokens import IM_END
 from llm.traces import Trace
 from stockr1.config import config_from_dict
+from stockr1.types import train_only
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,21 @@ class TrainConfig:
     log_every: int = 10
     seed: int = 0
     grad_clip: float = 1.0
+    # "all": one norm over every trainable parameter (the default, as before). "per_model": the policy's
+    # (LoRA, protocol rows, projector) and the decoder's gradients are clipped each to grad_clip. Why: a
+    # fresh 4B-width decoder's L_TS is ~3e4 on a batch of 8 (flat-history windows put sigma at its floor;
+    # docs/scale.md), its gradient norm ~3e5 against the policy's ~16, so under one shared clip the policy's
+    # step shrinks ~2e4-fold; clipped apart, lambda_ts * L_TS cannot swamp L_SFT's update. L_SFT still
+    # reaches the decoder through h_ts.
+    grad_clip_scope: str = "all"
     precision: str = "32-true"
     accelerator: str = "auto"
 
     def __post_init__(self) -> None:
         if self.balance not in ("none", "template"):
             raise ValueError(f"train.balance must be 'none' or 'template', got {self.balance!r}")
+        if self.grad_clip_scope not in ("all", "per_model"):
+            raise ValueError(f"train.grad_clip_scope must be 'all' or 'per_model', got {self.grad_clip_scope!r}")
 
 
 # --- batches ----------------------------------------------------------------------------------
@@ -177,10 +187,13 @@ class SFTData:
 
 @dataclass
 class SFTLoss:
+    """total = sft + ts_weighted; ts_weighted = lambda_ts * ts (the term as it enters the total)."""
+
     total: Tensor
     sft: Tensor
     ts: Tensor
     n_tokens: int
+    ts_weighted: Tensor | None = None
 
 
 def decoder_output(decoder: nn.Module, x: Tensor, actions: list, start: np.ndarray):
@@ -207,7 +220,9 @@ class JointSFT(nn.Module):
         lp = token_logprobs(self.policy, b.input_ids, b.attention_mask, out.h_ts,
                             logits_to_keep=keep_for_mask(b.loss_mask))
         l_sft = -masked_mean(lp, b.loss_mask)
-        return SFTLoss(l_sft + self.lambda_ts * l_ts, l_sft.detach(), l_ts.detach(), int((b.loss_mask > 0).sum()))
+        weighted = self.lambda_ts * l_ts
+        return SFTLoss(l_sft + weighted, l_sft.detach(), l_ts.detach(), int((b.loss_mask > 0).sum()),
+                       weighted.detach())
 
 
 def param_groups(model: JointSFT, cfg: TrainConfig) -> list[dict[str, Any]]:
@@ -241,6 +256,7 @@ class SFTTrainer:
         self.sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg))
         self.step = 0
         self.history: list[dict[str, float]] = []
+        self.grad_norms: dict[str, float] = {}  # pre-clip norms of the last step (logged by fit)
 
     @property
     def ckpt_path(self) -> Path:
@@ -273,15 +289,27 @@ class SFTTrainer:
         loss = self.model(batch)
         self.opt.zero_grad(set_to_none=True)
         self.fabric.backward(loss.total)
-        if self.cfg.grad_clip:
-            self.fabric.clip_gradients(self.model, self.opt, max_norm=self.cfg.grad_clip)
+        self.grad_norms = self.clip_gradients()
         self.opt.step()
         self.sched.step()
         self.step += 1
         return loss
 
+    def clip_gradients(self) -> dict[str, float]:
+        """Clip as ``cfg.grad_clip_scope`` says; the pre-clip norms (``grad_norm``, or ``grad_norm_policy``
+        and ``grad_norm_decoder``: the optimiser's two parameter groups, see ``param_groups``)."""
+        cfg = self.cfg
+        if not cfg.grad_clip:
+            return {}
+        if cfg.grad_clip_scope == "all":
+            return {"grad_norm": float(self.fabric.clip_gradients(self.model, self.opt, max_norm=cfg.grad_clip))}
+        self.fabric.strategy.precision.unscale_gradients(self.opt.optimizer)  # fp16 scaler; a no-op otherwise
+        return {name: float(torch.nn.utils.clip_grad_norm_(group["params"], cfg.grad_clip, error_if_nonfinite=True))
+                for name, group in zip(("grad_norm_policy", "grad_norm_decoder"), self.opt.param_groups, strict=True)}
+
     def fit(self, data: SFTData) -> list[dict[str, float]]:
-        """Train to ``cfg.max_steps``; one JSON line per step (step, loss, l_sft, l_ts, lr, sec) is appended
+        """Train to ``cfg.max_steps``; one JSON line per step (step, loss, l_sft, l_ts, l_ts_weighted =
+        lambda_ts * l_ts, lr, sec, and the pre-clip gradient norm(s) ``grad_norm*``) is appended
         to ``run_dir/metrics.jsonl``. Lines past the step this run starts from (written after the last
         checkpoint of an interrupted run, or a torn last line) are dropped first, so a resumed run keeps
         one continuous file; ``sec`` continues from the restored history."""
@@ -304,15 +332,16 @@ class SFTTrainer:
             idx = data.sample(rng, cfg.batch_size)
             loss = self.train_step(data.batch(idx))
             rec = {"step": self.step, "loss": float(loss.total.detach()), "l_sft": float(loss.sft),
-                   "l_ts": float(loss.ts), "lr": self.sched.get_last_lr()[0], "sec": time.time() - t0}
+                   "l_ts": float(loss.ts), "l_ts_weighted": float(loss.ts_weighted), **self.grad_norms,
+                   "lr": self.sched.get_last_lr()[0], "sec": time.time() - t0}
             self.history.append(rec)
             with mpath.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
             if self.logger is not None:
                 self.logger.log(rec, step=self.step)
             if self.step % cfg.log_every == 0:
-                print(f"step {self.step}: loss {rec['loss']:.4f} (sft {rec['l_sft']:.4f}, ts {rec['l_ts']:.4f})",
-                      flush=True)
+                print(f"step {self.step}: loss {rec['loss']:.4f} (sft {rec['l_sft']:.4f}, ts {rec['l_ts']:.4f}, "
+                      f"lambda*ts {rec['l_ts_weighted']:.4f})", flush=True)
             if self.step % cfg.ckpt_every == 0 or self.step == cfg.max_steps:
                 self.save()
         return self.history
@@ -331,7 +360,7 @@ def warmup_decoder(decoder: nn.Module, windows, thresholds, steps: int, batch_si
     from forecast_action.derive import actions_from_windows
     from ts_encoder.loss import ts_loss
 
-    train = windows.split_of("train")
+    train = train_only(windows)
     actions = actions_from_windows(train, thresholds)
     opt = torch.optim.AdamW(decoder.parameters(), lr=lr, weight_decay=0.01)
     rng = np.random.default_rng(seed)
@@ -442,6 +471,10 @@ def build_decoder(dcfg: dict[str, Any]) -> nn.Module:
     from ts_encoder.config import TSEncoderConfig
 
     if dcfg.get("checkpoint"):
+        if dcfg.get("config") and not Path(dcfg["checkpoint"]).exists():  # name the command that writes it
+            raise FileNotFoundError(
+                f"decoder checkpoint {dcfg['checkpoint']} does not exist; train it with `python -m forecast_action.train "
+                f"--config {dcfg['config']} --out {Path(dcfg['checkpoint']).parent}`")
         decoder = load_decoder(dcfg["checkpoint"])
         if "tool_samples" in dcfg:  # the SFT config sets what the tool of every later stage draws
             decoder.tool_samples = int(dcfg["tool_samples"])
@@ -476,7 +509,7 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
         items, rep = generate_qa(windows, from_dict(QAConfig, cfg.get("qa", {})), context_fn)
         save_items(items, qa_path)
         (run_dir / "qa_report.json").write_text(json.dumps(rep.as_dict(), indent=1))
-    thresholds = ActionThresholds.fit(windows)
+    thresholds = ActionThresholds.fit(train_only(windows))
     thresholds.save(run_dir / "thresholds.json")
     dcfg = cfg.get("decoder", {})
     decoder = build_decoder(dcfg)
@@ -484,15 +517,14 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
     if dec_path.exists():
         decoder = load_decoder(dec_path)
     elif not dcfg.get("checkpoint"):
-        train_x = windows.split_of("train").x  # a fresh decoder: input scaling from the train split only
-        decoder.encoder.set_input_stats(torch.as_tensor(train_x.mean((0, 2))), torch.as_tensor(train_x.std((0, 2))))
+        decoder.fit_input_stats(train_only(windows))  # a fresh decoder: input scaling from the train split only
     if not dec_path.exists():
         if int(dcfg.get("warmup_steps", 0)) > 0:
             losses = warmup_decoder(decoder, windows, thresholds, int(dcfg["warmup_steps"]))
             print(f"decoder warm-up: L_TS {losses[0]:.3f} -> {np.mean(losses[-20:]):.3f}", flush=True)
         # the decoder is prepared: its U normaliser is fitted here, on train, before any trace is written,
         # so the traces' <forecast_ts> carries the same lines as every later rollout (docs/rl.md)
-        decoder.fit_uncertainty(windows.split_of("train"))
+        decoder.fit_uncertainty(train_only(windows))
         save_decoder(decoder, dec_path)
     tr_path = run_dir / "traces.jsonl"
     tcfg = cfg.get("traces", {})
@@ -529,12 +561,18 @@ def build_policy(cfg: dict[str, Any], traces: Sequence[Trace], run_dir: Path):
 
     pcfg = PolicyConfig.from_dict(cfg.get("policy", {}))
     if pcfg.name_or_path == "tiny" and not Path(pcfg.tokenizer_path or "checkpoints/tokenizer").exists():
-        from llm.tokenizer import build_or_load_tokenizer
-
-        corpus = [SYSTEM_PROMPT] + [t.user + t.completion for t in traces]
-        build_or_load_tokenizer(corpus, int(cfg.get("tokenizer_vocab", 4000)), run_dir / "tokenizer")
-        pcfg = dataclasses.replace(pcfg, tokenizer_path=str(run_dir / "tokenizer"))
+        path = local_tokenizer(traces, int(cfg.get("tokenizer_vocab", 4000)), run_dir / "tokenizer")
+        pcfg = dataclasses.replace(pcfg, tokenizer_path=str(path))
     return Policy(pcfg)
+
+
+def local_tokenizer(traces: Sequence[Trace], vocab_size: int, out: Path) -> Path:
+    """The offline tokenizer trained on this run's corpus (system prompt + traces), saved in ``out``
+    (reused when the corpus is unchanged): what a run without a hub tokenizer uses."""
+    from llm.tokenizer import build_or_load_tokenizer
+
+    build_or_load_tokenizer([SYSTEM_PROMPT] + [t.user + t.completion for t in traces], vocab_size, out)
+    return out
 
 
 def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = None,
@@ -559,7 +597,7 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     policy.save(run_dir / "policy")
     # joint SFT moved the decoder's weights: refit its U normaliser on train for the final weights, once;
     # from here on the saved decoder is the tool of GRPO and of every benchmark, and nothing refits it
-    decoder.fit_uncertainty(windows.split_of("train"))
+    decoder.fit_uncertainty(train_only(windows))
     save_decoder(decoder, run_dir / "decoder.pt")
     if logger is not None:
         _log_rollouts(logger, policy, decoder, windows, [it for it in items if it.split == "val"][:8],
@@ -588,8 +626,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True, help="YAML config (configs/sft/*.yaml)")
     ap.add_argument("--run", default=None, help="run name (default: config's run)")
     ap.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
-    ap.add_argument("--out", default="checkpoints/sft", help="root of run directories")
+    ap.add_argument("--out", default=None, help="root of run directories (default checkpoints/sft; with --smoke "
+                                                "a temporary directory)")
+    ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
+                                                          "2 random layers, short sequences (llm/smoke.py)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        from llm.smoke import sft_smoke
+
+        sft_smoke(args.config, args.out)
+        return 0
+    args.out = args.out or "checkpoints/sft"
     summary = run_sft(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out)
     print(json.dumps(summary, indent=1))
     return 0

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stockr1.types import CLOSE, Forecast, Windows
+from stockr1.types import CLOSE, Forecast, Windows, train_only
 
 
 class PersistenceForecaster:
@@ -48,7 +48,7 @@ def default_corpus(n_items: int = 1500, k_ts: int = 8, seed: int = 0) -> list[st
     windows, context_fn = load_data({"source": "sample"})
     items, _ = generate_qa(windows, QAConfig(n_train=n_items, n_val=0, n_test=0, seed=seed), context_fn)
     items = [it for it in items if it.split == "train"]
-    thresholds = ActionThresholds.fit(windows)
+    thresholds = ActionThresholds.fit(train_only(windows))
     ctx = windows.context if len(windows.context) == len(windows) else None
     texts = [SYSTEM_PROMPT]
     for it in items:

@@ -34,6 +34,7 @@ import torch
 
 from rl.logging import RunLogger
 from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
+from stockr1.types import train_only
 
 
 def deep_update(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -76,8 +77,8 @@ def prepare_fresh_decoder(decoder, windows) -> None:
     the preparation SFT would have done; a loaded decoder is used as saved."""
     if bool(decoder.normalizer.fitted):
         return
-    train = windows.split_of("train")
-    decoder.encoder.set_input_stats(torch.as_tensor(train.x.mean((0, 2))), torch.as_tensor(train.x.std((0, 2))))
+    train = train_only(windows)
+    decoder.fit_input_stats(train)
     decoder.fit_uncertainty(train)
 
 
@@ -185,7 +186,7 @@ def build_setup(cfg: Mapping[str, Any], sft: Path | None, max_steps: int | None 
         keep = np.random.default_rng(qa.get("seed", 0)).permutation(len(train_items))[: int(max_q)]
         train_items = [train_items[i] for i in sorted(keep)]
     th_file = sft / "thresholds.json" if sft is not None else None
-    thresholds = ActionThresholds.load(th_file) if th_file and th_file.exists() else ActionThresholds.fit(windows)
+    thresholds = ActionThresholds.load(th_file) if th_file and th_file.exists() else ActionThresholds.fit(train_only(windows))
     policy, decoder = load_models(cfg, sft)
     prepare_fresh_decoder(decoder, windows)
     samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer, cfg.get("max_context_chars"))
@@ -242,7 +243,7 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
             shutil.copyfile(src, out / "decoder.pt")  # the frozen tool: the SFT file, byte for byte
         else:  # RL trained the decoder (or built it): U normaliser refit for its final weights, on train
             if train_cfg.lambda_ts > 0:
-                decoder.fit_uncertainty(windows.split_of("train"))
+                decoder.fit_uncertainty(train_only(windows))
             save_decoder(decoder, out / "decoder.pt")
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
@@ -273,12 +274,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", default=None, help="run name (default: the config's run)")
     ap.add_argument("--sft", default=None, help="SFT run directory with policy/ and decoder.pt (overrides sft.run_dir)")
     ap.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
-    ap.add_argument("--out", default="checkpoints/grpo", help="root of run directories")
+    ap.add_argument("--out", default=None, help="root of run directories (default checkpoints/grpo; with --smoke "
+                                                "a temporary directory)")
     ap.add_argument("--resume", action="store_true", help="continue from <out>/<run>/last.ckpt")
     ap.add_argument("--no-weight", action="store_true", help="plain GRPO: w(U) = 1 (ablation)")
+    ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
+                                                          "2 random layers, short rollouts (llm/smoke.py)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        from llm.smoke import grpo_smoke
+
+        grpo_smoke(args.config, args.out)
+        return 0
     over = {"train": {"uncertainty": {"enabled": False}}} if args.no_weight else None
-    summary = run_grpo(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out,
+    summary = run_grpo(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out or "checkpoints/grpo",
                        resume=args.resume, sft_dir=args.sft, overrides=over)
     print(json.dumps(summary, indent=1, default=str))
     return 0

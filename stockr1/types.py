@@ -77,6 +77,42 @@ class Windows:
 
 
 @dataclass(frozen=True)
+class TrainWindows(Windows):
+    """Windows whose every row is in the train split: the only argument a fitted statistic accepts.
+
+    Why a type and not a filter inside each fit: a fit that filtered would silently accept whatever a
+    call site handed it, so a call site that handed it val/test (or relabelled rows) could not be told
+    apart from a correct one. Here every fit (action-bin tertiles, input scalers, the TS module's and
+    the decoder's uncertainty normalisers, Trading-R1 label thresholds) calls ``require_train`` and
+    raises on anything that is not a ``TrainWindows``; the one way to get one is ``train_only``, and
+    its constructor refuses a row of another split. Grep ``train_only(`` to see every call site."""
+
+    def __post_init__(self) -> None:
+        bad = sorted(set(np.asarray(self.split).tolist()) - {SPLITS[0]})
+        if bad:
+            raise ValueError(f"TrainWindows holds train rows only, got rows of {bad}")
+
+
+def train_only(windows: Windows) -> TrainWindows:
+    """The train rows of ``windows`` (same order) as a ``TrainWindows``: what every fit receives."""
+    if isinstance(windows, TrainWindows):
+        return windows
+    t = windows.split_of(SPLITS[0])
+    return TrainWindows(ticker=t.ticker, date=t.date, x=t.x, y=t.y, hist=t.hist, future=t.future,
+                        split=t.split, context=t.context)
+
+
+def require_train(windows: object, fit: str) -> TrainWindows:
+    """``windows`` if it is a ``TrainWindows``; else TypeError naming the ``fit`` that was handed it.
+
+    Called first by every fitted statistic, so a call site that passes a plain ``Windows`` (which
+    may hold val/test rows) fails loudly instead of fitting on more than train."""
+    if not isinstance(windows, TrainWindows):
+        raise TypeError(f"{fit} fits on the train split only: pass train_only(windows), got {type(windows).__name__}")
+    return windows
+
+
+@dataclass(frozen=True)
 class Forecast:
     """A predictive distribution of the next S days for N windows, in price space.
 

@@ -73,9 +73,10 @@ def test_balanced_slice_round_robin():
 def test_action_accuracy_perfect_and_missing():
     from forecast_action.derive import ActionThresholds, actions_from_windows
     from stockr1.data import synthetic_windows
+    from stockr1.types import train_only
 
     w = synthetic_windows(n_tickers=2, n_days=300)
-    th = ActionThresholds.fit(w)
+    th = ActionThresholds.fit(train_only(w))
     idx = np.flatnonzero(w.split == "test")[:4]
     It, R = namedtuple("It", "window"), namedtuple("R", "action")
     targets = actions_from_windows(w.select(idx), th)

@@ -15,7 +15,7 @@ from forecast_action.derive import (
     path_features,
 )
 from stockr1.data import synthetic_windows
-from stockr1.types import CLOSE, Forecast
+from stockr1.types import CLOSE, Forecast, train_only
 
 CUTS = {"volatility": (0.01, 0.02), "range_pct": (3.0, 6.0), "drawdown": (0.02, 0.04),
         "tail_risk": (0.01, 0.02), "trend_r2": (0.3, 0.7)}
@@ -56,12 +56,12 @@ def test_monotone_flat_and_down_paths() -> None:
 
 def test_thresholds_fit_on_train_only_and_roundtrip(tmp_path) -> None:
     w = synthetic_windows()
-    th = ActionThresholds.fit(w)
+    th = ActionThresholds.fit(train_only(w))
     assert th.n_fit == int((w.split == "train").sum()) and th.horizon == w.future.shape[1]
     # Perturbing val/test futures must not move the thresholds.
     fut = w.future.copy()
     fut[w.split != "train"] *= np.exp(np.random.default_rng(0).normal(0, 0.2, fut[w.split != "train"].shape))
-    assert ActionThresholds.fit(dataclasses.replace(w, future=fut)) == th
+    assert ActionThresholds.fit(train_only(dataclasses.replace(w, future=fut))) == th
     th.save(tmp_path / "th.json")
     assert ActionThresholds.load(tmp_path / "th.json") == th
     (tmp_path / "bad.json").write_text("{not json")
@@ -86,7 +86,7 @@ def test_batch_matches_single_and_rejects_bad_input() -> None:
 
 def test_forecast_profile_sample_consensus_and_mean() -> None:
     w = synthetic_windows().split_of("test").select(np.arange(6))
-    th = ActionThresholds.fit(synthetic_windows())
+    th = ActionThresholds.fit(train_only(synthetic_windows()))
     start = w.last_close
     rng = np.random.default_rng(0)
     # Sample paths: strongly rising, noisy. Mean path: exactly linear.

@@ -17,6 +17,7 @@ from forecast_action.encoder import (
 )
 from forecast_action.schema import FIELD_SPECS, ForecastAction
 from stockr1.data import synthetic_windows
+from stockr1.types import train_only
 from ts_encoder.config import TSEncoderConfig
 from ts_encoder.model import TSEncoder
 
@@ -101,7 +102,7 @@ def test_teacher_training_makes_direction_control_the_mean() -> None:
     torch.manual_seed(0)
     w = synthetic_windows().split_of("train").select(np.arange(128))
     dec = ActionConditionedDecoder(TINY, ActionEncoderConfig(cond_dim=8))
-    batch = featurize(actions_from_windows(w, ActionThresholds.fit(synthetic_windows())), w.last_close)
+    batch = featurize(actions_from_windows(w, ActionThresholds.fit(train_only(synthetic_windows()))), w.last_close)
     x, y = torch.as_tensor(w.x), torch.as_tensor(w.y)
     opt = torch.optim.Adam(dec.parameters(), lr=1e-2)
     for _ in range(30):

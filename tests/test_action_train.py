@@ -13,6 +13,7 @@ from forecast_action.module import THRESHOLDS_FILE, ActionDecoderModule, load_en
 from forecast_action.schema import ForecastAction
 from forecast_action.train import ActionTrainConfig, train
 from stockr1.data import synthetic_windows
+from stockr1.types import train_only
 from ts_encoder.config import TSEncoderConfig
 from ts_encoder.model import TSEncoder
 
@@ -39,7 +40,7 @@ def test_training_moves_the_action_path_and_reloads(trained) -> None:
     assert bool(module.decoder.normalizer.fitted)
     th = ActionThresholds.load(out / THRESHOLDS_FILE)
     # fitted on the whole train split (before max_train subsampling), never val/test
-    assert th == module.thresholds and th == ActionThresholds.fit(synthetic_windows())
+    assert th == module.thresholds and th == ActionThresholds.fit(train_only(synthetic_windows()))
     again = ActionDecoderModule.load_from_checkpoint(out / "decoder.ckpt", map_location="cpu")
     w = synthetic_windows().split_of("test").select(np.arange(4))
     acts = [ForecastAction(direction="up"), None, ForecastAction(volatility_level="high"), ForecastAction()]

@@ -77,13 +77,31 @@ def _windows(closes: np.ndarray, n_win: int, lookback: int, horizon: int) -> Win
 
 
 def test_zscore_by_hand():
-    closes = 100 * np.exp(np.cumsum([0.0, 0.01, -0.01, 0.01, -0.01, 0.0, 0.0, 0.0]))
+    # today's close is 100 and the first future close 102.02: a base or a volatility window that
+    # slipped to t+1 would change z
+    closes = 100 * np.exp(np.cumsum([0.0, 0.01, -0.01, 0.01, -0.01, 0.02, 0.0, 0.0]))
     w = _windows(closes, 1, lookback=5, horizon=3)
+    assert w.last_close[0] == pytest.approx(100.0) and w.future[0, 0, 3] != pytest.approx(w.last_close[0])
     fc_close = np.array([[1.0, 1.0, 1.05]]) * w.last_close[:, None]
     fc = Forecast(fc_close, fc_close[:, None, :], fc_close, fc_close, fc_close)
     z = bt.zscore_signals(fc, w, bt.BacktestConfig(vol_lookback=4, holding=10))
     sd = math.sqrt(4 * 0.01**2 / 3)  # log returns +-0.01, mean 0, ddof 1
     assert z[0] == pytest.approx(0.05 / (sd * math.sqrt(3)))
+
+
+def test_zscore_ignores_the_future():
+    """The signal of day t reads the forecast and history only: any labels put in ``future``/``y``
+    leave it bit-identical."""
+    rng = np.random.default_rng(1)
+    closes = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, 60)))
+    w = _windows(closes, n_win=20, lookback=30, horizon=10)
+    fc_close = w.last_close[:, None] * np.exp(rng.normal(0, 0.02, (20, 10)))
+    fc = Forecast(fc_close, fc_close[:, None, :], fc_close, fc_close, fc_close)
+    other = Windows(w.ticker, w.date, w.x, w.y + 1.0, w.hist, w.future * rng.uniform(0.5, 2.0, w.future.shape), w.split)
+    cfg = bt.BacktestConfig(vol_lookback=20, holding=5)
+    z = bt.zscore_signals(fc, w, cfg)
+    assert np.isfinite(z).all()
+    np.testing.assert_array_equal(z, bt.zscore_signals(fc, other, cfg))
 
 
 def test_prices_from_windows_and_run_models(tmp_path):

@@ -10,7 +10,7 @@ from benchmarks.baselines import BASELINES, GARCH11, AutoARIMA, DLinear, Histori
 from benchmarks.baselines.neural import DLinearNet, PatchTSTNet
 from benchmarks.baselines.synthetic import random_walk_windows
 from stockr1.metrics.forecast import forecast_metrics
-from stockr1.types import CLOSE, Forecast
+from stockr1.types import CLOSE, Forecast, train_only
 
 torch.set_num_threads(1)
 
@@ -43,9 +43,15 @@ def test_registry_names_match():
     assert set(BASELINES) == {"random_walk", "drift", "auto_arima", "garch11", "dlinear", "patchtst"}
 
 
+@pytest.mark.parametrize("name", ["drift", "garch11", "dlinear"])
+def test_a_baseline_that_estimates_from_train_refuses_anything_but_train_only(rw, name):
+    with pytest.raises(TypeError, match="fits on the train split only"):
+        BASELINES[name]().fit(rw.split_of("train"), rw.split_of("val"))  # a plain Windows, even of train rows
+
+
 @pytest.mark.parametrize("cls", [RandomWalk, HistoricalDrift])
 def test_simple_baselines_calibrated_on_random_walk(rw, cls):
-    b = cls().fit(rw.split_of("train"), rw.split_of("val"))
+    b = cls().fit(train_only(rw), rw.split_of("val"))
     te = rw.split_of("test")
     f = b.predict(te, n_samples=200, seed=0)
     _valid(f, te, 200)
@@ -69,7 +75,7 @@ def test_random_walk_is_a_martingale_and_flat(rw):
 
 
 def test_drift_uses_training_mean_only(rw):
-    tr = rw.split_of("train")
+    tr = train_only(rw)
     shifted = dataclasses.replace(tr, x=tr.x + np.float32(0.002))
     d0 = HistoricalDrift().fit(tr)
     d1 = HistoricalDrift().fit(shifted)
@@ -80,7 +86,7 @@ def test_drift_uses_training_mean_only(rw):
 
 def test_garch_recovers_persistence_and_is_calibrated():
     w = random_walk_windows(n_tickers=2, n_days=2500, garch=(2e-6, 0.08, 0.9), seed=5)
-    g = GARCH11().fit(w.split_of("train"))
+    g = GARCH11().fit(train_only(w))
     _, _, al, be = g.params["*"]
     assert 0.9 < al + be < 1.0
     te = w.split_of("test")
@@ -91,7 +97,7 @@ def test_garch_recovers_persistence_and_is_calibrated():
 
 
 def test_garch_spread_tracks_recent_volatility(rw):
-    g = GARCH11().fit(random_walk_windows(n_tickers=1, n_days=2500, garch=(2e-6, 0.08, 0.9), seed=2).split_of("train"))
+    g = GARCH11().fit(train_only(random_walk_windows(n_tickers=1, n_days=2500, garch=(2e-6, 0.08, 0.9), seed=2)))
     te = rw.split_of("test").select(np.arange(40))
     calm = g.predict(te, 200)
     loud = g.predict(dataclasses.replace(te, x=te.x * np.float32(3.0)), 200)
@@ -101,7 +107,7 @@ def test_garch_spread_tracks_recent_volatility(rw):
 
 def test_auto_arima_intervals_match_random_walk_scale(rw):
     te = rw.split_of("test").select(np.arange(0, 400, 25))  # 16 windows: ~1-2 s
-    a = AutoARIMA().fit(rw.split_of("train"))
+    a = AutoARIMA().fit(train_only(rw))
     f = a.predict(te, n_samples=100)
     _valid(f, te, 100)
     sd10 = np.log(f.close_samples[:, :, -1] / te.last_close[:, None]).std(1)
@@ -110,7 +116,7 @@ def test_auto_arima_intervals_match_random_walk_scale(rw):
 
 
 def test_dlinear_learns_and_is_calibrated(rw):
-    tr, va, te = rw.split_of("train"), rw.split_of("val"), rw.split_of("test")
+    tr, va, te = train_only(rw), rw.split_of("val"), rw.split_of("test")
     b = DLinear(max_epochs=8, patience=2).fit(tr, va)
     assert b.epochs_trained >= 1 and np.all(np.diff(b.g) >= 0)
     f = b.predict(te, n_samples=200)
@@ -142,7 +148,7 @@ def test_neural_nets_shapes_and_dlinear_fits_linear_signal():
 
 def test_patchtst_baseline_runs(rw):
     sub = rw.select(np.arange(0, len(rw), 3))
-    b = PatchTST(max_epochs=1).fit(sub.split_of("train"), sub.split_of("val"))
+    b = PatchTST(max_epochs=1).fit(train_only(sub), sub.split_of("val"))
     te = sub.split_of("test")
     f = b.predict(te, n_samples=32)
     _valid(f, te, 32)

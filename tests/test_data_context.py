@@ -135,3 +135,87 @@ def test_fred_uses_first_release_dates_and_values():
     yoy = PointInTimeStore(_frames(), macro={"cpi": macro["cpilfesl"]}).macro_asof("2010-02-13")["cpi"]
     assert yoy.value == pytest.approx(100 * (103 / 100 - 1))  # vs the first release of Jan 2009 (100, not 999)
     assert macro["dgs10"].values.index[-1] == pd.Timestamp("2010-01-07") and macro["dgs10"].values.notna().all()
+
+
+# ---- offline macro timing: conservative for every month of the sample ----------------------------
+ARCH_MONTHLY = ("core_cpi", "aaa", "baa", "default_spread", "brent")
+
+
+def test_offline_cpi_never_seen_before_a_late_bls_release():
+    """The September 2013 CPI came out on 2013-10-30 (delayed by the federal shutdown), not by the
+    15th: a decision on 10-30 must still see August as the latest CPI."""
+    from stockr1.data.providers.arch_macro import arch_macro
+
+    s = PointInTimeStore(_frames("2013-01-02", 300), macro=arch_macro())
+    assert s.macro_asof("2013-10-30")["core_cpi"].period < pd.Timestamp("2013-09-01")
+    assert s.macro_asof("2013-10-16")["core_cpi"].period < pd.Timestamp("2013-09-01")
+
+
+@pytest.mark.parametrize("name", ARCH_MONTHLY)
+def test_offline_monthly_series_wait_a_full_month_after_their_period(name):
+    """Every offline monthly value is public only after the last day of the month following its
+    period (all BLS CPI, H.15 and EIA monthly publications of 1999-2018 came out within it)."""
+    from stockr1.data.providers.arch_macro import arch_macro
+
+    s = arch_macro()[name]
+    rel = s.release_dates()
+    month_after_end = pd.DatetimeIndex(s.values.index).to_period("M").to_timestamp() + pd.offsets.MonthBegin(2) \
+        - pd.Timedelta(days=1)
+    assert (rel >= month_after_end).all()
+    store = PointInTimeStore(_frames("1999-01-04", 5200), macro={name: s})
+    for t in pd.date_range("1999-03-01", "2018-11-30", freq="7D"):
+        obs = store.macro_asof(t).get(name)
+        if obs is not None:
+            assert obs.period.to_period("M") <= t.to_period("M") - 2, (name, t)
+
+
+class FakeAlfred:
+    """fredapi.Fred stand-in: ALFRED vintages (a first release, then a revision) for any monthly id."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def get_series_all_releases(self, sid):
+        self.asked.append(sid)
+        months = pd.date_range("2008-01-01", "2011-12-01", freq="MS")
+        base = {"CPILFESL": 200.0, "AAA": 5.0, "BAA": 6.5, "MCOILBRENTEU": 80.0}[sid]
+        first = pd.DataFrame({"date": months, "realtime_start": months + pd.offsets.MonthBegin(1) + pd.Timedelta(days=17),
+                              "value": base + np.arange(len(months)) * 0.01})
+        revised = first.assign(realtime_start=first["realtime_start"] + pd.Timedelta(days=60), value=first["value"] + 7.0)
+        return pd.concat([revised, first], ignore_index=True)  # unsorted, as a client may return it
+
+
+def test_sample_macro_uses_alfred_first_releases_when_fred_is_configured():
+    from stockr1.data.providers.arch_macro import arch_macro
+
+    client = FakeAlfred()
+    macro = arch_macro(client)
+    assert sorted(client.asked) == ["AAA", "BAA", "CPILFESL", "MCOILBRENTEU"]
+    s = PointInTimeStore(_frames("2010-01-04", 300), macro=macro)
+    m = s.macro_asof("2010-03-18")  # Feb 2010 first released 03-18: not before
+    assert m["aaa"].period == pd.Timestamp("2010-01-01") and m["aaa"].value == pytest.approx(5.0 + 24 * 0.01)
+    m = s.macro_asof("2010-03-19")
+    assert m["aaa"].period == pd.Timestamp("2010-02-01") and m["aaa"].value == pytest.approx(5.0 + 25 * 0.01)
+    assert m["default_spread"].value == pytest.approx(1.5)  # first releases of both, not the +7 revisions
+    assert m["brent"].value == pytest.approx(80.0 + 25 * 0.01)
+    assert m["core_cpi"].value == pytest.approx(100 * ((200 + 0.25) / (200 + 0.13) - 1))
+    assert m["wti"].label == arch_macro()["wti"].label  # daily closes stay the offline ones
+    assert arch_macro()["aaa"].release != "explicit"  # no client, no key: offline rules
+
+
+@pytest.mark.parametrize("source, days", [("fred", ("2010-01-07", "2010-02-12")), ("alfred_sample", ("2010-03-18",))])
+def test_fred_providers_invariant_and_leak_is_caught(source, days):
+    """The FRED/ALFRED providers under the invariance harness (values perturbed from their release
+    on); a one-day store leak on a release day must be caught."""
+    from stockr1.data.leakage import check_context_invariance
+    from stockr1.data.providers.arch_macro import arch_macro
+    from stockr1.data.providers.fred import fred_macro
+
+    macro = fred_macro(FakeFred()) if source == "fred" else arch_macro(FakeAlfred())
+    frames = _frames("2009-06-01", 300)
+    for t in days:
+        for leak, caught in ((0, False), (1, True)):
+            def make(fr, macro, leak=leak):
+                return PointInTimeStore(fr, macro=macro, leak_days=leak)
+
+            assert bool(check_context_invariance(make, frames, t, {"macro": macro}, n_days=5)) == caught, (t, leak)

@@ -1,14 +1,17 @@
 """Point-in-time invariance for every source and context provider, and proof that the check
 catches a deliberately introduced one-day look-ahead (``leak_days=1``)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from stockr1.data import build_windows, load_source
 from stockr1.data.context import PointInTimeStore
-from stockr1.data.leakage import check_context_invariance, check_windows_invariance
+from stockr1.data.leakage import check_context_invariance, check_windows_invariance, public_from
 from stockr1.data.providers.arch_macro import arch_macro
+from stockr1.data.providers.base import MacroObs
 from stockr1.data.providers.market_wrap import SAMPLE_PROFILES, market_wrap_news
 from stockr1.data.providers.synthetic import synthetic_context
 from stockr1.data.quality import check_frames
@@ -92,3 +95,50 @@ def test_synthetic_providers_each_invariant_and_leak_is_caught(provider):
         return PointInTimeStore(fr, profiles=p, **{provider: {"macro": m, "fundamentals": f, "news": n}[provider]})
 
     assert check_context_invariance(regen, frames, t, {}, n_days=10) == []
+
+
+MONTHLY = ("core_cpi", "aaa", "baa", "default_spread", "brent")
+
+
+def test_public_from_reads_the_period_not_the_declared_rule():
+    """A monthly value is public no earlier than the end of its month, whatever its rule says."""
+    brent = arch_macro()["brent"]
+    wrong = replace(brent, release="same_day")  # stamped the 15th, 'released' on its stamp
+    i = brent.values.index.get_loc(pd.Timestamp("2010-03-15"))
+    assert public_from(wrong)[i] == pd.Timestamp("2010-03-31")
+    assert public_from(brent)[i] >= pd.Timestamp("2010-04-01")
+    daily = arch_macro()["wti"]
+    assert (public_from(daily) == daily.values.index).all()  # a close is public at its own close
+
+
+@pytest.mark.parametrize("name", MONTHLY)
+def test_harness_catches_a_monthly_series_released_on_its_own_stamp(name):
+    """Plant: one monthly series declared 'same_day' (e.g. Brent's March average seen from 03-16)."""
+    frames = _frames("sample", None)
+    macro = arch_macro()
+    macro[name] = replace(macro[name], release="same_day")
+    hits = [check_context_invariance(_sample_store(0), frames, t, {"macro": macro}, n_days=5)
+            for t in ("2010-03-16", "2010-03-31")]
+    assert any(hits)
+
+
+class _PeriodLookupStore(PointInTimeStore):
+    """Plant: macro looked up by observation period (period < t) instead of release date."""
+
+    def macro_asof(self, t):
+        out = {}
+        for name, (rel, vals, periods) in self._macro.items():
+            k = int(periods.searchsorted(pd.Timestamp(t), side="left")) - 1
+            if k >= 0:
+                s = self.macro[name]
+                out[name] = MacroObs(name, s.label, float(vals[k]), s.unit, periods[k], pd.Timestamp(rel[k]))
+        return out
+
+
+def test_harness_catches_macro_looked_up_by_period():
+    frames = _frames("sample", None)
+
+    def make(fr, macro):
+        return _PeriodLookupStore(fr, macro=macro, news=market_wrap_news(fr, SAMPLE_PROFILES), profiles=SAMPLE_PROFILES)
+
+    assert check_context_invariance(make, frames, "2010-03-15", {"macro": arch_macro()}, n_days=5)

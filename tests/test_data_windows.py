@@ -85,13 +85,13 @@ def test_asof_adjustment_uses_no_future_split_or_dividend():
 def test_split_boundaries_and_embargo():
     cal = pd.bdate_range("2020-01-01", periods=100)
     spec = SplitSpec(val_frac=0.2, test_frac=0.2, embargo=5)
-    s = assign_splits(cal.values, cal, spec, horizon=5)
+    s = assign_splits(cal.values, cal, spec, lookahead=5)
     assert list(s[:55]) == ["train"] * 55 and list(s[55:60]) == [""] * 5
     assert list(s[60:75]) == ["val"] * 15 and list(s[75:80]) == [""] * 5 and list(s[80:]) == ["test"] * 20
-    with pytest.raises(ValueError, match="embargo 3 < horizon 5"):
-        assign_splits(cal.values, cal, SplitSpec(embargo=3), horizon=5)
+    with pytest.raises(ValueError, match="embargo 3 < label look-ahead 5"):
+        assign_splits(cal.values, cal, SplitSpec(embargo=3), lookahead=5)
     by_date = SplitSpec(val_start="2020-03-02", test_start="2020-04-01")
-    s = assign_splits(cal.values, cal, by_date, horizon=10)
+    s = assign_splits(cal.values, cal, by_date, lookahead=10)
     assert s[cal.searchsorted(pd.Timestamp("2020-03-02"))] == "val"
     assert s[cal.searchsorted(pd.Timestamp("2020-03-02")) - 11] == "train"
     assert s[cal.searchsorted(pd.Timestamp("2020-03-02")) - 1] == ""

@@ -1,4 +1,5 @@
-"""ForecastTool with the real parser/renderer and a fake decoder: batching, refs, errors."""
+"""ForecastTool with the real parser/renderer and a fake decoder: batching, refs, errors; with a real
+decoder under the invariance harness: no look-ahead."""
 
 from __future__ import annotations
 
@@ -132,3 +133,43 @@ def test_tool_samples_come_from_the_decoder():
     assert dec.seen[0][2] == 7
     with pytest.raises(ValueError, match="tool_samples"):
         ForecastTool(NoisyDecoder(), _windows())
+
+
+def test_real_tool_never_sees_the_future():
+    """ForecastTool with a real (tiny, random) decoder and the real parser/renderer, under the data
+    layer's invariance harness: replace every price after t, rebuild the windows, and the tool's
+    observation and forecast for each decision day <= t must be byte-identical (by int ref and by a
+    one-row Windows), while the labels of those days did change."""
+    import torch
+
+    from forecast_action.decoder import ActionConditionedDecoder
+    from forecast_action.encoder import ActionEncoderConfig
+    from stockr1.data import build_windows, load_source
+    from stockr1.data.leakage import perturb_frames
+    from stockr1.data.splits import SplitSpec
+    from ts_encoder.config import TSEncoderConfig
+
+    kw = {"lookback": 30, "horizon": 5, "split": SplitSpec(val_start="2031-01-01", test_start="2032-01-01")}
+    frames = load_source("synthetic", n_tickers=2, n_days=120, seed=1)
+    t = frames["SYN00"].index[80]
+    base, pert = build_windows(frames, **kw), build_windows(perturb_frames(frames, t), **kw)
+    rows = np.flatnonzero(base.date <= t.to_datetime64())[-4:]
+    assert (base.date[rows] == pert.date[rows]).all() and not np.allclose(base.future[rows], pert.future[rows])
+    torch.manual_seed(0)
+    dec = ActionConditionedDecoder(TSEncoderConfig(lookback=30, horizon=5, d_model=16, n_layers=1, n_heads=2,
+                                                   ffn_dim=32, d_llm=8, dropout=0.0),
+                                   ActionEncoderConfig(cond_dim=8, emb_dim=4, hidden=16), tool_samples=4)
+    calls = ['{"direction": "up", "volatility_level": "high"}', "not an action", '{"end_change_pct": -2.0}',
+             '{"direction": "down"}']
+
+    def run(w):
+        tool = ForecastTool(dec, w)
+        rows = np.flatnonzero(w.date <= t.to_datetime64())[-4:]  # the same days in every build
+        return tool.call_batch(list(rows), calls) + tool.call_batch([w.select([int(i)]) for i in rows], calls)
+
+    for a, b in zip(run(base), run(pert), strict=True):
+        assert a.observation == b.observation
+        np.testing.assert_array_equal(a.payload.forecast.close_samples, b.payload.forecast.close_samples)
+    # the same check fails on windows with a one-day look-ahead (build_windows' leak_days hook)
+    leaky, leaky_pert = (build_windows(f, **kw, leak_days=1) for f in (frames, perturb_frames(frames, t)))
+    assert [r.observation for r in run(leaky)] != [r.observation for r in run(leaky_pert)]

@@ -18,6 +18,7 @@ from llm.special_tokens import ts_placeholders
 from llm.tokenizer import chat_prompt, train_tokenizer
 from llm.tools import ForecastTool
 from llm.traces import TraceConfig, TraceWriter
+from stockr1.types import train_only
 from tests.test_qa_generator import L, context_fn, make_windows
 from tests.test_qa_traces import LinearDecoder, render
 from ts_encoder.config import TSEncoderConfig
@@ -33,7 +34,7 @@ def test_grade_scripted_rollouts(tmp_path) -> None:
                                                    n_heads=2, ffn_dim=32, d_llm=8, cond_dim=8),
                                    ActionEncoderConfig(cond_dim=8, emb_dim=4, hidden=16), tool_samples=4)
     ph = ts_placeholders(dec.ts_cfg.n_tokens)
-    traces, _ = TraceWriter(w, ForecastTool(LinearDecoder(), w, 4, render=render), ActionThresholds.fit(w),
+    traces, _ = TraceWriter(w, ForecastTool(LinearDecoder(), w, 4, render=render), ActionThresholds.fit(train_only(w)),
                             context_fn=context_fn, ts_placeholder=ph, cfg=TraceConfig(drop_trivial=False)).write(items)
     by_id = {t.item_id: t for t in traces}
     kept = [it for it in items if it.id in by_id][:6]

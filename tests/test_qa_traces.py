@@ -17,7 +17,7 @@ from llm.traces import (
     load_traces,
     save_traces,
 )
-from stockr1.types import Forecast, Windows
+from stockr1.types import Forecast, Windows, train_only
 from tests.test_qa_generator import context_fn, make_windows
 
 
@@ -45,7 +45,7 @@ def render(fc: Forecast, i: int, error: str | None = None) -> str:
 def setup(n: int = 60):
     w = make_windows()
     items, _ = QAGenerator(w, context_fn).generate(QAConfig(n_train=n, n_val=0, n_test=0, seed=3))
-    return w, items, ActionThresholds.fit(w)
+    return w, items, ActionThresholds.fit(train_only(w))
 
 
 def test_traces_use_executed_trajectory_and_filter() -> None:

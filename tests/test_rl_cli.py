@@ -13,7 +13,7 @@ from llm.sft import build_decoder, load_data
 from llm.special_tokens import TS_PLACEHOLDER
 from llm.tokenizer import train_tokenizer
 from rl.cli import build_samples, deep_update, load_config, prepare_fresh_decoder
-from stockr1.types import CLOSE
+from stockr1.types import CLOSE, train_only
 
 DECODER = {"seed": 0, "ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1,
                              "n_heads": 2, "ffn_dim": 32, "dropout": 0.0, "d_llm": 8},
@@ -29,7 +29,7 @@ def setup(tmp_path_factory):
     tok = train_tokenizer([str(c) for c in windows.context[:20]] + ["Question: will it rise?"] * 5, 400, tok_dir)
     decoder = build_decoder(DECODER)
     prepare_fresh_decoder(decoder, windows)
-    return windows, items, ActionThresholds.fit(windows), decoder, tok, tok_dir
+    return windows, items, ActionThresholds.fit(train_only(windows)), decoder, tok, tok_dir
 
 
 def test_samples_are_causal_and_labels_are_the_realised_future(setup) -> None:

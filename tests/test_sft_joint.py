@@ -20,6 +20,7 @@ from llm.special_tokens import ts_placeholders
 from llm.tokenizer import train_tokenizer
 from llm.tools import ForecastTool
 from llm.traces import PROTOCOL_SPANS, RECALL, TraceConfig, TraceWriter
+from stockr1.types import train_only
 from tests.test_qa_generator import L, context_fn, make_windows
 from tests.test_qa_traces import LinearDecoder, render
 from ts_encoder.config import TSEncoderConfig
@@ -41,7 +42,7 @@ def setup(tmp_path_factory):
                             y=rng.normal(0, 0.01, w.y.shape).astype(np.float32))
     items, _ = QAGenerator(w, context_fn).generate(QAConfig(n_train=30, n_val=0, n_test=0, seed=0))
     tool = ForecastTool(LinearDecoder(), w, 4, render=render)
-    traces, _ = TraceWriter(w, tool, ActionThresholds.fit(w), context_fn=context_fn,
+    traces, _ = TraceWriter(w, tool, ActionThresholds.fit(train_only(w)), context_fn=context_fn,
                             ts_placeholder=ts_placeholders(TS_CFG.n_tokens),
                             cfg=TraceConfig(drop_trivial=False)).write(items)
     tok = train_tokenizer([t.user + t.completion for t in traces], 600, tmp_path_factory.mktemp("tok"))
@@ -150,7 +151,7 @@ def test_decoder_warmup_and_roundtrip(setup, tmp_path) -> None:
     w, _, _ = setup
     dec = Decoder()
     before = {n: p.detach().clone() for n, p in dec.named_parameters()}
-    losses = warmup_decoder(dec, w, ActionThresholds.fit(w), steps=3, batch_size=8)
+    losses = warmup_decoder(dec, w, ActionThresholds.fit(train_only(w)), steps=3, batch_size=8)
     assert len(losses) == 3 and all(np.isfinite(losses))
     assert any(not torch.equal(p, before[n]) for n, p in dec.named_parameters())
     save_decoder(dec, tmp_path / "d.pt")

@@ -10,7 +10,7 @@ import pytest
 from llm.sft import SFTData, SFTTrainer, TrainConfig, lr_lambda
 from tests.test_sft_joint import make_model, setup  # noqa: F401 (setup is the shared fixture)
 
-KEYS = {"step", "loss", "l_sft", "l_ts", "lr", "sec"}
+KEYS = {"step", "loss", "l_sft", "l_ts", "l_ts_weighted", "grad_norm", "lr", "sec"}
 
 
 def read(path) -> list[dict]:
@@ -29,6 +29,7 @@ def test_metrics_jsonl_one_line_per_step_and_continuous_after_resume(setup, tmp_
     assert log == tr.history
     for r in log:
         assert r["loss"] == pytest.approx(r["l_sft"] + 0.5 * r["l_ts"], rel=1e-5)  # lambda_ts of make_model
+        assert r["l_ts_weighted"] == pytest.approx(0.5 * r["l_ts"], rel=1e-6)
         assert r["lr"] == pytest.approx(cfg.lr * lr_lambda(cfg)(r["step"]))  # warmup: (step + 1) / 3
     first_lines = (tmp_path / "metrics.jsonl").read_text()
 

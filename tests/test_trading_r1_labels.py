@@ -79,3 +79,94 @@ def test_thresholds_fit_on_train_only_and_match_quantiles():
     np.testing.assert_allclose(thr2, thr)
     with pytest.raises(ValueError, match="no valid signal"):
         L.fit_thresholds(pd.Series([np.nan, np.nan]))
+
+
+# ---- no label reads prices of a later split ------------------------------------------------------
+def _lookahead_by_perturbation(cfg: L.LabelConfig) -> int:
+    """The look-ahead measured, not read from the config: the smallest k such that prices after t+k
+    never change the label of t."""
+    p = _prices(n=200, seed=2)
+    t = 80
+    base = L.weighted_signal(p, cfg).iloc[t]
+    for k in range(60):
+        q = p.copy()
+        q.iloc[t + k + 1:] *= 1.3
+        if L.weighted_signal(q, cfg).iloc[t] == pytest.approx(base, rel=1e-12):
+            return k
+    raise AssertionError("label depends on the whole future")
+
+
+@pytest.mark.parametrize("cfg", [L.LabelConfig(), L.LabelConfig(horizons=(3, 7, 20)),
+                                 L.LabelConfig(horizons=(2, 5), weights=(0.5, 0.5))])
+def test_label_lookahead_is_computed_from_the_config(cfg):
+    assert L.label_lookahead(cfg) == _lookahead_by_perturbation(cfg)
+
+
+def _sample():
+    from stockr1.data import load_source, sample_windows
+
+    return sample_windows(), load_source("sample")
+
+
+def _label_end_days(windows, frames, lookahead: int) -> np.ndarray:
+    """The last price day each window's label reads (NaT past the end of the ticker's series)."""
+    out = np.full(len(windows), np.datetime64("NaT"), dtype="datetime64[ns]")
+    for tk in set(windows.ticker.tolist()):
+        idx = np.flatnonzero(windows.ticker == tk)
+        cal = frames[tk].index
+        pos = cal.get_indexer(pd.DatetimeIndex(windows.date[idx])) + lookahead
+        ok = pos < len(cal)
+        out[idx[ok]] = cal[pos[ok]].to_numpy()
+    return out
+
+
+@pytest.mark.parametrize("windows_of", ["stock_r1", "trading_r1"])
+def test_no_label_reads_prices_of_a_later_split(windows_of):
+    """A valid label of split s reads no price on or after the first decision day of a later split,
+    whether the windows are Trading-R1's own (embargo = its look-ahead) or shared ones with the
+    Stock-R1 embargo (S = 10 < 15), where the labels that would cross are undefined instead."""
+    from stockr1.data import load_source
+
+    frames = load_source("sample")
+    w = L.sample_label_windows() if windows_of == "trading_r1" else _sample()[0]
+    labels = L.labels_for_windows(w, frames)
+    end = _label_end_days(w, frames, L.label_lookahead())
+    for s, nxt in (("train", "val"), ("val", "test")):
+        first_next = w.date[w.split == nxt].min()
+        m = (w.split == s) & (labels >= 0)
+        assert m.sum() > 1000 and (end[m] < first_next).all(), s
+
+
+def test_train_labels_and_thresholds_ignore_validation_prices():
+    """Perturb every price from the first validation day on: no train label (nor threshold) moves;
+    likewise validation labels ignore test prices."""
+    w, frames = _sample()
+    base = L.labels_for_windows(w, frames)
+    for nxt, earlier in (("val", ("train",)), ("test", ("train", "val"))):
+        start = pd.Timestamp(w.date[w.split == nxt].min())
+        q = {tk: f.assign(close=f["close"].where(f.index < start, f["close"] * np.linspace(0.5, 2.0, len(f))))
+             for tk, f in frames.items()}
+        m = np.isin(w.split, earlier)
+        np.testing.assert_array_equal(L.labels_for_windows(w, q)[m], base[m])
+
+
+def test_trading_r1_windows_embargo_is_the_label_lookahead():
+    """Trading-R1's windows: the split gap on the calendar exceeds the 15-day look-ahead, nothing has
+    to be masked, and the test rows are exactly Stock-R1's."""
+    from stockr1.data import load_source, trading_calendar
+
+    frames = load_source("sample")
+    w, stock = L.sample_label_windows(), _sample()[0]
+    cal = trading_calendar(frames)
+    pos = cal.get_indexer(pd.DatetimeIndex(w.date))
+    for a, b in (("train", "val"), ("val", "test")):
+        assert pos[w.split == b].min() - pos[w.split == a].max() > L.label_lookahead()
+    labels = L.labels_for_windows(w, frames)
+    unmasked = L.assign_classes(L.weighted_signal(frames["SP500"]["close"]), np.array([-np.inf, -1e9, 1e9, np.inf]))
+    sp = w.ticker == "SP500"
+    defined = unmasked.reindex(pd.DatetimeIndex(w.date[sp])).to_numpy() >= 0
+    assert ((labels[sp] >= 0) == defined).all()  # the embargo already covers the look-ahead: no mask
+    t1, t2 = w.select(w.split == "test"), stock.select(stock.split == "test")
+    assert (t1.ticker == t2.ticker).all() and (t1.date == t2.date).all()
+    for s in ("train", "val"):  # 5 fewer days per ticker at the end of each
+        assert (w.split == s).sum() == (stock.split == s).sum() - 10

@@ -16,9 +16,17 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from stockr1.types import SPLITS, Windows
+from stockr1.types import SPLITS, TrainWindows, Windows, require_train, train_only
 
 SOURCES = ("sample", "synthetic", "csv", "dataset")
+
+
+def input_stats(train: TrainWindows) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and std [5] (float64, cast to float32) of ``train_only(windows).x``; TypeError
+    for anything else, so the TS encoder's input scaling never sees a val/test row."""
+    x = require_train(train, "input_stats").x.astype(np.float64)
+    return torch.tensor(x.mean(axis=(0, 2)), dtype=torch.float32), \
+        torch.tensor(x.std(axis=(0, 2)) + 1e-8, dtype=torch.float32)
 
 
 class WindowDataset(Dataset):
@@ -92,7 +100,8 @@ class WindowDataModule(L.LightningDataModule):
             if bad.any():
                 raise ValueError(f"{bad.sum()} windows have non-finite {name} (first: ticker "
                                  f"{windows.ticker[bad][0]} at {windows.date[bad][0]})")
-        self.windows = {s: windows.split_of(s) for s in SPLITS}
+        # train as a TrainWindows: what input_stats and the module's normaliser fit require
+        self.windows = {s: train_only(windows) if s == "train" else windows.split_of(s) for s in SPLITS}
         if len(self.windows["train"]) == 0 or len(self.windows["val"]) == 0:
             raise ValueError(f"need train and val windows, got { {s: len(w) for s, w in self.windows.items()} }")
 
@@ -105,9 +114,7 @@ class WindowDataModule(L.LightningDataModule):
     def input_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-channel mean and std [5] of the TRAINING inputs (the model standardises with them)."""
         self.setup()
-        x = self.windows["train"].x.astype(np.float64)
-        return torch.tensor(x.mean(axis=(0, 2)), dtype=torch.float32), \
-            torch.tensor(x.std(axis=(0, 2)) + 1e-8, dtype=torch.float32)
+        return input_stats(self.windows["train"])
 
     def _loader(self, split: str, train: bool) -> DataLoader:
         hp = self.hparams

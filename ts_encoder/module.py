@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from stockr1.types import Forecast, Windows
+from stockr1.types import Forecast, TrainWindows, Windows, require_train
 from ts_encoder.config import LossWeights, TSEncoderConfig
 from ts_encoder.loss import ts_loss
 from ts_encoder.model import TSEncoder, TSOutput
@@ -117,8 +117,10 @@ class TSForecastModule(L.LightningModule):
             self.fit_normalizer(dm.windows["train"])
 
     @torch.no_grad()
-    def fit_normalizer(self, train: Windows) -> None:
-        """Fit the uncertainty normaliser on (evenly spaced) training-split windows."""
+    def fit_normalizer(self, train: TrainWindows) -> None:
+        """Fit the uncertainty normaliser on (evenly spaced) training-split windows; TypeError unless
+        ``train`` is ``train_only(windows)`` (the datamodule's ``windows["train"]`` is one)."""
+        train = require_train(train, "fit_normalizer")
         n = len(train)
         idx = np.unique(np.linspace(0, n - 1, min(n, self.hparams.normalizer_fit_windows)).round().astype(int))
         was_training = self.training

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stockr1.types import Windows
+from stockr1.types import Windows, train_only
 from ts_encoder.datamodule import load_split_windows
 
 KEYS = ("cov_close90", "width_close90", "crps", "return_rmse", "rv_mae_dist", "rv_r2_dist", "cov_high95",
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     module = TSForecastModule.load_from_checkpoint(args.checkpoint, map_location="cpu").eval()
     cfg = module.cfg
     windows = load_split_windows(args.source, args.path, cfg.lookback, cfg.horizon)
-    rw = RandomWalk().fit(windows.split_of("train"), windows.split_of("val"))
+    rw = RandomWalk().fit(train_only(windows), windows.split_of("val"))
     report: dict = {"checkpoint": args.checkpoint, "encoder": cfg.to_dict(),
                     "params": int(sum(p.numel() for p in module.model.parameters())),
                     "random_walk_vol_window": rw.vol_window, "splits": {}}

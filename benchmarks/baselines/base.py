@@ -13,16 +13,17 @@ from typing import Protocol
 
 import numpy as np
 
-from stockr1.types import CLOSE, HIGH, LOW, VOLUME, Forecast, Windows
+from stockr1.types import CLOSE, HIGH, LOW, VOLUME, Forecast, TrainWindows, Windows
 
 
 class Baseline(Protocol):
-    """``fit`` sees only training windows (and may pick hyper-parameters on validation windows);
+    """``fit`` sees only training windows, ``train_only(windows)`` (and may pick hyper-parameters on
+    validation windows); a fit that estimates anything from ``train`` refuses a plain ``Windows``;
     ``predict`` returns a predictive distribution for each window's next S days."""
 
     name: str
 
-    def fit(self, train: Windows, val: Windows | None = None) -> Baseline: ...
+    def fit(self, train: TrainWindows, val: Windows | None = None) -> Baseline: ...
 
     def predict(self, windows: Windows, n_samples: int = 100, seed: int = 0) -> Forecast: ...
 

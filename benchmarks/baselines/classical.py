@@ -6,7 +6,7 @@ import numpy as np
 
 from benchmarks.baselines.base import forecast_from_paths
 from benchmarks.baselines.simple import daily_close_returns
-from stockr1.types import CLOSE, Forecast, Windows
+from stockr1.types import CLOSE, Forecast, TrainWindows, Windows, require_train
 
 Z80 = 1.2815515655446004  # standard normal 0.90 quantile: the 80% interval half-width in σ
 
@@ -67,8 +67,8 @@ class GARCH11:
         p = res.params
         return float(p["mu"]), float(p["omega"]), float(p["alpha[1]"]), float(p["beta[1]"])
 
-    def fit(self, train: Windows, val: Windows | None = None) -> GARCH11:
-        rets = daily_close_returns(train)
+    def fit(self, train: TrainWindows, val: Windows | None = None) -> GARCH11:
+        rets = daily_close_returns(require_train(train, "GARCH11.fit"))
         if not rets:
             raise ValueError("GARCH11.fit got no training windows")
         self.params = {k: self._fit(v) for k, v in rets.items() if len(v) >= 250}

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from benchmarks.baselines.base import forecast_from_paths, trailing_vol
-from stockr1.types import CLOSE, VOLUME, Forecast, Windows
+from stockr1.types import CLOSE, VOLUME, Forecast, TrainWindows, Windows, require_train
 
 
 class DLinearNet(nn.Module):
@@ -100,7 +100,8 @@ class NeuralBaseline:
         out = torch.cat([self.net(x[i : i + 1024]) for i in range(0, len(x), 1024)]).double().numpy()
         return out * self.std[None, :, None] + self.mean[None, :, None]
 
-    def fit(self, train: Windows, val: Windows | None = None) -> NeuralBaseline:
+    def fit(self, train: TrainWindows, val: Windows | None = None) -> NeuralBaseline:
+        train = require_train(train, "NeuralBaseline.fit")  # its input scaler and weights: train only
         torch.manual_seed(self.seed)
         self.mean = train.x.astype(np.float64).mean(axis=(0, 2))
         self.std = train.x.astype(np.float64).std(axis=(0, 2)) + 1e-8

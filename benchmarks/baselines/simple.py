@@ -6,7 +6,7 @@ import numpy as np
 
 from benchmarks.baselines.base import forecast_from_paths, gaussian_paths, trailing_vol
 from stockr1.metrics.forecast import forecast_metrics
-from stockr1.types import CLOSE, Forecast, Windows
+from stockr1.types import CLOSE, Forecast, TrainWindows, Windows, require_train
 
 VOL_WINDOWS = (20, 60, 90)
 
@@ -71,8 +71,8 @@ class HistoricalDrift:
         self.mu: dict[str, float] = {}
         self.mu_all = 0.0
 
-    def fit(self, train: Windows, val: Windows | None = None) -> HistoricalDrift:
-        rets = daily_close_returns(train)
+    def fit(self, train: TrainWindows, val: Windows | None = None) -> HistoricalDrift:
+        rets = daily_close_returns(require_train(train, "HistoricalDrift.fit"))
         self.mu = {k: float(v.mean()) for k, v in rets.items()}
         self.mu_all = float(np.concatenate(list(rets.values())).mean()) if rets else 0.0
         self.vol_window = pick_vol_window(self, val)

@@ -18,7 +18,12 @@ import numpy as np
 from llm.qa.answers import is_correct
 from llm.qa.core import FAMILIES, QAContext, QAItem, decision_at, flat_path
 from llm.qa.families import TEMPLATES_BY_KEY
-from llm.qa.question_only import QuestionOnlyClassifier, QuestionOnlyLookup, single_answer_templates
+from llm.qa.question_only import (
+    QuestionOnlyClassifier,
+    QuestionOnlyLookup,
+    single_answer_templates,
+    train_only,
+)
 from stockr1.metrics.stats import block_resamples, wilson_interval
 from stockr1.types import Windows
 
@@ -36,8 +41,9 @@ class MajorityBaseline:
         self.by_template: dict[str, str] = {}
 
     def fit(self, train: Iterable[QAItem]) -> MajorityBaseline:
+        """Per-(template, x) mode / median of train items; ValueError on an item of another split."""
         groups: dict[tuple[str, int], list[QAItem]] = defaultdict(list)
-        for it in train:
+        for it in train_only(train):
             groups[_key(it)].append(it)
         tmpl: dict[str, list[QAItem]] = defaultdict(list)
         for k, its in groups.items():

@@ -160,15 +160,19 @@ class PointInTimeStore:
         return render(self, ticker, pd.Timestamp(t))
 
 
-def sample_store(frames: dict[str, pd.DataFrame] | None = None, leak_days: int = 0) -> PointInTimeStore:
+def sample_store(frames: dict[str, pd.DataFrame] | None = None, leak_days: int = 0, fred=None) -> PointInTimeStore:
     """Context for the offline sample: arch macro series + price-derived market-wrap headlines
-    (generated, not real news; see providers/market_wrap.py). No fundamentals exist for indices."""
+    (generated, not real news; see providers/market_wrap.py). No fundamentals exist for indices.
+    The monthly macro series are ALFRED first releases when a FRED client is given or FRED_API_KEY
+    is set (``fred_client()``), else arch's values with a conservative lag (providers/arch_macro.py)."""
     from stockr1.data.providers.arch_macro import arch_macro
+    from stockr1.data.providers.fred import fred_client
     from stockr1.data.providers.market_wrap import SAMPLE_PROFILES, market_wrap_news
     from stockr1.data.sources import load_source
 
     frames = load_source("sample") if frames is None else frames
-    return PointInTimeStore(frames, macro=arch_macro(), news=market_wrap_news(frames, SAMPLE_PROFILES),
+    macro = arch_macro(fred if fred is not None else fred_client())
+    return PointInTimeStore(frames, macro=macro, news=market_wrap_news(frames, SAMPLE_PROFILES),
                             profiles=SAMPLE_PROFILES, leak_days=leak_days)
 
 

@@ -5,9 +5,13 @@ allowed to change.
 Perturbation boundaries follow the rules in windows.py / context.py:
 - windows (x, hist): OHLCV rows and corporate actions dated > t;
 - context: OHLCV rows dated >= t-1 (news is cut at the close of t-1, and price-derived headlines
-  of day t-1 are stamped after that close), macro observations dated >= t, statements published
-  >= t, news stamped >= the close of t-1.
+  of day t-1 are stamped after that close), macro values not public before t (see ``public_from``),
+  statements published >= t, news stamped >= the close of t-1.
 A correct build passes; ``leak_days=1`` on build_windows or PointInTimeStore makes it fail.
+
+Macro values are perturbed by when they became public, not by their observation date: a monthly
+value dated the 1st is not known on the 1st, so perturbing by date would let a lookup by period, or
+a monthly series "released" on its own stamp, pass unseen.
 """
 
 from __future__ import annotations
@@ -65,14 +69,32 @@ def _garble(df: pd.DataFrame, mask: np.ndarray, seed: int, keep: tuple[str, ...]
     return df
 
 
+def observation_end(index: pd.DatetimeIndex) -> pd.DatetimeIndex:
+    """The last day each value covers, read from the data and not from the series' release rule (which
+    may be the bug): stamps about a month apart (FRED's 1st, arch's mid-month) cover their calendar
+    month; anything denser covers its own day."""
+    idx = pd.DatetimeIndex(index)
+    if len(idx) > 1 and np.median(np.diff(idx.asi8)) >= pd.Timedelta(days=28).value:
+        return idx + pd.offsets.MonthEnd(0)
+    return idx
+
+
+def public_from(s: MacroSeries) -> pd.DatetimeIndex:
+    """The day each value became public: its release, and never before the end of the period it
+    covers (a monthly average needs the month's last close). A store may show it only after that day."""
+    rel = pd.DatetimeIndex(s.release_dates())
+    end = observation_end(s.values.index)
+    return pd.DatetimeIndex(np.maximum(rel.values, end.values))
+
+
 def perturb_macro(macro: dict[str, MacroSeries], t, seed: int = 0) -> dict[str, MacroSeries]:
-    """Observations dated >= t scaled at random."""
+    """Values public on or after t (``public_from`` >= t) scaled at random: none may reach a context at t."""
     t = pd.Timestamp(t)
     rng = np.random.default_rng(seed)
     out = {}
     for k, s in macro.items():
         v = s.values.copy()
-        m = v.index >= t
+        m = np.asarray(public_from(s) >= t)
         v[m] = v[m].to_numpy() * rng.uniform(0.3, 3.0, int(m.sum()))
         out[k] = replace(s, values=v)
     return out
@@ -112,33 +134,86 @@ def compare_inputs(a: Windows, b: Windows, t) -> list[str]:
     return out
 
 
+def train_end(frames: dict[str, pd.DataFrame], windows: Windows) -> pd.Timestamp:
+    """The last day any train window reads: the last label day (t + S rows on its ticker) of the latest
+    train decision day. Everything after it may be replaced without moving a train-only fit."""
+    s, train = windows.future.shape[1], windows.split_of("train")
+    ends = []
+    for tk in sorted(set(train.ticker.tolist())):
+        idx = pd.DatetimeIndex(frames[tk].index)
+        last = idx.get_loc(pd.Timestamp(train.date[train.ticker == tk].max()))
+        ends.append(idx[min(last + s, len(idx) - 1)])
+    return max(ends)
+
+
+def perturb_after_train(windows: Windows, seed: int = 0, splits: tuple[str, ...] = ("val", "test"),
+                        labels_only: bool = False) -> Windows:
+    """A copy in which every value of the rows of ``splits`` is replaced by random valid data: inputs
+    (``x``, ``hist``, ``context``) and labels (``y``, ``future``), or labels only (``labels_only``: for
+    model selection, which may read validation but never test). Train rows are untouched, so any
+    artefact fitted on train only must come out bit-identical."""
+    rng = np.random.default_rng(seed)
+    m = np.isin(windows.split, splits)
+    n = int(m.sum())
+    # order="K": the copies keep the arrays' memory layout, which float32 reductions depend on
+    out = {k: getattr(windows, k).copy(order="K") for k in ("x", "y", "hist", "future", "context")}
+    names = ("y", "future") if labels_only else ("x", "y", "hist", "future")
+    for name in names:
+        a = out[name]
+        if name in ("x", "y"):  # log returns: rescaled and shifted
+            a[m] = a[m] * rng.uniform(0.3, 3.0, a[m].shape) + rng.normal(0.0, 0.01, a[m].shape)
+        else:  # positive OHLCV: rescaled, still positive
+            a[m] = a[m] * rng.uniform(0.5, 2.0, a[m].shape)
+    if not labels_only and len(out["context"]) == len(windows):
+        out["context"][m] = [f"PERTURBED context {i}" for i in range(n)]
+    return replace(windows, **out)
+
+
 def check_windows_invariance(frames: dict[str, pd.DataFrame], t, seed: int = 0, **build_kw) -> list[str]:
     """Rebuild with every row after t replaced; returns the mismatches (empty = point-in-time)."""
     base = build_windows(frames, **build_kw)
     return compare_inputs(base, build_windows(perturb_frames(frames, t, seed=seed), **build_kw), t)
 
 
-def check_context_invariance(make_store: Callable[..., PointInTimeStore], frames: dict[str, pd.DataFrame], t,
-                             tables: dict | None = None, n_days: int = 20, seed: int = 0) -> list[str]:
-    """``make_store(frames, **tables)`` builds a store; tables may hold macro/fundamentals/news.
-    Renders the context of the last ``n_days`` trading days <= t for every ticker, before and after
-    perturbing everything the context rules forbid, and returns the mismatches."""
+def perturb_context_inputs(frames: dict[str, pd.DataFrame], t, tables: dict | None = None,
+                           filing_lag_days: int = 45, seed: int = 0,
+                           prices_to_t: bool = False) -> tuple[dict[str, pd.DataFrame], dict]:
+    """(frames, tables) with everything a context at any day <= t may not see replaced: OHLCV from
+    t-1 on, macro public from t on, statements published from t on, news from the close of t-1 on.
+    ``prices_to_t``: for consumers that show OHLCV up to t (prompts, data tools), only rows after t."""
     t = pd.Timestamp(t)
     tables = dict(tables or {})
-    base = make_store(frames, **tables)
-    prev = {tk: f.index[f.index < t] for tk, f in frames.items()}
-    t_prev = min(p[-1] for p in prev.values())
-    pert_tables = dict(tables)
+    t_prev = min(f.index[f.index < t][-1] for f in frames.values())
+    pert = dict(tables)
     if "macro" in tables:
-        pert_tables["macro"] = perturb_macro(tables["macro"], t, seed)
+        pert["macro"] = perturb_macro(tables["macro"], t, seed)
     if "fundamentals" in tables:
-        pert_tables["fundamentals"] = perturb_fundamentals(tables["fundamentals"], t, base.filing_lag_days, seed)
+        pert["fundamentals"] = perturb_fundamentals(tables["fundamentals"], t, filing_lag_days, seed)
     if "news" in tables:
-        pert_tables["news"] = perturb_news(tables["news"], t_prev.normalize() + MARKET_CLOSE, seed)
-    other = make_store(perturb_frames(frames, t_prev, inclusive=True, seed=seed), **pert_tables)
+        pert["news"] = perturb_news(tables["news"], t_prev.normalize() + MARKET_CLOSE, seed)
+    prices = perturb_frames(frames, t, seed=seed) if prices_to_t else perturb_frames(frames, t_prev, inclusive=True, seed=seed)
+    return prices, pert
+
+
+def render_view(store: PointInTimeStore, ticker: str, t: pd.Timestamp) -> str:
+    """The default thing compared: the rendered App. A.4 context block."""
+    return store.render_context(ticker, t)
+
+
+def check_context_invariance(make_store: Callable[..., PointInTimeStore], frames: dict[str, pd.DataFrame], t,
+                             tables: dict | None = None, n_days: int = 20, seed: int = 0,
+                             view: Callable[[PointInTimeStore, str, pd.Timestamp], object] = render_view) -> list[str]:
+    """``make_store(frames, **tables)`` builds a store; tables may hold macro/fundamentals/news.
+    Computes ``view(store, ticker, d)`` (default: the rendered context; pass any consumer of the store,
+    e.g. the QA adapter) for the last ``n_days`` trading days d <= t of every ticker, before and after
+    perturbing everything the context rules forbid, and returns the mismatches."""
+    t = pd.Timestamp(t)
+    base = make_store(frames, **dict(tables or {}))
+    pert_frames, pert_tables = perturb_context_inputs(frames, t, tables, base.filing_lag_days, seed)
+    other = make_store(pert_frames, **pert_tables)
     out = []
     for tk, f in sorted(frames.items()):
         for d in f.index[f.index <= t][-n_days:]:
-            if base.render_context(tk, d) != other.render_context(tk, d):
+            if view(base, tk, d) != view(other, tk, d):
                 out.append(f"context differs for {tk} {d.date()}")
     return out

@@ -12,18 +12,20 @@ from stockr1.types import Windows
 
 
 @lru_cache(maxsize=8)
-def sample_windows(lookback: int = 90, horizon: int = 10, context: bool = False) -> Windows:
+def sample_windows(lookback: int = 90, horizon: int = 10, context: bool = False, label_lookahead: int = 0) -> Windows:
     """The embedded offline default: S&P 500 + NASDAQ daily OHLCV 1999-2018 (``arch``), split 70/15/15
-    by date with an embargo of ``horizon`` days. Cached; treat the arrays as read-only.
-    With ``context=True`` each window carries its rendered point-in-time context (arch macro +
-    price-derived market-wrap headlines, see stockr1.data.context)."""
+    by date with an embargo of ``max(horizon, label_lookahead)`` days (``label_lookahead``: a
+    pipeline's own labels that read further than the horizon, see ``build_windows``). Cached; treat
+    the arrays as read-only. With ``context=True`` each window carries its rendered point-in-time
+    context (arch macro + price-derived market-wrap headlines, see stockr1.data.context)."""
     frames, _ = check_frames(load_source("sample"))  # repairs 2 zero-volume NASDAQ days, see quality.py
     store = None
     if context:
         from stockr1.data.context import sample_store
 
         store = sample_store(frames)
-    return build_windows(frames, lookback=lookback, horizon=horizon, split=SAMPLE_SPLIT, context=store)
+    return build_windows(frames, lookback=lookback, horizon=horizon, split=SAMPLE_SPLIT, context=store,
+                         label_lookahead=label_lookahead)
 
 
 @lru_cache(maxsize=8)

@@ -7,9 +7,12 @@ tickers' dates), position p(t):
     val:   p_val <= p(t) < p_test - embargo
     test:  p(t) >= p_test
 
-Windows whose t falls inside an embargo gap are dropped and counted. With embargo >= horizon S, the
-labels of the last train window (days t+1..t+S) end strictly before the first val decision day, and
-likewise for val -> test, so no label of an earlier split overlaps a later split's period.
+Windows whose t falls inside an embargo gap are dropped and counted. The embargo is at least the
+look-ahead of the labels in use: the longest number of trading days after t that any label or
+target of a window reads (the horizon S for ``y``/``future``; more for a pipeline whose own labels
+reach further, e.g. Trading-R1's 15-day labels). Then the labels of the last train window end
+strictly before the first val decision day, and likewise for val -> test, so no label of an earlier
+split overlaps a later split's period.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from stockr1.types import SPLITS
 @dataclass(frozen=True)
 class SplitSpec:
     """Either proportional (``val_frac``/``test_frac`` of the calendar) or by dates (``val_start``,
-    ``test_start``; ISO strings, the first day of each split). ``embargo`` defaults to the horizon."""
+    ``test_start``; ISO strings, the first day of each split). ``embargo`` defaults to the look-ahead
+    of the labels in use (see ``assign_splits``); a smaller one is refused."""
 
     val_frac: float = 0.15
     test_frac: float = 0.15
@@ -57,14 +61,15 @@ PAPER_SPLIT = SplitSpec(val_start="2024-07-01", test_start="2025-01-01")
 SAMPLE_SPLIT = SplitSpec(val_frac=0.15, test_frac=0.15)
 
 
-def assign_splits(dates: np.ndarray, calendar: pd.DatetimeIndex, spec: SplitSpec, horizon: int) -> np.ndarray:
+def assign_splits(dates: np.ndarray, calendar: pd.DatetimeIndex, spec: SplitSpec, lookahead: int) -> np.ndarray:
     """Split name per decision date ("" = inside an embargo gap, to be dropped).
 
-    dates: [N] datetime64; returns [N] object array of SPLITS names or "".
+    dates: [N] datetime64; ``lookahead``: the longest look-ahead in trading days of any label or
+    target in use (>= the horizon); returns [N] object array of SPLITS names or "".
     """
-    embargo = horizon if spec.embargo is None else spec.embargo
-    if embargo < horizon:
-        raise ValueError(f"embargo {embargo} < horizon {horizon}: labels would overlap the next split")
+    embargo = lookahead if spec.embargo is None else spec.embargo
+    if embargo < lookahead:
+        raise ValueError(f"embargo {embargo} < label look-ahead {lookahead}: labels would overlap the next split")
     p_val, p_test = spec.boundaries(calendar)
     pos = calendar.searchsorted(pd.DatetimeIndex(dates))
     out = np.full(len(pos), "", dtype=object)

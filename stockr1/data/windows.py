@@ -43,16 +43,23 @@ def build_windows(
     start: str | None = None,
     end: str | None = None,
     leak_days: int = 0,
+    label_lookahead: int = 0,
 ) -> Windows:
     """All windows of all tickers (ticker-major, then by date), split chronologically.
+
+    ``label_lookahead``: how many trading days after t the caller's own labels read, when they reach
+    past ``y``/``future`` (Trading-R1's: ``rl.methods.trading_r1.labels.label_lookahead``). The
+    embargo defaults to the longest look-ahead in use, ``max(horizon, label_lookahead)``, so no
+    label of one split reads a day of the next; at 0 (every Stock-R1 pipeline) it is the horizon.
 
     ``start``/``end`` restrict the decision days (inclusive). ``context`` fills ``Windows.context``
     with ``context.render_context(ticker, t)``. ``leak_days`` is a debug hook and must stay 0: it
     moves the inputs (x, hist) ``leak_days`` rows into the future while keeping t, so tests can show
     that the point-in-time invariance check catches a one-day look-ahead.
     """
-    if lookback < 1 or horizon < 1 or stride < 1 or leak_days < 0:
-        raise ValueError(f"invalid lookback={lookback} horizon={horizon} stride={stride} leak_days={leak_days}")
+    if lookback < 1 or horizon < 1 or stride < 1 or leak_days < 0 or label_lookahead < 0:
+        raise ValueError(f"invalid lookback={lookback} horizon={horizon} stride={stride} leak_days={leak_days} "
+                         f"label_lookahead={label_lookahead}")
     calendar = trading_calendar(frames)
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ticker", "date", "x", "y", "hist", "future")}
     for ticker in sorted(frames):
@@ -82,7 +89,7 @@ def build_windows(
             f"in the requested range (tickers: {sorted(frames)})"
         )
     cat = {k: np.concatenate(v) for k, v in parts.items()}
-    split_names = assign_splits(cat["date"], calendar, split, horizon)
+    split_names = assign_splits(cat["date"], calendar, split, max(horizon, label_lookahead))
     keep = split_names != ""
     ctx = np.full(int(keep.sum()), "", dtype=object)
     if context is not None:

@@ -61,10 +61,11 @@ def decision_samples(env: DecisionEnv, decoder, tokenizer) -> list:
     prompt, K soft tokens from the decoder's encoder, U_q)."""
     from forecast_action.derive import ActionThresholds
     from rl.cli import build_samples
+    from stockr1.types import train_only
 
     w = env.windows
     items = [decision_item(w, int(i), env.bt.holding) for i in env.rows]
-    return build_samples(items, w, ActionThresholds.fit(w), decoder, tokenizer, env.cfg.max_context_chars)
+    return build_samples(items, w, ActionThresholds.fit(train_only(w)), decoder, tokenizer, env.cfg.max_context_chars)
 
 
 def warm_start_sft(ws: Mapping[str, Any], seed: int, max_context_chars: int | None, out: Path) -> Path:

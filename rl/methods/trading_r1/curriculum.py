@@ -156,11 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     cfg = load_config(a.config)
     if a.out:
         cfg = CurriculumConfig(cfg.name, cfg.policy, a.out, cfg.stages, cfg.n_train, cfg.policy_overrides)
-    from stockr1.data import load_source, sample_windows
+    from rl.methods.trading_r1.labels import sample_label_windows
+    from stockr1.data import load_source
     from stockr1.data.context import sample_store
 
     frames = load_source("sample")
-    examples = build_examples(sample_store(frames), sample_windows(), frames, cfg.n_train, benchmark="SP500")
+    examples = build_examples(sample_store(frames), sample_label_windows(), frames, cfg.n_train, benchmark="SP500")
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "examples.jsonl").write_text("\n".join(json.dumps(e) for e in examples))

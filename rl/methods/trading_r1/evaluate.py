@@ -54,13 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     from pathlib import Path
 
     from benchmarks.backtest import prices_from_windows
-    from rl.methods.trading_r1.labels import labels_for_windows
-    from stockr1.data import load_source, sample_windows
+    from rl.methods.trading_r1.labels import labels_for_windows, sample_label_windows
+    from stockr1.data import load_source
 
     ap = argparse.ArgumentParser(prog="trading_r1.evaluate")
     ap.add_argument("--out", default="results/methods/trading_r1")
     a = ap.parse_args(argv)
-    w, frames = sample_windows(), load_source("sample")
+    w, frames = sample_label_windows(), load_source("sample")
     labels = labels_for_windows(w, frames)
     test = np.flatnonzero(w.split == "test")
     cfg = BacktestConfig()

@@ -15,6 +15,12 @@ the literal series (``forward=False``) for the line-by-line test.
 
 Thresholds are fitted per asset (§4.2: "labels are calibrated to each asset's return
 distribution") on the training split only, then applied unchanged to val and test.
+
+Look-ahead: the label of t reads prices up to t + max(tau) = t + 15, past the windows' horizon
+(10). Trading-R1's windows are therefore built with an embargo of ``label_lookahead(cfg)``
+(``sample_label_windows``), and ``labels_for_windows`` leaves undefined (-1) any label that would
+read a day of a later split, so shared windows with a shorter embargo (``bench compare`` uses
+Stock-R1's) cannot leak either; thresholds are fitted on the remaining train labels only.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from stockr1.types import SPLITS, train_only
 
 ACTIONS: tuple[str, ...] = ("STRONG SELL", "SELL", "HOLD", "BUY", "STRONG BUY")
 # Table 2 of the paper, in ACTIONS order.
@@ -49,6 +57,12 @@ def weighted_signal(prices: pd.Series, cfg: LabelConfig = LabelConfig(), forward
         s = r / r.rolling(cfg.vol_window).std()
         total = total + w * (s.shift(-tau) if forward else s)
     return total.replace([np.inf, -np.inf], np.nan)
+
+
+def label_lookahead(cfg: LabelConfig = LabelConfig()) -> int:
+    """Trading days after t that the label of t reads: each S_tau is read at t + tau and is built
+    from the EMA (causal) and a rolling std ending at t + tau, so the farthest price is t + max(tau)."""
+    return max(cfg.horizons)
 
 
 def fit_thresholds(signal: pd.Series, cfg: LabelConfig = LabelConfig()) -> np.ndarray:
@@ -84,23 +98,60 @@ def class_distribution(classes: pd.Series | np.ndarray) -> np.ndarray:
     return np.bincount(c, minlength=5)[:5] / max(len(c), 1)
 
 
+def _later_split_start(windows) -> np.ndarray:
+    """[N] first decision day of the next split after each window's own (NaT for the last split)."""
+    firsts = [windows.date[windows.split == s].min() if (windows.split == s).any() else None for s in SPLITS]
+    out = np.full(len(windows), np.datetime64("NaT"), dtype="datetime64[ns]")
+    for k, s in enumerate(SPLITS):
+        later = [d for d in firsts[k + 1:] if d is not None]
+        if later:
+            out[windows.split == s] = min(later)
+    return out
+
+
+def _stays_in_split(dates: np.ndarray, cal: pd.DatetimeIndex, limit: np.ndarray, lookahead: int) -> np.ndarray:
+    """[n] whether the last price day a label reads (``lookahead`` rows of ``cal`` after its decision
+    day) is before ``limit``, the next split's first decision day (NaT = no later split). A day
+    missing from ``cal`` has no label anyway: False."""
+    row = cal.get_indexer(pd.DatetimeIndex(dates))
+    pos = row + lookahead
+    last = cal[np.clip(pos, 0, len(cal) - 1)].to_numpy()
+    return (row >= 0) & (np.isnat(limit) | (pos >= len(cal)) | (last < limit))
+
+
 def labels_for_windows(windows, frames: dict[str, pd.DataFrame], cfg: LabelConfig = LabelConfig()) -> np.ndarray:
     """[N] class index per window (-1 = undefined), thresholds per ticker from its train windows.
 
     ``frames`` are the daily OHLCV frames the windows were built from (the 15-day horizon reaches
-    past the windows' S-day future, so labels come from the full series).
+    past the windows' S-day future, so labels come from the full series); ``windows`` is the full
+    set (all splits), which tells where each split starts. A label that would read a price on or
+    after the first decision day of a later split is -1 and takes no part in the threshold fit: the
+    embargo is at least the label's look-ahead whatever the windows' own embargo.
     """
     out = np.full(len(windows), -1, dtype=int)
+    limit, la = _later_split_start(windows), label_lookahead(cfg)
     for t in sorted(set(windows.ticker.tolist())):
         if t not in frames:
             raise KeyError(f"no price frame for ticker {t!r}")
         idx = np.flatnonzero(windows.ticker == t)
-        train_dates = windows.date[idx][windows.split[idx] == "train"]
-        if len(train_dates) == 0:
+        prices = frames[t]["close"]
+        ok = _stays_in_split(windows.date[idx], pd.DatetimeIndex(prices.index), limit[idx], la)
+        train = train_only(windows.select(idx[ok]))  # the thresholds fit on these rows' labels only
+        if len(train) == 0:
             raise ValueError(f"ticker {t!r} has no train windows to fit label thresholds on")
-        classes, _ = label_series(frames[t]["close"], pd.Timestamp(train_dates.max()), cfg)
-        out[idx] = classes.reindex(pd.DatetimeIndex(windows.date[idx])).fillna(-1).to_numpy(dtype=int)
+        classes, _ = label_series(prices, pd.Timestamp(train.date.max()), cfg)
+        got = classes.reindex(pd.DatetimeIndex(windows.date[idx])).fillna(-1).to_numpy(dtype=int)
+        out[idx] = np.where(ok, got, -1)
     return out
+
+
+def sample_label_windows(cfg: LabelConfig = LabelConfig(), context: bool = False):
+    """The offline sample's windows for Trading-R1: Stock-R1's layout (L = 90, S = 10) with the
+    embargo computed from the label look-ahead, so every train/val label is defined. Test rows are
+    Stock-R1's (the test split starts at the same day for any embargo)."""
+    from stockr1.data import sample_windows
+
+    return sample_windows(context=context, label_lookahead=label_lookahead(cfg))
 
 
 def distribution_table(windows, frames: dict[str, pd.DataFrame], cfg: LabelConfig = LabelConfig()) -> str:
@@ -123,14 +174,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="trading_r1.labels")
     ap.add_argument("--out", default="results/methods/trading_r1")
     a = ap.parse_args(argv)
-    from stockr1.data import load_source, sample_windows
+    from stockr1.data import load_source
 
-    table = distribution_table(sample_windows(), load_source("sample"))
+    table = distribution_table(sample_label_windows(), load_source("sample"))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "label_distribution.md").write_text(
         "# Trading-R1 label distribution (Algorithm 1) on the offline sample\n\n"
-        "Thresholds fitted per ticker on the train split, applied unchanged to val/test.\n\n" + table
+        "Thresholds fitted per ticker on the train split, applied unchanged to val/test. Windows:\n"
+        "`sample_label_windows()` (embargo = the 15-day label look-ahead).\n\n" + table
     )
     print(table)
     return 0

@@ -7,14 +7,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-# Release rules: when an observation dated ``period`` becomes known (exchange-local date).
-#   same_day:   a daily market close; known at the close of its own date.
-#   month_end:  a monthly average (Moody's AAA/BAA, monthly crude); known once the month is over,
-#               i.e. on the first day of the next month.
-#   cpi:        BLS CPI for month M is published mid-month M+1; we use the 15th of M+1 (the BLS
-#               release falls between the 10th and the 15th, so this never reports early).
-#   explicit:   ``released`` holds the true first-release dates (FRED/ALFRED vintages).
-RELEASE_RULES = ("same_day", "month_end", "cpi", "explicit")
+# Release rules: when an observation dated ``period`` becomes known (exchange-local date). A store
+# shows a value only strictly after its release day.
+#   same_day:    a daily market close; known at the close of its own date.
+#   month_after: a real monthly publication without release dates (the offline arch series): known
+#                by the last day of the month after its period, so shown from the 1st of M+2.
+#                Conservative for every month of 1999-2018: BLS CPI came out by then (latest: the
+#                September 2013 CPI on 2013-10-30, after the shutdown; the 15th is not a bound),
+#                and the monthly Moody's (Fed H.15) and EIA Brent averages well within that month.
+#   month_end:   known on the 1st of the next month: the end of the period itself, with no
+#                publication lag (synthetic data, or an average anyone can compute from daily closes).
+#   cpi:         the 15th of M+1: a convention for synthetic CPI only; real BLS releases can be later.
+#   explicit:    ``released`` holds the true first-release dates (FRED/ALFRED vintages).
+RELEASE_RULES = ("same_day", "month_after", "month_end", "cpi", "explicit")
 
 STATEMENT_ITEMS = (
     "revenue", "gross_profit", "operating_income", "net_income", "pretax_income", "tax_provision",
@@ -41,6 +46,8 @@ class MacroSeries:
         idx = pd.DatetimeIndex(self.values.index)
         if self.release == "same_day":
             return idx
+        if self.release == "month_after":
+            return idx.to_period("M").to_timestamp() + pd.offsets.MonthBegin(2) - pd.Timedelta(days=1)
         if self.release == "month_end":
             return idx + pd.offsets.MonthBegin(1)
         if self.release == "cpi":

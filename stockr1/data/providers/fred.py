@@ -38,9 +38,19 @@ def fred_macro(client=None, start: str | None = None, end: str | None = None) ->
         s.index = pd.DatetimeIndex(s.index)
         out[sid.lower()] = MacroSeries(sid.lower(), label, s.sort_index(), "%")
     for sid, (label, yoy) in MONTHLY.items():
-        rel = client.get_series_all_releases(sid)
-        rel = rel.assign(date=pd.to_datetime(rel["date"]), realtime_start=pd.to_datetime(rel["realtime_start"]))
-        first = rel.sort_values("realtime_start").groupby("date", sort=True).first()
-        out[sid.lower()] = MacroSeries(sid.lower(), label, first["value"].astype(float), "" if yoy else "%",
-                                       release="explicit", released=first["realtime_start"], yoy=yoy)
+        values, released = first_releases(client, sid)
+        out[sid.lower()] = MacroSeries(sid.lower(), label, values, "" if yoy else "%",
+                                       release="explicit", released=released, yoy=yoy)
     return out
+
+
+def first_releases(client, sid: str) -> tuple[pd.Series, pd.Series]:
+    """(value, release date) of each observation's first ALFRED vintage, indexed by observation date.
+    Later vintages are revisions, unknown at the first release. Observations older than ALFRED's
+    first vintage of the series carry that vintage's date (later than their real release)."""
+    rel = client.get_series_all_releases(sid)
+    rel = rel.assign(date=pd.to_datetime(rel["date"]), realtime_start=pd.to_datetime(rel["realtime_start"]),
+                     value=pd.to_numeric(rel["value"], errors="coerce"))
+    first = rel.sort_values("realtime_start", kind="stable").groupby("date", sort=True).first().dropna(subset=["value"])
+    first.index = pd.DatetimeIndex(first.index)
+    return first["value"].astype(float), first["realtime_start"]
