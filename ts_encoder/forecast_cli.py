@@ -13,13 +13,12 @@ action) is one line on stderr and exit code 2, never a traceback, and leaves no 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from ts_encoder.forecaster import DEFAULT_QUANTILES, Forecaster, quantile_columns
+from ts_encoder.forecaster import DEFAULT_QUANTILES, Forecaster, atomic_write, quantile_columns
 
 PROG = "stockr1 forecast"
 
@@ -91,15 +90,6 @@ def _check_paths(args: argparse.Namespace) -> tuple[Path, Path | None]:
     return out, png
 
 
-def _write_atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def fan_chart(forecast: pd.DataFrame, frames: dict[str, pd.DataFrame], path: Path, history: int = 60) -> None:
     """One panel per ticker: the last ``history`` closes, the mean path, the outer and inner close
     quantile bands of ``forecast`` and the high / low quantiles, dated."""
@@ -125,7 +115,7 @@ def fan_chart(forecast: pd.DataFrame, frames: dict[str, pd.DataFrame], path: Pat
         ax.legend(fontsize=7, loc="upper left")
     fig.autofmt_xdate()
     fig.tight_layout()
-    _write_atomic(path, lambda p: fig.savefig(p, dpi=90, format="png"))
+    atomic_write(path, lambda p: fig.savefig(p, dpi=90, format="png"))
     plt.close(fig)
 
 
@@ -142,7 +132,7 @@ def run(args: argparse.Namespace) -> str:
     forecaster = Forecaster.load(args.checkpoint, decoder=args.decoder)
     result = forecaster.predict(frames, horizon=args.horizon, quantile_levels=args.quantiles, action=args.action,
                                 n_samples=args.samples, seed=args.seed, jump_policy=args.jump_policy)
-    _write_atomic(out, lambda p: result.to_csv(p, index=False, date_format="%Y-%m-%d"))
+    atomic_write(out, lambda p: result.to_csv(p, index=False, date_format="%Y-%m-%d"))
     wrote = f"{out}"
     if png is not None:
         fan_chart(result, frames, png)

@@ -172,7 +172,7 @@ def _build(cfg: TSEncoderConfig, state: Mapping[str, Tensor], source: str) -> tu
     return encoder, normalizer
 
 
-def _atomic_write(path: Path, write: Any) -> None:
+def atomic_write(path: Path, write: Any) -> None:
     """``write(tmp_path)`` then rename: a kill mid-save keeps the previous file."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -291,7 +291,7 @@ class Forecaster:
         d.mkdir(parents=True, exist_ok=True)
         state = {f"model.{k}": v.detach().cpu().contiguous() for k, v in self.encoder.state_dict().items()}
         state |= {f"normalizer.{k}": v.detach().cpu().contiguous() for k, v in self.normalizer.state_dict().items()}
-        _atomic_write(d / WEIGHTS_FILE, lambda p: save_file(state, str(p), metadata={"format": FILE_FORMAT}))
+        atomic_write(d / WEIGHTS_FILE, lambda p: save_file(state, str(p), metadata={"format": FILE_FORMAT}))
         if self.decoder is not None:
             self.decoder.save(d / DECODER_FILE)
         else:
@@ -300,7 +300,7 @@ class Forecaster:
                 "lookback": self.lookback, "horizon": self.horizon, "channels": list(CHANNELS),
                 "weights": WEIGHTS_FILE, "decoder": DECODER_FILE if self.decoder is not None else None,
                 "uncertainty_fitted": bool(self.normalizer.fitted)}
-        _atomic_write(d / CONFIG_FILE, lambda p: p.write_text(json.dumps(meta, indent=1) + "\n"))
+        atomic_write(d / CONFIG_FILE, lambda p: p.write_text(json.dumps(meta, indent=1) + "\n"))
         return d
 
     # -------------------------------------------------------------- inference
