@@ -279,10 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true", help="continue from <out>/<run>/last.ckpt")
     ap.add_argument("--no-weight", action="store_true", help="plain GRPO: w(U) = 1 (ablation)")
     ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
-                                                          "2 random layers, short rollouts (llm/smoke.py)")
+                                                          "2 random layers, short rollouts (rl/smoke.py)")
     args = ap.parse_args(argv)
     if args.smoke:
-        from llm.smoke import grpo_smoke
+        from rl.smoke import grpo_smoke
 
         grpo_smoke(args.config, args.out)
         return 0

@@ -13,7 +13,7 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "data": ("stockr1.data.cli:main", "build / inspect point-in-time datasets"),
     "ts": ("ts_encoder.cli:main", "TS encoder: fit | validate | test | predict (Lightning CLI)"),
-    "forecast": ("ts_encoder.forecast_cli:main", "forecast the next business days of your own OHLCV CSV"),
+    "forecast": ("forecast_action.forecast_cli:main", "forecast the next business days of your own OHLCV CSV"),
     "tokenizer": ("llm.tokenizer_cli:main", "build the offline tokenizer and tiny policy"),
     "sft": ("llm.sft:main", "joint SFT of policy, projector and decoder"),
     "grpo": ("rl.cli:main", "uncertainty-aware GRPO"),

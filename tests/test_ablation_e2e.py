@@ -7,29 +7,16 @@ import pytest
 import yaml
 
 from benchmarks.ablation import AblationConfig, run_ablation, write_results
-from llm.sft import load_data, run_sft
-from llm.tokenizer import train_tokenizer
-
-DATA = {"source": "synthetic", "n_tickers": 1, "n_days": 320, "seed": 0, "lookback": 90, "horizon": 10}
+from llm.sft import run_sft
+from tests.tiny_runs import DATA, DECODER_TS, tiny_sft_config
 
 
 @pytest.fixture(scope="module")
 def sft_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("abl")
-    windows, _ = load_data(DATA)
-    tok = root / "tok"
-    train_tokenizer([str(c) for c in windows.context[:40]] + ["Question: will it rise? <answer>Yes</answer>"] * 5,
-                    500, tok)
-    cfg = {"run": "s", "data": DATA, "max_context_chars": 200, "qa": {"n_train": 12, "n_val": 4, "n_test": 6, "seed": 0},
-           "traces": {"drop_trivial": False},
-           "decoder": {"seed": 0, "warmup_steps": 2, "tool_samples": 4,
-                       "ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1, "n_heads": 2,
-                              "ffn_dim": 32, "dropout": 0.0, "d_llm": 8},
-                       "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}},
-           "policy": {"name_or_path": "tiny", "tokenizer_path": str(tok), "tiny_hidden": 32, "tiny_layers": 1,
-                      "tiny_heads": 2, "tiny_kv_heads": 1, "tiny_intermediate": 64, "lora_r": 0, "d_ts": 8},
-           "train": {"lr": 1e-3, "warmup_steps": 1, "max_steps": 2, "batch_size": 2, "max_len": 4096,
-                     "ckpt_every": 10, "log_every": 10, "accelerator": "cpu"}}
+    cfg = tiny_sft_config(root, {"n_train": 12, "n_val": 4, "n_test": 6},
+                          {"seed": 0, "warmup_steps": 2, "tool_samples": 4, "ts": DECODER_TS,
+                           "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}}, {})
     (root / "sft.yaml").write_text(yaml.safe_dump(cfg))
     run_sft(root / "sft.yaml", out_root=root / "sft")
     grpo = {"run": "g", "seed": 0, "data": DATA, "rollout": {"max_new_tokens": 8, "temperature": 1.0},

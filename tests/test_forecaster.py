@@ -1,4 +1,4 @@
-"""``ts_encoder.forecaster.Forecaster`` and ``stockr1 forecast``: forecasts of a user's own OHLCV dated
+"""``forecast_action.forecaster.Forecaster`` and ``stockr1 forecast``: forecasts of a user's own OHLCV dated
 on the business days after the last row, from the training features, saved and reloaded in a fresh
 process, with one-line CLI errors. The model is the tiny.yaml architecture, random init + fitted stats."""
 
@@ -17,13 +17,13 @@ import pytest
 import torch
 import yaml
 
+from forecast_action.forecast_cli import main as forecast_main
+from forecast_action.forecaster import Forecaster, inference_window
 from stockr1.data import build_windows, load_source, synthetic_windows
 from stockr1.data.quality import check_frames
 from stockr1.data.sources.frames import normalize_frame
 from stockr1.data.splits import SplitSpec
 from ts_encoder.config import TSEncoderConfig
-from ts_encoder.forecast_cli import main as forecast_main
-from ts_encoder.forecaster import Forecaster, inference_window
 from ts_encoder.model import TSEncoder
 from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
 
@@ -171,10 +171,10 @@ def test_save_pretrained_then_from_pretrained_in_a_fresh_process_is_identical(
     random_walk(160, seed=7).to_csv(csv, index=False)
     ref = forecaster.predict(pd.read_csv(csv), horizon=10)
     assert sorted(p.name for p in saved.iterdir()) == ["config.json", "model.safetensors"]
-    code = ("import pandas as pd; from ts_encoder.forecaster import Forecaster; "
+    code = ("import pandas as pd; from forecast_action.forecaster import Forecaster; "
             f"f = Forecaster.from_pretrained({str(saved)!r}); "
             f"f.predict(pd.read_csv({str(csv)!r}), horizon=10).to_pickle({str(tmp_path / 'out.pkl')!r}); "
-            "import sys; assert 'lightning' not in sys.modules and 'forecast_action' not in sys.modules")
+            "import sys; assert 'lightning' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, env=ENV, cwd=tmp_path, timeout=120)
     pd.testing.assert_frame_equal(pd.read_pickle(tmp_path / "out.pkl"), ref, check_exact=True)
 

@@ -10,12 +10,11 @@ import pytest
 import yaml
 
 from llm.sft import load_data, load_decoder, run_sft
-from llm.tokenizer import train_tokenizer
 from llm.tools import ForecastTool
 from llm.traces import load_traces
 from rl.cli import run_grpo
+from tests.tiny_runs import DATA, tiny_sft_config
 
-DATA = {"source": "synthetic", "n_tickers": 1, "n_days": 320, "seed": 0, "lookback": 90, "horizon": 10}
 DECODER = {"seed": 0, "warmup_steps": 3, "tool_samples": 6,
            "ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1, "n_heads": 2,
                   "ffn_dim": 32, "dropout": 0.0, "d_llm": 8},
@@ -32,17 +31,9 @@ def _sha(p: Path) -> str:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("stages")
-    windows, ctx = load_data(DATA)
-    tok = root / "tok"
-    train_tokenizer([str(c) for c in windows.context[:40]] + ["Question: will it rise? <answer>Yes</answer>"] * 5,
-                    500, tok)
-    policy = {"name_or_path": "tiny", "tokenizer_path": str(tok), "tiny_hidden": 32, "tiny_layers": 1,
-              "tiny_heads": 2, "tiny_kv_heads": 1, "tiny_intermediate": 64, "lora_r": 0, "d_ts": 8}
-    sft_cfg = {"run": "s", "data": DATA, "max_context_chars": 200, "qa": {"n_train": 12, "n_val": 2, "n_test": 2, "seed": 0},
-               "traces": {"drop_trivial": False}, "decoder": DECODER, "policy": policy,
-               "train": {"lr": 1e-3, "decoder_lr": 1e-2, "warmup_steps": 1, "max_steps": 2, "batch_size": 2,
-                         "lambda_ts": 0.1, "max_len": 4096, "ckpt_every": 10, "log_every": 10, "accelerator": "cpu"},
-               "wandb": {"mode": "disabled"}}
+    windows, _ = load_data(DATA)
+    sft_cfg = tiny_sft_config(root, {"n_train": 12, "n_val": 2, "n_test": 2}, DECODER,
+                              {"decoder_lr": 1e-2, "lambda_ts": 0.1})
     (root / "sft.yaml").write_text(yaml.safe_dump(sft_cfg))
     run_sft(root / "sft.yaml", out_root=root / "sft")
     sft_dir = root / "sft" / "s"

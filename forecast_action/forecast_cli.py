@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ts_encoder.forecaster import DEFAULT_QUANTILES, Forecaster, atomic_write, quantile_columns
+from forecast_action.forecaster import DEFAULT_QUANTILES, Forecaster, atomic_write, quantile_columns
 
 PROG = "stockr1 forecast"
 
@@ -121,8 +121,8 @@ def fan_chart(forecast: pd.DataFrame, frames: dict[str, pd.DataFrame], path: Pat
 
 def run(args: argparse.Namespace) -> str:
     """Do the forecast; returns the closing line. Raises _UserError / ValueError / OSError on bad input."""
+    from forecast_action.forecaster import as_frames
     from stockr1.data.sources.csv import load_csv
-    from ts_encoder.forecaster import as_frames
 
     out, png = _check_paths(args)
     try:

@@ -25,13 +25,16 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from forecast_action.decoder import ActionConditionedDecoder
+from forecast_action.parser import parse_action
+from forecast_action.schema import ForecastAction
 from stockr1.data.adjust import action_log_factors, window_prices
 from stockr1.data.quality import check_frames
 from stockr1.data.returns import log_returns
@@ -41,10 +44,6 @@ from ts_encoder.config import TSEncoderConfig
 from ts_encoder.model import TSEncoder, TSOutput
 from ts_encoder.sampling import to_forecast
 from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
-
-if TYPE_CHECKING:  # forecast_action is above ts_encoder in the layering: imported lazily at run time
-    from forecast_action.decoder import ActionConditionedDecoder
-    from forecast_action.schema import ForecastAction
 
 FILE_FORMAT = "stockr1.forecaster"
 FORMAT_VERSION = 1
@@ -132,7 +131,6 @@ def quantile_columns(levels: Sequence[float]) -> dict[str, float]:
 def parse_action_text(text: str) -> ForecastAction:
     """A JSON (or any ``forecast_action.parser`` form) action -> ForecastAction; ValueError carrying
     the parser's messages when anything in it is unusable (a user's typo must not be dropped silently)."""
-    from forecast_action.parser import parse_action
 
     res = parse_action(text)
     if res.action is None or res.errors:
@@ -185,7 +183,6 @@ def atomic_write(path: Path, write: Any) -> None:
 def _load_decoder(decoder: ActionConditionedDecoder | str | Path | None) -> ActionConditionedDecoder | None:
     if decoder is None or not isinstance(decoder, (str, Path)):
         return decoder
-    from forecast_action.decoder import ActionConditionedDecoder
 
     return ActionConditionedDecoder.load(decoder)
 
