@@ -15,8 +15,8 @@ Saved form (``save_pretrained(dir)``), loadable in a fresh process with no Light
                         ``normalizer.*`` (the fitted uncertainty normaliser's knots) tensors
     decoder.pt          optional: the action-conditioned decoder in its own file format
 
-Layering: ``forecast_action`` sits above ``ts_encoder`` (its decoder wraps a ``TSEncoder``), so it is
-imported lazily, only on the decoder / action path; the plain forecaster needs none of it.
+Layering: the forecaster lives in ``forecast_action`` because it can carry the action-conditioned decoder
+(which wraps a ``TSEncoder``); without a decoder it runs the TS encoder alone.
 """
 
 from __future__ import annotations
