@@ -61,6 +61,12 @@ def test_name_labels_the_row_and_qa_replaces_the_questions(run) -> None:
     assert [f["id"] for f in failed] == [it.id for it in own if it.split == "test"][:2]
     assert {f["kind"] for f in failed} == {"no_action"}
     assert json.loads((root / "default" / "failures.json").read_text())["stock-r1-sft"]["no_action"] == 2
+    # the README is generated from this run: command, the policy's 0% protocol with its interval, and
+    # a difference to majority of exactly minus majority's accuracy (the policy answers nothing)
+    readme = (root / "default" / "README.md").read_text()
+    assert "--n 2" in readme and "| stock-r1-sft | 0.0 [0.0, " in readme
+    iv = json.loads((root / "default" / "intervals.json").read_text())["stock-r1-sft"]
+    assert iv["minus"]["majority"]["diff"] == pytest.approx(-metrics["majority"]["overall"])
 
     assert main([*args, "--out", str(root / "named"), "--name", "stock-r1-grpo", "--qa", str(root / "other.jsonl"),
                  "--device", "cpu"]) == 0

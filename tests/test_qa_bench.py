@@ -11,7 +11,9 @@ from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig
 from llm.qa import QAConfig, QAGenerator
-from llm.qa.evaluate import failure_kinds, grade_rollouts, rollout_items
+from llm.qa.baselines import overall_difference
+from llm.qa.core import QAItem
+from llm.qa.evaluate import failure_kinds, grade_rollouts, item_hits, rollout_items
 from llm.qa.prompt import SYSTEM_PROMPT, user_message
 from llm.scripted import ScriptedPolicy
 from llm.special_tokens import ts_placeholders
@@ -60,6 +62,7 @@ def test_grade_scripted_rollouts(tmp_path) -> None:
     kinds = failure_kinds(pairs)
     assert kinds == {"ok": n - 2, "no_action": 1, "incomplete_action": 0, "no_answer": 0, "answer_outside_space": 1}
     assert m["correct_of_parsed"] == 100.0  # the scripts copy answers computed from trajectories
+    assert item_hits(pairs).tolist() == [0.0, 0.0] + [1.0] * (n - 2)  # unparsed and outside-space score 0
     assert m["tokens_per_answer"] > 10
     assert "| model |" in table({"x": m}) and "Avg." in table({"x": m})
     # the scripts for k >= 2 restate the question line (the trace's own text); k = 0, 1 do not
@@ -90,3 +93,19 @@ def test_restatement_masks_numbers_but_not_words() -> None:
     assert [c["verbatim"] for c in copies] == [True, False, False]
     assert [c["words"] for c in copies] == [True, True, False]
     assert rates["question_words_restated_rate"] == pytest.approx(200 / 3)
+
+
+def test_overall_difference_is_a_mean_over_families_with_paired_resamples() -> None:
+    """Overall = mean of family accuracies (not of items): 3 forecast items, 1 event item."""
+    items = [QAItem(f"q{i}", fam, "t", "?", "Yes", "yes_no", i, "T", "2010-01-0" + str(i + 1), "test")
+             for i, fam in enumerate(["forecast", "forecast", "forecast", "event"])]
+    a, b = np.array([1.0, 1.0, 0.0, 1.0]), np.array([1.0, 0.0, 0.0, 0.0])
+    # a: (2/3 + 1) / 2; b: (1/3 + 0) / 2 -> +66.7 points
+    ident = [np.arange(4)] * 5
+    d = overall_difference(items, a, b, ident)
+    assert d["diff"] == pytest.approx(100 * ((2 / 3 + 1) / 2 - (1 / 3) / 2))
+    assert d["ci_lo"] == pytest.approx(d["diff"]) and d["ci_hi"] == pytest.approx(d["diff"]) and d["verdict"] == "better"
+    # resamples are paired: a resample of only the first two forecast items gives 1 - 1/2 points apart
+    d2 = overall_difference(items, a, b, [np.array([0, 1])] * 3)
+    assert d2["diff"] == pytest.approx(d["diff"]) and d2["ci_lo"] == pytest.approx(50.0)
+    assert overall_difference(items, b, b, ident)["verdict"] == "tie"

@@ -130,6 +130,31 @@ def accuracy_intervals(
     return out
 
 
+def qa_resamples(items: list[QAItem], windows: Windows, n_boot: int = 1000,
+                 seed: int = 0) -> tuple[list[np.ndarray], int]:
+    """Date-block resamples of ``items`` (block >= the horizon: questions on one date, or on
+    overlapping futures, are not independent); the same arguments give the same resamples, so
+    baselines and policies scored in one run share them. Returns ``(resamples, block)``."""
+    dates = np.array([np.datetime64(it.date, "D") for it in items])
+    return block_resamples(dates, horizon=windows.future.shape[1], n_boot=n_boot, seed=seed)
+
+
+def overall_difference(items: list[QAItem], hits_a: np.ndarray, hits_b: np.ndarray,
+                       resamples: list[np.ndarray], level: float = 0.95) -> dict[str, float]:
+    """Paired difference (points) of the overall accuracy (mean over families) of two answerers on the
+    same ``items``, with its percentile interval over the shared date-block ``resamples``."""
+    fams = np.array([it.family for it in items])
+    a, b = np.asarray(hits_a, float), np.asarray(hits_b, float)
+
+    def diff(idx: np.ndarray) -> float:
+        return _family_means(fams, a, idx)["overall"] - _family_means(fams, b, idx)["overall"]
+
+    boots = [diff(r) for r in resamples]
+    lo, hi = (100 * float(v) for v in np.quantile(boots, [(1 - level) / 2, (1 + level) / 2]))
+    return {"diff": 100 * diff(np.arange(len(items))), "ci_lo": lo, "ci_hi": hi,
+            "verdict": "tie" if lo <= 0 <= hi else ("better" if lo > 0 else "worse")}
+
+
 def baseline_report(
     train: Iterable[QAItem], evaluate: list[QAItem], windows: Windows, n_boot: int = 1000, seed: int = 0,
     answer_fns: Mapping[str, AnswerFn] | None = None,
@@ -137,10 +162,9 @@ def baseline_report(
     """Every baseline on ``evaluate`` with intervals, the per-family counts, the question-only gap to
     majority per family (target: at most 3 points) and the templates with a single answer class.
 
-    One set of date-block resamples (block >= the horizon) is shared by all rows."""
+    One set of date-block resamples (block >= the horizon, ``qa_resamples``) is shared by all rows."""
     fns = dict(answer_fns or baseline_answer_fns(train, windows))
-    dates = np.array([np.datetime64(it.date, "D") for it in evaluate])
-    resamples, block = block_resamples(dates, horizon=windows.future.shape[1], n_boot=n_boot, seed=seed)
+    resamples, block = qa_resamples(evaluate, windows, n_boot, seed)
     rows = {k: accuracy_intervals(evaluate, np.array([is_correct(it, fn(it)) for it in evaluate]), resamples)
             for k, fn in fns.items()}
     counts = {f: n for f in FAMILIES if (n := sum(it.family == f for it in evaluate))}

@@ -62,6 +62,11 @@ def grade_rollouts(pairs: Sequence[tuple[QAItem, object]]) -> dict[str, float]:
     }
 
 
+def item_hits(pairs: Sequence[tuple[QAItem, object]]) -> np.ndarray:
+    """[N] 1.0 where the rollout's parsed answer is correct (an unparseable answer scores 0)."""
+    return np.array([float(is_correct(it, normalize_answer(it, r.answer))) for it, r in pairs])
+
+
 FAILURE_KINDS = ("ok", "no_action", "incomplete_action", "no_answer", "answer_outside_space")
 
 
