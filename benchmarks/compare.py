@@ -302,7 +302,7 @@ def run_stock_r1(env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, A
         info["reward_final"] = summary.get("final", {}).get("reward/total")
     info["train_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    policy, decoder = Policy.load(run_dir / "policy").to(eval_device(cfg)), load_decoder(run_dir / "decoder.pt")
+    policy, decoder = Policy.load(run_dir / "policy").to(eval_device(cfg)), load_decoder(run_dir / "decoder")
     records, example = evaluate_stock_r1(policy, decoder, env)
     info["eval_s"], info["example_output"] = time.perf_counter() - t0, example
     return records, info
@@ -408,7 +408,7 @@ def stock_r1_levels(env: Env, run_dir: Path) -> dict[str, Any]:
     from llm.tools import ForecastTool
 
     cfg, w = env.cfg, env.windows
-    policy, decoder = Policy.load(run_dir / "policy").eval(), load_decoder(run_dir / "decoder.pt")
+    policy, decoder = Policy.load(run_dir / "policy").eval(), load_decoder(run_dir / "decoder")
     samples = stock_r1.decision_samples(env, decoder, policy.tokenizer)
     engine = eval_engine(policy, policy.tokenizer, [ForecastTool(decoder, w)], cfg, cfg.method("stock_r1"), 1)
     ts = torch.stack([s.ts_tokens for s in samples]) if samples[0].ts_tokens is not None else None

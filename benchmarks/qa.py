@@ -58,7 +58,7 @@ def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int,
     """Greedy rollouts of the run's policy on ``device`` (the decoder tool stays on cpu), graded."""
 
     policy = Policy.load(run_dir / "policy").to(device).eval()
-    decoder = load_decoder(run_dir / "decoder.pt")
+    decoder = load_decoder(run_dir / "decoder")
     pairs = rollout_items(policy, decoder, windows, items, max_new_tokens=max_new_tokens,
                           max_context_chars=max_context_chars)
     return grade_rollouts(pairs), pairs
@@ -159,7 +159,7 @@ def restatement(pairs) -> tuple[list[str], list[dict[str, bool]], dict[str, floa
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 bench qa", description=__doc__.split("\n")[0])
-    ap.add_argument("--checkpoint", required=True, help="SFT run dir (policy/, decoder.pt, qa.jsonl, config)")
+    ap.add_argument("--checkpoint", required=True, help="SFT run dir (policy/, decoder/, qa.jsonl, config)")
     ap.add_argument("--ablation-checkpoint", default=None, help="the same SFT with soft tokens off")
     ap.add_argument("--config", default=None, help="SFT config (for the data section); default: run's")
     ap.add_argument("--name", default="stock-r1-sft", help="row label of --checkpoint in metrics.json / table.md")

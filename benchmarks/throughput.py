@@ -15,7 +15,7 @@ generation, scoring, log-probs, backward and the optimizer step). Generated toke
 with sampling, so time per generated token is reported too. Target: ratio ours / TRL <= 1.0.
 
 Part 2: rollouts of the Stock-R1 engine with the ``ForecastTool`` (the action-conditioned decoder,
-``--sft`` run's ``decoder.pt`` if present, else the tiny decoder of configs/grpo/tiny.yaml) on QA
+``--sft`` run's ``decoder/`` if present, else the tiny decoder of configs/grpo/tiny.yaml) on QA
 prompts of the offline sample. A timing wrapper around the tool measures the decoder's share of
 rollout wall time. A random-init policy rarely closes an action block, so the protocol share (every
 rollout makes its one call, Stock-R1 §3.3) is also measured: the tool's batched call on those rows

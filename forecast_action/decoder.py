@@ -25,17 +25,16 @@ Both start at zero, so the decoder still starts as the pretrained encoder.
 "No action" is the all-missing action (every field at its missing index), trained by action dropout,
 so the same network forecasts with and without an action through one code path.
 
-Persistence: ``save(path)`` / ``ActionConditionedDecoder.load(path)`` write and read one file holding
-``{"format", "version", "ts_cfg", "act_cfg", "state_dict"}`` (configs as plain dicts, so the file loads
-with ``torch.load(weights_only=True)`` and needs no pickled classes). Files from before the format had a
-version (``{ts_cfg, act_cfg, state_dict}``) load as version 0. The Lightning checkpoint that
-``forecast_action.train`` writes is read by ``ActionDecoderModule.load_from_checkpoint`` (or
-``llm.sft.load_decoder``, which accepts both).
+Persistence: ``save_pretrained(dir)`` / ``ActionConditionedDecoder.from_pretrained(dir)`` write and read
+the project's one artefact form (``stockr1.artifact``: ``config.json`` with both configs and
+``tool_samples``, ``model.safetensors`` with the weights and the fitted normaliser; the weights' SHA-256
+is checked on load). ``load(path)`` also reads the single ``.pt`` files of earlier releases. The
+Lightning checkpoint that ``forecast_action.train`` writes is resume state; ``llm.sft.load_decoder``
+accepts it too.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -46,6 +45,7 @@ from torch import Tensor, nn
 
 from forecast_action.encoder import ActionBatch, ActionEncoder, ActionEncoderConfig, featurize
 from forecast_action.schema import ForecastAction
+from stockr1.artifact import WEIGHTS_FILE, load_strict, load_weights, read_config, save_artifact
 from stockr1.types import HIGH, LOW, Forecast, TrainWindows, Windows, require_train
 from ts_encoder.config import TSEncoderConfig
 from ts_encoder.model import GAUSSIAN_CHANNELS, TSEncoder, TSOutput
@@ -53,9 +53,11 @@ from ts_encoder.sampling import to_forecast
 from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
 
 FILE_FORMAT = "stockr1.action_decoder"
-# 0: the unversioned {ts_cfg, act_cfg, state_dict} files of earlier releases; 1: + format/version;
-# 2: + tool_samples (the number of sample paths the forecast tool draws, one value for SFT, RL and eval)
-FORMAT_VERSION = 2
+# Single .pt files (read only): 0 the unversioned {ts_cfg, act_cfg, state_dict}; 1 + format/version;
+# 2 + tool_samples (the number of sample paths the forecast tool draws, one value for SFT, RL and eval).
+LEGACY_FILE_VERSION = 2
+# The save_pretrained directory (config.json + model.safetensors, stockr1.artifact): version 3.
+FORMAT_VERSION = 3
 DEFAULT_TOOL_SAMPLES = 16
 
 
@@ -116,26 +118,46 @@ class ActionConditionedDecoder(nn.Module):
         self.action_head = ActionHead(act_cfg.cond_dim, self.ts_cfg.horizon)
         self.normalizer = normalizer if normalizer is not None else UncertaintyNormalizer()
 
-    def save(self, path: str | Path) -> None:
-        """Write configs + weights (+ the fitted uncertainty normaliser, a buffer) to ``path`` atomically."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save({"format": FILE_FORMAT, "version": FORMAT_VERSION, "ts_cfg": asdict(self.ts_cfg),
-                    "act_cfg": asdict(self.act_cfg), "tool_samples": self.tool_samples,
-                    "state_dict": self.state_dict()}, tmp)
-        os.replace(tmp, path)  # a kill mid-save keeps the previous file
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write ``directory/`` = config.json (both configs, tool_samples) + model.safetensors (weights
+        and the fitted uncertainty normaliser, a buffer), each atomically (``stockr1.artifact``)."""
+        meta = {"ts_cfg": asdict(self.ts_cfg), "act_cfg": asdict(self.act_cfg), "tool_samples": self.tool_samples,
+                "uncertainty_fitted": bool(self.normalizer.fitted)}
+        return save_artifact(directory, FILE_FORMAT, FORMAT_VERSION, meta, self.state_dict())
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> ActionConditionedDecoder:
+        """The decoder ``save_pretrained`` wrote, in eval mode; FileNotFoundError / ValueError naming
+        the file when it is missing, corrupt (SHA-256), of another format, or when its configs and
+        weights do not fit each other."""
+        meta = read_config(directory, FILE_FORMAT, FORMAT_VERSION, what="action decoder")
+        dec = cls._from_configs(meta, f"{directory}")
+        load_strict(dec, load_weights(directory, meta), f"{Path(directory) / meta.get('weights', WEIGHTS_FILE)}")
+        return dec.eval()
+
+    @classmethod
+    def _from_configs(cls, meta: dict, source: str) -> ActionConditionedDecoder:
+        try:
+            ts, act = TSEncoderConfig(**meta["ts_cfg"]), ActionEncoderConfig(**meta["act_cfg"])
+        except (KeyError, TypeError, ValueError) as e:  # missing / unknown / invalid config fields
+            raise ValueError(f"cannot load a decoder from {source}: invalid config: {e}") from e
+        if ts.cond_dim != act.cond_dim:
+            raise ValueError(f"cannot load a decoder from {source}: config mismatch: "
+                             f"ts_cfg.cond_dim={ts.cond_dim} but act_cfg.cond_dim={act.cond_dim}")
+        return cls(ts, act, tool_samples=int(meta.get("tool_samples", DEFAULT_TOOL_SAMPLES)))
 
     @classmethod
     def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> ActionConditionedDecoder:
-        """The decoder ``save`` wrote (or a version-0 file), in eval mode.
-
-        Raises ValueError naming ``path`` when the file is missing, unreadable, not a decoder file, from
-        a newer format, or when its configs and weights do not fit each other."""
+        """A ``save_pretrained`` directory, or a single ``.pt`` file of the earlier formats (read only:
+        ``{format, version <= 2, ts_cfg, act_cfg, tool_samples, state_dict}``, version 0 without format)."""
+        if Path(path).is_dir():
+            return cls.from_pretrained(path)
 
         def bad(why: str) -> ValueError:
             return ValueError(f"cannot load a decoder from {path}: {why}")
 
+        if not Path(path).exists():
+            raise FileNotFoundError(f"decoder {path} does not exist (a save_pretrained directory or a .pt file)")
         try:
             ck = torch.load(path, map_location=map_location, weights_only=True)
         except Exception as e:  # any failure to deserialise (truncated zip, bad pickle, I/O) = unusable file
@@ -146,16 +168,10 @@ class ActionConditionedDecoder(nn.Module):
                 if isinstance(ck, dict) and "pytorch-lightning_version" in ck else ""
             raise bad(f"not an action-decoder file, expected keys ts_cfg/act_cfg/state_dict, got {keys}{hint}")
         version = ck.get("version", 0)
-        if ck.get("format", FILE_FORMAT) != FILE_FORMAT or not isinstance(version, int) or version > FORMAT_VERSION:
+        if ck.get("format", FILE_FORMAT) != FILE_FORMAT or not isinstance(version, int) or version > LEGACY_FILE_VERSION:
             raise bad(f"format {ck.get('format')!r} version {version!r}; this code reads {FILE_FORMAT!r} "
-                      f"up to version {FORMAT_VERSION}")
-        try:
-            ts, act = TSEncoderConfig(**ck["ts_cfg"]), ActionEncoderConfig(**ck["act_cfg"])
-        except (TypeError, ValueError) as e:  # unknown / invalid config fields
-            raise bad(f"invalid config: {e}") from e
-        if ts.cond_dim != act.cond_dim:
-            raise bad(f"config mismatch: ts_cfg.cond_dim={ts.cond_dim} but act_cfg.cond_dim={act.cond_dim}")
-        dec = cls(ts, act, tool_samples=int(ck.get("tool_samples", DEFAULT_TOOL_SAMPLES)))
+                      f"files up to version {LEGACY_FILE_VERSION}")
+        dec = cls._from_configs(ck, str(path))
         try:
             dec.load_state_dict(ck["state_dict"])
         except (RuntimeError, TypeError) as e:  # missing / unexpected keys or shapes that do not match the configs

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from forecast_action.forecaster import DEFAULT_QUANTILES, Forecaster, atomic_write, quantile_columns
+from forecast_action.forecaster import DEFAULT_QUANTILES, Forecaster, quantile_columns
+from stockr1.artifact import atomic_write
 
 PROG = "stockr1 forecast"
 

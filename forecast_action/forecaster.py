@@ -13,7 +13,7 @@ Saved form (``save_pretrained(dir)``), loadable in a fresh process with no Light
     config.json         format, version, encoder config, lookback / horizon, decoder file name
     model.safetensors   ``model.*`` (TSEncoder incl. the x_loc / x_scale input stats) and
                         ``normalizer.*`` (the fitted uncertainty normaliser's knots) tensors
-    decoder.pt          optional: the action-conditioned decoder in its own file format
+    decoder/            optional: the action-conditioned decoder's own save_pretrained directory
 
 Layering: the forecaster lives in ``forecast_action`` because it can carry the action-conditioned decoder
 (which wraps a ``TSEncoder``); without a decoder it runs the TS encoder alone.
@@ -21,8 +21,7 @@ Layering: the forecaster lives in ``forecast_action`` because it can carry the a
 
 from __future__ import annotations
 
-import json
-import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.parser import parse_action
 from forecast_action.schema import ForecastAction
+from stockr1.artifact import CONFIG_FILE, WEIGHTS_FILE, load_strict, load_weights, read_config, save_artifact
 from stockr1.data.adjust import action_log_factors, window_prices
 from stockr1.data.quality import check_frames
 from stockr1.data.returns import log_returns
@@ -46,8 +46,8 @@ from ts_encoder.sampling import to_forecast
 from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
 
 FILE_FORMAT = "stockr1.forecaster"
-FORMAT_VERSION = 1
-CONFIG_FILE, WEIGHTS_FILE, DECODER_FILE = "config.json", "model.safetensors", "decoder.pt"
+FORMAT_VERSION = 2  # 1: decoder.pt beside the weights; 2: + sha256 of the weights, the decoder in its own directory
+DECODER_DIR = "decoder"
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.1, 0.5, 0.9, 0.95)
 DEFAULT_TICKER = "series"
 
@@ -139,19 +139,6 @@ def parse_action_text(text: str) -> ForecastAction:
 
 
 # ------------------------------------------------------------------ loading helpers
-def _load_strict(module: nn.Module, state: Mapping[str, Tensor], source: str) -> None:
-    """load_state_dict that names every missing / unexpected key and every shape mismatch."""
-    expected = module.state_dict()
-    problems = [f"missing {k}" for k in expected if k not in state]
-    problems += [f"unexpected {k}" for k in state if k not in expected]
-    problems += [f"{k}: {tuple(state[k].shape)} in the weights vs {tuple(v.shape)} for the config"
-                 for k, v in expected.items() if k in state and tuple(state[k].shape) != tuple(v.shape)]
-    if problems:
-        more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
-        raise ValueError(f"{source}: weights do not fit the config: {'; '.join(problems[:5])}{more}")
-    module.load_state_dict(dict(state))
-
-
 def _split_state(state: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
     """``model.*`` / ``normalizer.*`` keys (the TSForecastModule layout) -> two state dicts."""
     model = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
@@ -163,21 +150,11 @@ def _build(cfg: TSEncoderConfig, state: Mapping[str, Tensor], source: str) -> tu
     """Encoder + normaliser from a flat state dict, with the normaliser's knot count taken from it."""
     model_state, norm_state = _split_state(state)
     encoder = TSEncoder(cfg)
-    _load_strict(encoder, model_state, source)
+    load_strict(encoder, model_state, source)
     knots = norm_state.get("knots")
     normalizer = UncertaintyNormalizer(knots.numel() if knots is not None and knots.numel() >= 2 else 101)
-    _load_strict(normalizer, norm_state, source)
+    load_strict(normalizer, norm_state, source)
     return encoder, normalizer
-
-
-def atomic_write(path: Path, write: Any) -> None:
-    """``write(tmp_path)`` then rename: a kill mid-save keeps the previous file."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _load_decoder(decoder: ActionConditionedDecoder | str | Path | None) -> ActionConditionedDecoder | None:
@@ -253,19 +230,15 @@ class Forecaster:
 
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> Forecaster:
-        """From a directory ``save_pretrained`` wrote; needs only this module and ``safetensors``."""
-        from safetensors.torch import load_file
-
+        """From a directory ``save_pretrained`` wrote (``stockr1.artifact``: safetensors + JSON, the
+        weights' SHA-256 checked); needs no Lightning and no training state."""
         d = Path(directory)
         meta = _read_config(d)
         cfg = TSEncoderConfig.from_any(meta["encoder"])
         if (meta.get("lookback"), meta.get("horizon")) != (cfg.lookback, cfg.horizon):
             raise ValueError(f"{d / CONFIG_FILE}: lookback/horizon {meta.get('lookback')}/{meta.get('horizon')} "
                              f"disagree with the encoder config {cfg.lookback}/{cfg.horizon}")
-        weights = d / meta.get("weights", WEIGHTS_FILE)
-        if not weights.is_file():
-            raise FileNotFoundError(f"{weights} does not exist")
-        encoder, normalizer = _build(cfg, load_file(str(weights)), str(weights))
+        encoder, normalizer = _build(cfg, load_weights(d, meta), str(d / meta.get("weights", WEIGHTS_FILE)))
         decoder = _load_decoder(d / meta["decoder"]) if meta.get("decoder") else None
         return cls(encoder, normalizer, decoder)
 
@@ -281,24 +254,18 @@ class Forecaster:
         return cls.from_checkpoint(p, decoder)
 
     def save_pretrained(self, directory: str | Path) -> Path:
-        """Write config.json + model.safetensors (+ decoder.pt); each file atomically. Returns the dir."""
-        from safetensors.torch import save_file
-
+        """Write config.json + model.safetensors (+ the decoder's own directory); returns the dir."""
         d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        state = {f"model.{k}": v.detach().cpu().contiguous() for k, v in self.encoder.state_dict().items()}
-        state |= {f"normalizer.{k}": v.detach().cpu().contiguous() for k, v in self.normalizer.state_dict().items()}
-        atomic_write(d / WEIGHTS_FILE, lambda p: save_file(state, str(p), metadata={"format": FILE_FORMAT}))
+        state = {f"model.{k}": v for k, v in self.encoder.state_dict().items()}
+        state |= {f"normalizer.{k}": v for k, v in self.normalizer.state_dict().items()}
         if self.decoder is not None:
-            self.decoder.save(d / DECODER_FILE)
-        else:
-            (d / DECODER_FILE).unlink(missing_ok=True)  # a stale decoder from an earlier save would mislead
-        meta = {"format": FILE_FORMAT, "version": FORMAT_VERSION, "encoder": self.cfg.to_dict(),
-                "lookback": self.lookback, "horizon": self.horizon, "channels": list(CHANNELS),
-                "weights": WEIGHTS_FILE, "decoder": DECODER_FILE if self.decoder is not None else None,
+            self.decoder.save_pretrained(d / DECODER_DIR)
+        elif (d / DECODER_DIR).is_dir():
+            shutil.rmtree(d / DECODER_DIR)  # a stale decoder from an earlier save would mislead
+        meta = {"encoder": self.cfg.to_dict(), "lookback": self.lookback, "horizon": self.horizon,
+                "channels": list(CHANNELS), "decoder": DECODER_DIR if self.decoder is not None else None,
                 "uncertainty_fitted": bool(self.normalizer.fitted)}
-        atomic_write(d / CONFIG_FILE, lambda p: p.write_text(json.dumps(meta, indent=1) + "\n"))
-        return d
+        return save_artifact(d, FILE_FORMAT, FORMAT_VERSION, meta, state)
 
     # -------------------------------------------------------------- inference
     @torch.no_grad()
@@ -373,19 +340,9 @@ class Forecaster:
 
 
 def _read_config(d: Path) -> dict[str, Any]:
-    path = d / CONFIG_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{d} is not a saved forecaster (no {CONFIG_FILE}); write one with save_pretrained")
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read {path}: {e}") from e
-    version = meta.get("version")
-    if meta.get("format") != FILE_FORMAT or not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(f"{path}: format {meta.get('format')!r} version {version!r}; this code reads "
-                         f"{FILE_FORMAT!r} up to version {FORMAT_VERSION}")
+    meta = read_config(d, FILE_FORMAT, FORMAT_VERSION, what="forecaster")
     if "encoder" not in meta:
-        raise ValueError(f"{path}: no encoder config")
+        raise ValueError(f"{d / CONFIG_FILE}: no encoder config")
     return meta
 
 

@@ -42,6 +42,7 @@ from llm.special_tokens import PROTOCOL_TOKENS, TS_PLACEHOLDER, add_protocol_tok
 from stockr1.config import config_from_dict
 
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+PROJECTOR_FILE = "projector.safetensors"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -359,13 +360,19 @@ class Policy(nn.Module):
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]
 
-    def save(self, out_dir: str | Path) -> Path:
-        """Write policy_config.json, tokenizer/, projector.pt and adapter/ (LoRA) or model/ (full)."""
+    def save_pretrained(self, out_dir: str | Path) -> Path:
+        """Write policy_config.json, tokenizer/, projector.safetensors and adapter/ (LoRA, peft's
+        safetensors) or model/ (full, transformers' safetensors): loadable with ``from_pretrained``
+        in a fresh process, no optimizer or Fabric state."""
+        from safetensors.torch import save_file
+
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "policy_config.json").write_text(json.dumps(self.cfg.to_dict(), indent=1))
         self.tokenizer.save_pretrained(out / "tokenizer")
-        torch.save(self.projector.state_dict(), out / "projector.pt")
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.projector.state_dict().items()},
+                  str(out / PROJECTOR_FILE))
+        (out / "projector.pt").unlink(missing_ok=True)  # stale: from an earlier save
         if self.is_lora and getattr(self, "_merged_base", False):
             # the base holds merged SFT weights: save the merged full model (adapter included)
             import copy
@@ -383,8 +390,10 @@ class Policy(nn.Module):
 
         return isinstance(self.model, PeftModel)
 
+    save = save_pretrained
+
     @classmethod
-    def load(cls, path: str | Path, **overrides: Any) -> Policy:
+    def from_pretrained(cls, path: str | Path, **overrides: Any) -> Policy:
         """Rebuild a saved policy. ``overrides`` replace config fields (e.g. soft_tokens=False)."""
         from llm.tokenizer import load_tokenizer
 
@@ -402,6 +411,19 @@ class Policy(nn.Module):
             cfg_build, tok = dataclasses.replace(cfg, lora_r=0), None
         policy = cls(cfg_build, tokenizer=tok, adapter_path=adapter if adapter.exists() else None)
         policy.cfg = cfg
-        policy.projector.load_state_dict(torch.load(path / "projector.pt", map_location="cpu", weights_only=True))
+        policy.projector.load_state_dict(_projector_state(path))
         policy.projector.requires_grad_(cfg.soft_tokens)
         return policy
+
+    load = from_pretrained
+
+
+def _projector_state(path: Path) -> dict[str, torch.Tensor]:
+    """The projector's weights: ``projector.safetensors``, or the ``projector.pt`` of earlier saves."""
+    from safetensors.torch import load_file
+
+    if (path / PROJECTOR_FILE).is_file():
+        return load_file(str(path / PROJECTOR_FILE))
+    if (path / "projector.pt").is_file():
+        return torch.load(path / "projector.pt", map_location="cpu", weights_only=True)
+    raise FileNotFoundError(f"{path} has no {PROJECTOR_FILE}: not a complete saved policy")

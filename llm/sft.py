@@ -9,7 +9,7 @@
 
 ``stockr1 sft --config configs/sft/tiny.yaml``: builds QA + traces (cached under the run dir),
 trains with Lightning Fabric, checkpoints ``checkpoints/sft/<run>/last.ckpt`` every ``ckpt_every``
-steps (rerun the same command to resume), and finally writes ``policy/`` and ``decoder.pt``.
+steps (rerun the same command to resume), and finally writes ``policy/`` and ``decoder/``.
 """
 
 from __future__ import annotations
@@ -379,8 +379,8 @@ def warmup_decoder(decoder: nn.Module, windows, thresholds, steps: int, batch_si
 
 
 def save_decoder(decoder: nn.Module, path: str | Path) -> None:
-    """``ActionConditionedDecoder.save`` (configs + weights + format version, written atomically)."""
-    decoder.save(path)
+    """``ActionConditionedDecoder.save_pretrained``: the decoder's directory (config.json + model.safetensors)."""
+    decoder.save_pretrained(path)
 
 
 def load_decoder(path: str | Path) -> nn.Module:
@@ -421,16 +421,16 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> Path:
 
 
 def run_fingerprint(run_dir: str | Path) -> str:
-    """Content hash (12 hex) of a finished run's weights: every file under ``policy/`` and ``decoder.pt``.
+    """Content hash (12 hex) of a finished run's weights: every file under ``policy/`` and ``decoder/``.
     Benchmarks that cache what they built on a run (GRPO runs, evaluations) key the cache on it, so a
     retrained run never silently reuses results of the old one."""
     import hashlib
 
     run_dir = Path(run_dir)
-    files = sorted(p for p in (run_dir / "policy").rglob("*") if p.is_file()) + [run_dir / "decoder.pt"]
-    missing = [str(p) for p in files if not p.exists()]
-    if missing or len(files) == 1:
-        raise FileNotFoundError(f"{run_dir} is not a finished run: missing {missing or [str(run_dir / 'policy')]}")
+    missing = [str(run_dir / d) for d in ("policy", "decoder") if not (run_dir / d).is_dir()]
+    if missing:
+        raise FileNotFoundError(f"{run_dir} is not a finished run: missing {missing}")
+    files = sorted(p for d in ("policy", "decoder") for p in (run_dir / d).rglob("*") if p.is_file())
     h = hashlib.sha256()
     for p in files:
         h.update(str(p.relative_to(run_dir)).encode())
@@ -577,7 +577,7 @@ def local_tokenizer(traces: Sequence[Trace], vocab_size: int, out: Path) -> Path
 
 def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = None,
             out_root: str | Path = "checkpoints/sft") -> dict[str, Any]:
-    """The whole stage: data -> traces -> joint training (resumable) -> policy/ + decoder.pt."""
+    """The whole stage: data -> traces -> joint training (resumable) -> policy/ + decoder/."""
 
     cfg = load_yaml(config)
     run = run or cfg.get("run", Path(config).stem)
@@ -598,7 +598,7 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     # joint SFT moved the decoder's weights: refit its U normaliser on train for the final weights, once;
     # from here on the saved decoder is the tool of GRPO and of every benchmark, and nothing refits it
     decoder.fit_uncertainty(train_only(windows))
-    save_decoder(decoder, run_dir / "decoder.pt")
+    save_decoder(decoder, run_dir / "decoder")
     if logger is not None:
         _log_rollouts(logger, policy, decoder, windows, [it for it in items if it.split == "val"][:8],
                       cfg.get("max_context_chars"))

@@ -4,13 +4,13 @@ Wiring (each piece is the shared one, so GRPO sees exactly what SFT and the QA b
 data (``llm.sft.load_data``) -> QA items (the SFT run's ``qa.jsonl``, else ``llm.qa.generator``;
 train split only) -> action thresholds g (the SFT run's ``thresholds.json``, else fit on train
 windows) -> policy + decoder from ``sft.run_dir`` (``policy/``,
-``decoder.pt``), else the tiny policy / fresh decoder of the config -> prompts
+``decoder/``), else the tiny policy / fresh decoder of the config -> prompts
 (``llm.qa.prompt``; K ``<ts>`` slots filled with the decoder encoder's ``h_ts``) and U_q (the
 decoder's normalised no-action uncertainty; the normaliser is the saved decoder's, never refit here) ->
 ``RolloutEngine`` with the ``ForecastTool`` -> ``GRPOTrainer``.
 
 Outputs under ``<out>/<run>/``: ``last.ckpt`` (resume with ``--resume``), ``metrics.jsonl``,
-``samples.jsonl``, ``wandb/`` (offline), and at the end ``policy/``, ``decoder.pt``, ``summary.json``.
+``samples.jsonl``, ``wandb/`` (offline), and at the end ``policy/``, ``decoder/``, ``summary.json``.
 
 ``run_grpo(config_dict_or_path, ...)`` is the public entry for the pipeline and the ablation
 benchmark (e.g. ``{"train": {"uncertainty": {"enabled": False}}}`` for GRPO with w = 1,
@@ -65,8 +65,8 @@ def load_models(cfg: Mapping[str, Any], sft_dir: Path | None):
         policy = Policy.load(sft_dir / "policy")
     else:
         policy = Policy(PolicyConfig.from_dict(cfg.get("policy", {})))
-    if sft_dir is not None and (sft_dir / "decoder.pt").exists():
-        decoder = load_decoder(sft_dir / "decoder.pt")
+    if sft_dir is not None and (sft_dir / "decoder").exists():
+        decoder = load_decoder(sft_dir / "decoder")
     else:
         decoder = build_decoder(cfg.get("decoder", {}))
     return policy, decoder.eval()
@@ -238,13 +238,13 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
                                          if not (isinstance(v, float) and math.isnan(v))}}
     if trainer.fabric.is_global_zero:
         policy.save(out / "policy")
-        src = sft / "decoder.pt" if sft is not None else None
+        src = sft / "decoder" if sft is not None else None
         if train_cfg.lambda_ts == 0 and src is not None and src.exists():
-            shutil.copyfile(src, out / "decoder.pt")  # the frozen tool: the SFT file, byte for byte
+            shutil.copytree(src, out / "decoder", dirs_exist_ok=True)  # the frozen tool: the SFT files, byte for byte
         else:  # RL trained the decoder (or built it): U normaliser refit for its final weights, on train
             if train_cfg.lambda_ts > 0:
                 decoder.fit_uncertainty(train_only(windows))
-            save_decoder(decoder, out / "decoder.pt")
+            save_decoder(decoder, out / "decoder")
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary
 
@@ -263,7 +263,7 @@ def probe_run(config: str | Path | Mapping[str, Any], run_dir: str | Path | None
     policy, decoder = st.policy, st.decoder
     if run_dir is not None:
         policy = Policy.load(Path(run_dir) / "policy")
-        decoder = load_decoder(Path(run_dir) / "decoder.pt")
+        decoder = load_decoder(Path(run_dir) / "decoder")
     engine = st.engine(policy.eval(), decoder, max_batch_rows=max_batch_rows)
     return probe_rewards(engine, st.samples, st.thresholds, group_size, seed, st.train_cfg.rewards)
 
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 grpo", description="uncertainty-aware GRPO (Stock-R1 §3.5)")
     ap.add_argument("--config", required=True, help="YAML config (configs/grpo/*.yaml)")
     ap.add_argument("--run", default=None, help="run name (default: the config's run)")
-    ap.add_argument("--sft", default=None, help="SFT run directory with policy/ and decoder.pt (overrides sft.run_dir)")
+    ap.add_argument("--sft", default=None, help="SFT run directory with policy/ and decoder/ (overrides sft.run_dir)")
     ap.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
     ap.add_argument("--out", default=None, help="root of run directories (default checkpoints/grpo; with --smoke "
                                                 "a temporary directory)")

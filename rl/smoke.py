@@ -33,7 +33,7 @@ def grpo_smoke(config: str | Path, out: str | Path | None = None) -> dict[str, A
     dev = device_settings(str(cfg.get("policy", {}).get("dtype", "float32")))
     with work_dir(out) as work:
         windows, _ = load_data(cfg.get("data", {}))
-        dec_file = prepared_decoder(cfg, windows, work / "decoder.pt")
+        dec_file = prepared_decoder(cfg, windows, work / "decoder")
         build_or_load_tokenizer(
             default_corpus(n_items=SMOKE.n_queries), SMOKE.tokenizer_vocab, work / "tokenizer"
         )

@@ -174,7 +174,8 @@ def test_timings_persist_and_merge(tmp_path):
 def _fake_run(d):
     (d / "policy" / "model").mkdir(parents=True)
     (d / "policy" / "model" / "w.safetensors").write_bytes(b"weights-1")
-    (d / "decoder.pt").write_bytes(b"decoder-1")
+    (d / "decoder").mkdir()
+    (d / "decoder" / "model.safetensors").write_bytes(b"decoder-1")
     return d
 
 
@@ -186,7 +187,7 @@ def test_run_fingerprint_follows_the_weights(tmp_path):
     assert run_fingerprint(run) == fp and len(fp) == 12
     (run / "summary.json").write_text("{}")  # not a weight file
     assert run_fingerprint(run) == fp
-    (run / "decoder.pt").write_bytes(b"decoder-2")
+    (run / "decoder" / "model.safetensors").write_bytes(b"decoder-2")
     assert run_fingerprint(run) != fp
     with pytest.raises(FileNotFoundError, match="not a finished run"):
         run_fingerprint(tmp_path / "nothing")

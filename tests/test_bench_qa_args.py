@@ -23,7 +23,7 @@ DATA = {"source": "synthetic", "n_tickers": 2, "n_days": 400, "seed": 0, "lookba
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A saved tiny run (policy/, decoder.pt, config.yaml, qa.jsonl) and a second QA file."""
+    """A saved tiny run (policy/, decoder/, config.yaml, qa.jsonl) and a second QA file."""
     root = tmp_path_factory.mktemp("qa_args")
     run = root / "run"
     windows, ctx = load_data(DATA)
@@ -38,7 +38,7 @@ def run(tmp_path_factory):
     ts = TSEncoderConfig(lookback=90, horizon=10, patch_len=15, d_model=16, n_layers=1, n_heads=2, ffn_dim=32,
                          dropout=0.0, d_llm=16)
     dec = ActionConditionedDecoder(ts, ActionEncoderConfig(cond_dim=8, emb_dim=4, hidden=16))
-    save_decoder(dec, run / "decoder.pt")
+    save_decoder(dec, run / "decoder")
     pcfg = PolicyConfig(tiny_hidden=32, tiny_layers=1, tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64,
                         lora_r=0, d_ts=16)
     Policy(pcfg, tokenizer=tok).save(run / "policy")

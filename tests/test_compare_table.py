@@ -163,7 +163,8 @@ def test_cache_key_follows_the_tokenizer_and_the_sft_weights(tmp_path):
     (sft / "policy").mkdir(parents=True)
     (tok_dir / "tokenizer.json").write_text('{"v": 1}')
     (sft / "policy" / "model.safetensors").write_bytes(b"w1")
-    (sft / "decoder.pt").write_bytes(b"d")
+    (sft / "decoder").mkdir()
+    (sft / "decoder" / "model.safetensors").write_bytes(b"d")
     cfg = CompareConfig.from_dict({"policy": {"tokenizer_path": str(tok_dir)},
                                    "methods": {"stock_r1": {"sft_run_dir": str(sft)}, "trading_r1": {}}})
     before = {m: method_fingerprint(cfg, m) for m in ("stock_r1", "trading_r1")}

@@ -262,15 +262,14 @@ def _decoder_file(path: Path, cfg: TSEncoderConfig, forecaster: Forecaster) -> P
     torch.manual_seed(1)
     torch.nn.init.normal_(dec.action_head.net.weight, std=0.5)
     dec.normalizer.load_state_dict(forecaster.normalizer.state_dict())
-    dec.save(path)
-    return path
+    return dec.save_pretrained(path)
 
 
 def test_an_action_conditions_the_decoder_forecast(forecaster: Forecaster, tmp_path: Path) -> None:
     from forecast_action.decoder import ActionConditionedDecoder
     from forecast_action.schema import ForecastAction
 
-    pt = _decoder_file(tmp_path / "dec.pt", forecaster.cfg, forecaster)
+    pt = _decoder_file(tmp_path / "dec", forecaster.cfg, forecaster)
     fc = Forecaster(forecaster.encoder, forecaster.normalizer, ActionConditionedDecoder.load(pt))
     df = random_walk(150, seed=8)
     up = fc.predict(df, action='{"direction": "up", "volatility_level": "low"}')

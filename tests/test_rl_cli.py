@@ -102,7 +102,7 @@ def test_load_models_prefers_the_sft_run(setup, tmp_path) -> None:
     with torch.no_grad():
         trained.projector.net[0].weight.add_(1.0)  # something the fresh build cannot reproduce
     trained.save(tmp_path / "policy")
-    save_decoder(decoder, tmp_path / "decoder.pt")
+    save_decoder(decoder, tmp_path / "decoder")
     cfg = {"policy": pcfg, "decoder": DECODER}
     pol, dec = load_models(cfg, tmp_path)
     assert torch.equal(pol.projector.net[0].weight, trained.projector.net[0].weight)

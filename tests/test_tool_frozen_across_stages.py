@@ -24,8 +24,12 @@ DECODER = {"seed": 0, "warmup_steps": 3, "tool_samples": 6,
 _CFG: dict = {}
 
 
-def _sha(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
+def _sha(d: Path) -> str:
+    """One hash of every file (name and bytes) of a saved directory."""
+    h = hashlib.sha256()
+    for p in sorted(f for f in d.rglob("*") if f.is_file()):
+        h.update(p.name.encode() + p.read_bytes())
+    return h.hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +41,7 @@ def runs(tmp_path_factory):
     (root / "sft.yaml").write_text(yaml.safe_dump(sft_cfg))
     run_sft(root / "sft.yaml", out_root=root / "sft")
     sft_dir = root / "sft" / "s"
-    hash_before = _sha(sft_dir / "decoder.pt")
+    hash_before = _sha(sft_dir / "decoder")
     grpo_cfg = {"run": "g", "seed": 0, "data": DATA, "max_context_chars": 200, "sft": {"run_dir": str(sft_dir)},
                 "qa": {"max_train_queries": 2}, "rollout": {"max_new_tokens": 8, "temperature": 1.0},
                 "train": {"group_size": 2, "queries_per_step": 1, "max_steps": 1, "lr": 1e-4, "micro_batch": 4,
@@ -49,13 +53,13 @@ def runs(tmp_path_factory):
 
 def test_grpo_leaves_the_sft_decoder_file_unchanged_and_saves_it_byte_for_byte(runs) -> None:
     _, sft_dir, grpo_dir, hash_before = runs
-    assert _sha(sft_dir / "decoder.pt") == hash_before
-    assert _sha(grpo_dir / "decoder.pt") == hash_before
+    assert _sha(sft_dir / "decoder") == hash_before
+    assert _sha(grpo_dir / "decoder") == hash_before
 
 
 def test_sft_and_grpo_decoders_render_identical_tool_text(runs) -> None:
     windows, sft_dir, grpo_dir, _ = runs
-    a, b = load_decoder(sft_dir / "decoder.pt"), load_decoder(grpo_dir / "decoder.pt")
+    a, b = load_decoder(sft_dir / "decoder"), load_decoder(grpo_dir / "decoder")
     assert bool(a.normalizer.fitted) and a.tool_samples == b.tool_samples == 6
     rows = np.flatnonzero(windows.split == "test")[:3].tolist()
     calls = ['{"direction": "up", "volatility_level": "high"}', "not an action", '{"direction": "down"}']

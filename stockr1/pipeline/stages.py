@@ -143,7 +143,7 @@ def run_sft(ctx: StageContext) -> list[str]:
 
 
 def run_grpo(ctx: StageContext) -> list[str]:
-    """u-GRPO from the SFT run (policy/ + decoder.pt), the same QA items as SFT; ``--resume`` after an
+    """u-GRPO from the SFT run (policy/ + decoder/), the same QA items as SFT; ``--resume`` after an
     interruption continues from ``grpo/last.ckpt``."""
     sft_cfg = yaml.safe_load((ctx.path(SFT) / "config.yaml").read_text())
     cfg = derived_config(ctx, {"seed": ctx.seed, "data": sft_cfg.get("data", {}),
@@ -198,9 +198,9 @@ DEMO_STAGES: tuple[Stage, ...] = (
           "action-conditioned decoder, initialised from the encoder"),
     Stage("tokenizer", run_tokenizer, (), (TOKENIZER, POLICY_TINY), "offline tokenizer + tiny Qwen3 policy"),
     Stage("sft", run_sft, (ACTION_CKPT, TOKENIZER, POLICY_TINY),
-          (f"{SFT}/policy", f"{SFT}/decoder.pt", f"{SFT}/qa.jsonl", f"{SFT}/config.yaml"), "joint SFT (L_SFT + λ L_TS)"),
-    Stage("grpo", run_grpo, (f"{SFT}/policy", f"{SFT}/decoder.pt", f"{SFT}/config.yaml"),
-          (f"{GRPO}/policy", f"{GRPO}/decoder.pt", f"{GRPO}/summary.json"), "uncertainty-weighted GRPO"),
+          (f"{SFT}/policy", f"{SFT}/decoder/", f"{SFT}/qa.jsonl", f"{SFT}/config.yaml"), "joint SFT (L_SFT + λ L_TS)"),
+    Stage("grpo", run_grpo, (f"{SFT}/policy", f"{SFT}/decoder/", f"{SFT}/config.yaml"),
+          (f"{GRPO}/policy", f"{GRPO}/decoder/", f"{GRPO}/summary.json"), "uncertainty-weighted GRPO"),
     Stage("bench_forecast", run_bench_forecast, (f"{DATA}/manifest.json", TS_BEST), ("bench_forecast/metrics.json",),
           "TS encoder vs baselines (Table 2)"),
     Stage("bench_action", run_bench_action, (ACTION_CKPT,), ("bench_action/metrics.json",),
