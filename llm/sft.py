@@ -20,7 +20,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,46 +31,12 @@ from torch import Tensor, nn
 
 from llm.logprobs import keep_for_mask, masked_mean, pad_sequences, token_logprobs
 from llm.qa.prompt import SYSTEM_PROMPT
+from llm.sft_config import SFTRunConfig, TrainConfig
 from llm.special_tokens import IM_END
 from llm.traces import Trace
 from stockr1.config import config_from_dict
+from stockr1.data.config import DataConfig
 from stockr1.types import train_only
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    lr: float = 2e-5  # App. C.2
-    decoder_lr: float = 1e-4
-    weight_decay: float = 0.01
-    warmup_steps: int = 100
-    max_steps: int = 1000
-    batch_size: int = 8
-    lambda_ts: float = 0.1
-    max_len: int = 2048
-    emphasis: float = 1.0  # L_SFT weight of the protocol tokens (llm.traces.PROTOCOL_SPANS); 1 = plain mean
-    # "template": draw every question template equally often. The trace filter keeps ~40% of numeric
-    # items and ~73% of yes/no ones, so plain draws under-train the rarer answer spaces. "none": uniform.
-    balance: str = "none"
-    ckpt_every: int = 50
-    log_every: int = 10
-    seed: int = 0
-    grad_clip: float = 1.0
-    # "all": one norm over every trainable parameter (the default, as before). "per_model": the policy's
-    # (LoRA, protocol rows, projector) and the decoder's gradients are clipped each to grad_clip. Why: a
-    # fresh 4B-width decoder's L_TS is ~3e4 on a batch of 8 (flat-history windows put sigma at its floor;
-    # docs/scale.md), its gradient norm ~3e5 against the policy's ~16, so under one shared clip the policy's
-    # step shrinks ~2e4-fold; clipped apart, lambda_ts * L_TS cannot swamp L_SFT's update. L_SFT still
-    # reaches the decoder through h_ts.
-    grad_clip_scope: str = "all"
-    precision: str = "32-true"
-    accelerator: str = "auto"
-
-    def __post_init__(self) -> None:
-        if self.balance not in ("none", "template"):
-            raise ValueError(f"train.balance must be 'none' or 'template', got {self.balance!r}")
-        if self.grad_clip_scope not in ("all", "per_model"):
-            raise ValueError(f"train.grad_clip_scope must be 'all' or 'per_model', got {self.grad_clip_scope!r}")
-
 
 # --- batches ----------------------------------------------------------------------------------
 
@@ -447,22 +413,21 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"cannot read SFT config {path}: {e}") from e
 
 
-def load_data(dcfg: dict[str, Any]):
-    """(windows with rendered context, context_fn) for the configured source."""
+def load_data(data: Mapping[str, Any] | DataConfig | None):
+    """(windows with rendered context, context_fn) for the configured source (``DataConfig``: an
+    unknown key or an impossible shape is refused here, before any work)."""
     from llm.qa.context import store_context
     from stockr1.data import sample_windows, synthetic_windows
     from stockr1.data.context import sample_store, synthetic_store
     from stockr1.data.sources import load_source
 
-    src, lb, hz = dcfg.get("source", "sample"), int(dcfg.get("lookback", 90)), int(dcfg.get("horizon", 10))
-    if src == "sample":
-        return sample_windows(lb, hz, context=True), store_context(sample_store())
-    if src == "synthetic":
-        kw = {k: dcfg[k] for k in ("n_tickers", "n_days", "seed") if k in dcfg}
-        frames = load_source("synthetic", **kw)
-        return (synthetic_windows(lookback=lb, horizon=hz, context=True, **kw),
-                store_context(synthetic_store(frames, seed=kw.get("seed", 0))))
-    raise ValueError(f"data.source must be 'sample' or 'synthetic', got {src!r}")
+    cfg = DataConfig.from_dict(data)
+    if cfg.source == "sample":
+        return sample_windows(cfg.lookback, cfg.horizon, context=True), store_context(sample_store())
+    kw = cfg.synthetic_kwargs()
+    frames = load_source("synthetic", **kw)
+    return (synthetic_windows(lookback=cfg.lookback, horizon=cfg.horizon, context=True, **kw),
+            store_context(synthetic_store(frames, seed=kw.get("seed", 0))))
 
 
 def build_decoder(dcfg: dict[str, Any]) -> nn.Module:
@@ -486,21 +451,25 @@ def build_decoder(dcfg: dict[str, Any]) -> nn.Module:
 
 
 def prepare(cfg: dict[str, Any], run_dir: Path):
-    """Windows, QA items, decoder, thresholds and traces; QA/traces cached in ``run_dir``."""
+    """Windows, QA items, decoder, thresholds and traces; QA/traces cached in ``run_dir``. ``cfg`` is
+    checked against ``SFTRunConfig`` first: a misspelled section or key fails here, naming it."""
     from forecast_action.derive import ActionThresholds
     from llm.qa import QAConfig, generate_qa, load_items, save_items
     from llm.special_tokens import ts_placeholders
     from llm.tools import ForecastTool
     from llm.traces import TraceConfig, TraceWriter, load_traces, save_traces
 
+    SFTRunConfig.from_dict(cfg)
     windows, context_fn = load_data(cfg.get("data", {}))
     run_dir.mkdir(parents=True, exist_ok=True)
     if cfg.get("prepare_from"):  # share QA, decoder init and traces with another run (ablation arms)
         import shutil
 
-        for name in ("qa.jsonl", "decoder_init.pt", "traces.jsonl", "qa_report.json", "trace_report.json"):
+        for name in ("qa.jsonl", "decoder_init", "traces.jsonl", "qa_report.json", "trace_report.json"):
             src = Path(cfg["prepare_from"]) / name
-            if src.exists() and not (run_dir / name).exists():
+            if src.is_dir() and not (run_dir / name).exists():
+                shutil.copytree(src, run_dir / name)
+            elif src.exists() and not (run_dir / name).exists():
                 shutil.copy(src, run_dir / name)
     qa_path = run_dir / "qa.jsonl"
     if qa_path.exists():
@@ -513,7 +482,7 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
     thresholds.save(run_dir / "thresholds.json")
     dcfg = cfg.get("decoder", {})
     decoder = build_decoder(dcfg)
-    dec_path = run_dir / "decoder_init.pt"
+    dec_path = run_dir / "decoder_init"
     if dec_path.exists():
         decoder = load_decoder(dec_path)
     elif not dcfg.get("checkpoint"):
@@ -580,6 +549,10 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     """The whole stage: data -> traces -> joint training (resumable) -> policy/ + decoder/."""
 
     cfg = load_yaml(config)
+    try:
+        SFTRunConfig.from_dict(cfg)  # before any work, so a typo costs nothing
+    except ValueError as e:
+        raise ValueError(f"{config}: {e}") from e
     run = run or cfg.get("run", Path(config).stem)
     run_dir = Path(out_root) / run
     tcfg = from_dict(TrainConfig, {**cfg.get("train", {}), **({"max_steps": max_steps} if max_steps else {})})

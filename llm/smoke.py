@@ -135,7 +135,7 @@ def prepared_decoder(cfg: Mapping[str, Any], windows, out: Path) -> Path:
         train = train_only(windows)
         decoder.fit_input_stats(train)
         decoder.fit_uncertainty(train, max_windows=SMOKE.normalizer_windows)
-    decoder.save(out)
+    decoder.save_pretrained(out)
     return out
 
 
@@ -195,7 +195,7 @@ def sft_smoke(config: str | Path, out: str | Path | None = None) -> dict[str, An
     dev = device_settings(str(cfg.get("policy", {}).get("dtype", "float32")))
     with work_dir(out) as work:
         windows, _ = load_data(cfg.get("data", {}))
-        dec_file = prepared_decoder(cfg, windows, work / "decoder_init.pt")  # prepare() reuses it as is
+        dec_file = prepared_decoder(cfg, windows, work / "decoder_init")  # prepare() reuses it as is
         scfg = {**cfg, "qa": {"n_train": SMOKE.n_queries, "n_val": 0, "n_test": 0, "seed": 0},
                 "traces": {"drop_trivial": False}, "max_context_chars": SMOKE.max_context_chars,
                 "decoder": {"checkpoint": str(dec_file)}, "prepare_from": None}

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from rl.logging import RunLogger
+from rl.run_config import GRPORunConfig
 from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
 from stockr1.types import train_only
 
@@ -46,13 +47,20 @@ def deep_update(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, A
 
 
 def load_config(config: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> dict:
+    """The GRPO config (a YAML path or a mapping) with ``overrides`` merged in, checked against
+    ``GRPORunConfig`` before any work: a misspelled section or key is an error naming it (and the file)."""
     if isinstance(config, Mapping):
         cfg = dict(config)
     else:
         from llm.sft import load_yaml
 
         cfg = load_yaml(config)
-    return deep_update(cfg, overrides or {})
+    cfg = deep_update(cfg, overrides or {})
+    try:
+        GRPORunConfig.from_dict(cfg)
+    except ValueError as e:
+        raise ValueError(f"{config if not isinstance(config, Mapping) else 'GRPO config'}: {e}") from e
+    return cfg
 
 
 def load_models(cfg: Mapping[str, Any], sft_dir: Path | None):
@@ -173,6 +181,7 @@ def build_setup(cfg: Mapping[str, Any], sft: Path | None, max_steps: int | None 
     from llm.sft import load_data
 
     cfg = dict(cfg)
+    GRPORunConfig.from_dict(cfg)  # callers that pass a mapping (benchmarks) get the same checks
     train_cfg = train_config(cfg, max_steps)
     windows, context_fn = load_data(cfg.get("data", {}))
     qa = dict(cfg.get("qa", {}))
@@ -191,9 +200,6 @@ def build_setup(cfg: Mapping[str, Any], sft: Path | None, max_steps: int | None 
     prepare_fresh_decoder(decoder, windows)
     samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer, cfg.get("max_context_chars"))
     rollout = dict(cfg.get("rollout", {}))
-    if "n_samples" in rollout:
-        raise ValueError("rollout.n_samples is gone: the tool draws the decoder's tool_samples paths "
-                         f"({decoder.tool_samples}, set by decoder.tool_samples in the SFT config)")
     return GRPOSetup(cfg, train_cfg, sft, windows, thresholds, samples, policy, decoder, rollout)
 
 

@@ -2,7 +2,8 @@
 
 `config_from_dict(cls, d, where)` is what every ``XConfig.from_dict`` calls. It
 
-- rejects unknown keys, naming the section (``where``) and listing the valid keys;
+- rejects unknown keys, naming the section (``where``), listing the valid keys and suggesting the
+  nearest one (``trian`` -> ``train``);
 - builds nested dataclass fields from mappings (fields typed as a dataclass, plus ``nested``);
 - turns lists into tuples for tuple-typed fields;
 - coerces numeric strings for int / float fields. PyYAML follows YAML 1.1, where a float needs a
@@ -17,6 +18,7 @@ through; each config keeps its own ``__post_init__`` / ``from_dict`` checks on t
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import types
 import typing
@@ -45,7 +47,10 @@ def config_from_dict(cls: type[T], d: Mapping[str, Any] | None, where: str,
     names = {f.name for f in fields}
     bad = sorted(set(d) - names, key=str)
     if bad:
-        raise ValueError(f"unknown {where} keys {bad}; valid keys: {sorted(names)}")
+        hints = [f"{where}.{k}: did you mean {close[0]!r}?" for k in bad
+                 if (close := difflib.get_close_matches(str(k), sorted(names), n=1, cutoff=0.6))]
+        raise ValueError(f"unknown {where} keys {bad}; valid keys: {sorted(names)}"
+                         + ("" if not hints else " (" + "; ".join(hints) + ")"))
     hints = typing.get_type_hints(cls)
     nested = dict(nested or {})
     kw = {}

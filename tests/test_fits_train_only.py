@@ -5,7 +5,7 @@ value after the train end replaced (the raw frames after the last day a train wi
 the inputs and labels of every validation and test window: ``x``, ``hist``, ``context``, ``y``,
 ``future``). They must be bit-identical: ``stockr1 ts fit`` (weights, input stats, U normaliser),
 the decoder training ``forecast_action.train`` (thresholds, weights, input stats, U normaliser),
-``stockr1 sft`` prepare (thresholds.json, decoder_init.pt, train QA items, traces) and ``stockr1
+``stockr1 sft`` prepare (thresholds.json, decoder_init, train QA items, traces) and ``stockr1
 grpo`` setup (thresholds, the decoder's buffers, every train query's prompt, soft tokens and U_q).
 
 Model selection may read validation but never test: with only the test labels replaced, the chosen
@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from safetensors.torch import load_file
 
 from forecast_action.derive import ActionThresholds
 from forecast_action.train import ActionTrainConfig
@@ -193,8 +194,11 @@ SFT = {"data": DATA, "max_context_chars": 200, "qa": {"n_train": 8, "n_val": 4, 
 
 
 def decoder_file(path: Path) -> dict[str, Any]:
-    ck = torch.load(path, map_location="cpu", weights_only=True)
-    return {k: ck[k] for k in ("ts_cfg", "act_cfg", "tool_samples", "state_dict")}
+    """A saved decoder directory as plain data: its configs and its weights (not the file hash, which
+    the config carries and which follows the weights)."""
+    meta = json.loads((path / "config.json").read_text())
+    return {**{k: meta[k] for k in ("ts_cfg", "act_cfg", "tool_samples")},
+            "state_dict": load_file(str(path / "model.safetensors"))}
 
 
 def sft_prepare(tmp: Path, data: Data) -> dict[str, Any]:
@@ -203,7 +207,7 @@ def sft_prepare(tmp: Path, data: Data) -> dict[str, Any]:
         prepare(SFT, tmp)
     items = [json.loads(line) for line in (tmp / "qa.jsonl").read_text().splitlines()]
     return {"thresholds.json": (tmp / "thresholds.json").read_text(),
-            "decoder_init.pt": decoder_file(tmp / "decoder_init.pt"),
+            "decoder_init": decoder_file(tmp / "decoder_init"),
             "train_items": [it for it in items if it["split"] == "train"],
             "traces.jsonl": (tmp / "traces.jsonl").read_text(),
             "_read": [it for it in items if it["split"] != "train"]}  # may move: not compared
@@ -274,7 +278,7 @@ def test_the_compared_artefacts_hold_the_fitted_statistics(built) -> None:
     assert bool(ts["normalizer.fitted"]) and ts["model.x_scale"].ne(1).all() and ts["normalizer.knots"].diff().gt(0).all()
     dec = built["decoder_training"]["base"]
     assert json.loads(dec["thresholds.json"])["n_fit"] > 3 and bool(dec["last"]["state_dict"]["normalizer.fitted"])
-    init = built["sft_prepare"]["base"]["decoder_init.pt"]["state_dict"]
+    init = built["sft_prepare"]["base"]["decoder_init"]["state_dict"]
     assert bool(init["normalizer.fitted"]) and init["encoder.x_scale"].ne(1).all()
     assert built["sft_prepare"]["base"]["train_items"] and built["sft_prepare"]["base"]["traces.jsonl"]
     u = [s["U_q"] for s in built["grpo_setup"]["base"]["samples"]]

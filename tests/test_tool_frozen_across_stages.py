@@ -76,7 +76,7 @@ def test_sft_traces_carry_the_same_lines_as_later_rollouts(runs) -> None:
     traces = load_traces(sft_dir / "traces.jsonl")
     obs = [text for t in traces for text, by_model in t.segments if not by_model]
     assert obs and all("Uncertainty:" in o for o in obs)
-    init = load_decoder(sft_dir / "decoder_init.pt")
+    init = load_decoder(sft_dir / "decoder_init")
     assert bool(init.normalizer.fitted) and init.tool_samples == 6
 
 

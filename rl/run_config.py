@@ -1,0 +1,79 @@
+"""The GRPO run config (``stockr1 grpo --config``): every section typed, parsed once, strict.
+
+``GRPORunConfig.from_dict(yaml)`` builds each section's frozen dataclass through
+``stockr1.config.config_from_dict``: a misspelled section or key is an error naming its path and the
+nearest valid key; values are validated by each section (``GRPOTrainConfig``: a zero group size, a
+non-positive learning rate; ``RolloutConfig``: the sampling settings) before any model is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from llm.policy import PolicyConfig
+from llm.qa.generator import QAConfig
+from llm.sft_config import DecoderSection, WandbSection
+from rl.trainer import GRPOTrainConfig
+from stockr1.config import config_from_dict
+from stockr1.data.config import DataConfig
+
+
+@dataclass(frozen=True)
+class GRPOQAConfig(QAConfig):
+    """The QA items GRPO trains on: the SFT run's own (``qa.jsonl``) when it has them, else generated
+    with these settings; ``max_train_queries``: a seeded random subset of the train split (None = all)."""
+
+    max_train_queries: int | None = None
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """``llm.rollout.RolloutEngine`` sampling settings of the training rollouts."""
+
+    max_new_tokens: int = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tool_calls: int = 1
+    stop_at_answer: bool = True
+    max_batch_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1 or self.temperature < 0 or not 0 < self.top_p <= 1 or self.max_tool_calls < 0:
+            raise ValueError(f"rollout: max_new_tokens >= 1, temperature >= 0, 0 < top_p <= 1 and max_tool_calls >= 0 "
+                             f"are required, got {self.max_new_tokens}, {self.temperature}, {self.top_p}, "
+                             f"{self.max_tool_calls}")
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SFTStart:
+    run_dir: str | None = None  # the SFT run GRPO starts from (policy/, decoder/, qa.jsonl, thresholds.json)
+
+
+@dataclass(frozen=True)
+class GRPORunConfig:
+    """Every section of a GRPO YAML (configs/grpo/*.yaml documents each)."""
+
+    run: str | None = None
+    seed: int = 0
+    data: DataConfig = field(default_factory=DataConfig)
+    max_context_chars: int | None = None
+    qa: GRPOQAConfig = field(default_factory=GRPOQAConfig)
+    sft: SFTStart = field(default_factory=SFTStart)
+    decoder: DecoderSection = field(default_factory=DecoderSection)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    train: GRPOTrainConfig = field(default_factory=GRPOTrainConfig)
+    wandb: WandbSection = field(default_factory=WandbSection)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> GRPORunConfig:
+        rollout = (d or {}).get("rollout") or {}
+        if isinstance(rollout, Mapping) and "n_samples" in rollout:
+            raise ValueError("grpo.rollout.n_samples is gone: the tool draws the decoder's tool_samples paths "
+                             "(set by decoder.tool_samples in the SFT config, saved with the decoder)")
+        return config_from_dict(cls, d, "grpo")
