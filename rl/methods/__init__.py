@@ -46,10 +46,9 @@ class DecisionEnv(Protocol):
 
 def reward_functions(method: str) -> dict[str, Callable[..., list[float | None]]]:
     if method == "trading_r1":
-        from rl.methods.trading_r1 import rewards as r
+        from rl.methods.trading_r1.stages import REWARD_HEADS
 
-        return {"structure": r.structure_rewards, "evidence": r.evidence_rewards, "decision": r.decision_rewards,
-                "outcome": r.outcome_rewards, "placement": r.placement_rewards}
+        return dict(REWARD_HEADS)
     if method.startswith("trade_r1_"):
         from rl.methods.trade_r1.gates import gated_reward
         from rl.methods.trade_r1.judge import judge_from_env
