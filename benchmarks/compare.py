@@ -8,7 +8,7 @@ One stack, no parallel pipeline. Every method is its own labels / prompts / rewa
   (Stock-R1's u-GRPO run), a few steps each with the budget of the config,
 - generation through the ONE ``llm.rollout.RolloutEngine`` (greedy at evaluation), with each
   method's tools (AlphaQuanter's data tools, Stock-R1's forecast tool),
-- trading through the ONE simulator ``benchmarks.backtest.simulate`` (Stock-R1 App. C.5 rules:
+- trading through the ONE simulator ``stockr1.backtest.simulate`` (Stock-R1 App. C.5 rules:
   a side is entered at the decision-day close and held ``holding`` days, costs per side) and
   ``stockr1.metrics.trading``; each method's query, format teacher and text -> side rule:
   ``rl/methods/<method>/adapter.py``, its reasoning consistency: ``trade_r1.adapter.consistency``.
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmarks.backtest import BacktestConfig, json_clean, prices_from_windows
+from benchmarks.backtest import json_clean
 from benchmarks.compare_plots import (
     BUY_AND_HOLD,
     DecisionRecord,
@@ -53,6 +53,7 @@ from rl.methods.alphaquanter import adapter as alphaquanter
 from rl.methods.stock_r1 import adapter as stock_r1
 from rl.methods.trade_r1 import adapter as trade_r1
 from rl.methods.trading_r1 import adapter as trading_r1
+from stockr1.backtest import BacktestConfig, prices_from_windows
 from stockr1.config import config_from_dict
 
 METHODS: tuple[str, ...] = ("stock_r1", "trading_r1", "trade_r1_fsr", "trade_r1_dsr", "alphaquanter")

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from stockr1.backtest import directions_from_z, zscore_signals
+
 if TYPE_CHECKING:
     from llm.qa.core import QAItem
     from rl.methods import DecisionEnv
@@ -27,9 +29,7 @@ def position(forecast, action, window, cfg) -> int | None:
     ``<forecast_action>`` -> None: the tool's fallback is the *unconditioned* decoder forecast,
     the TS encoder's view rather than the LLM's, so it is not traded.
     forecast: one-row decoded `Forecast`; window: the one-row `Windows` of the decision;
-    cfg: `benchmarks.backtest.BacktestConfig`."""
-    from benchmarks.backtest import directions_from_z, zscore_signals
-
+    cfg: `stockr1.backtest.BacktestConfig`."""
     if action is None or forecast is None:
         return None
     z = zscore_signals(forecast, window, cfg)
