@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from benchmarks.backtest import json_clean
-from benchmarks.compare import CompareConfig, decision_rows
+from benchmarks.compare import CompareConfig
 from benchmarks.compare_plots import DecisionRecord, buy_and_hold_metrics, method_metrics, table_md
 from rl.methods.alphaquanter.adapter import position as position_alphaquanter
+from rl.methods.env import decision_rows
 from rl.methods.stock_r1.adapter import position as position_stock_r1
 from rl.methods.stock_r1.adapter import verification_text as stock_r1_verification_text
 from rl.methods.trade_r1.adapter import consistency

@@ -7,12 +7,7 @@ Modules are imported lazily so importing this package stays cheap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pandas as pd
+from collections.abc import Callable
 
 METHODS: tuple[str, ...] = ("trading_r1", "trade_r1_fsr", "trade_r1_dsr", "trade_r1_market_only", "trade_r1_naive",
                             "alphaquanter")
@@ -22,26 +17,6 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "trade_r1": ("context", "ticker", "excess_return"),  # + optional "universe"; r of App. A.3
     "alphaquanter": ("smoothed_return",),  # rewards.smoothed_return over the future path
 }
-
-
-class DecisionEnv(Protocol):
-    """What a method's ``adapter`` module (``build_query``, ``format_teacher``, ...) reads of a
-    side-by-side run; ``benchmarks.compare.Env`` is the implementation."""
-
-    windows: Any  # stockr1.types.Windows, context rendered
-    frames: Mapping[str, pd.DataFrame]  # daily OHLCV per ticker
-    store: Any  # stockr1.data.context.PointInTimeStore
-    rows: np.ndarray  # decision rows of ``windows``
-    bt: Any  # benchmarks.backtest.BacktestConfig (holding)
-    cfg: Any  # benchmark ticker, max_context_chars
-    aliases: Mapping[str, list[str]]  # ticker -> names the judge accepts
-
-    @property
-    def labels(self) -> np.ndarray: ...  # Trading-R1 class per row, -1 = none
-
-    def ref(self, i: int) -> tuple[str, pd.Timestamp]: ...  # (ticker, decision day) of row i
-
-    def context(self, i: int) -> str: ...  # row i's rendered context, trimmed
 
 
 def reward_functions(method: str) -> dict[str, Callable[..., list[float | None]]]:

@@ -1,6 +1,6 @@
 """Stock-R1 in side-by-side runs (``stockr1 bench compare``): the decision-day question and its
 samples, the side rule on the decoded forecast, the text the judge verifies, and the warm-start
-SFT config. ``env`` is a `rl.methods.DecisionEnv`."""
+SFT config. ``env`` is a `rl.methods.env.DecisionEnv`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from stockr1.backtest import directions_from_z, zscore_signals
 
 if TYPE_CHECKING:
     from llm.qa.core import QAItem
-    from rl.methods import DecisionEnv
+    from rl.methods.env import DecisionEnv
 
 SIDE_WORD = {1: "BUY", -1: "SELL", 0: "HOLD"}
 _ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.S)
