@@ -1,21 +1,5 @@
-"""`stockr1 bench backtest`: the unified z-score backtest of Stock-R1 App. C.5 (Table 6).
-
-Protocol (identical for every model, so differences come from forecast quality alone):
-1. At decision day t the model's S-day close forecast gives a predicted return over the holding
-   horizon h = min(holding, S): ``pred = C_hat[t+h] / C_t - 1``.
-2. It is normalised by recent realised volatility scaled to the horizon:
-   ``z = pred / (std(daily log returns over the last vol_lookback days) * sqrt(h))``.
-3. If flat and ``z >= threshold`` go long, if ``z <= -threshold`` go short, with a fixed fraction
-   ``allocation`` of current equity, entered at the close of t and held exactly ``holding`` days
-   (exit at the close of t+holding; a new position can open at that same close). One position per
-   ticker at a time; signals while a position is open are ignored.
-4. Costs: ``cost_bps`` of traded notional on entry and on exit. Idle cash earns nothing.
-
-Choices the paper leaves open (documented, tested): execution at the decision-day close (the
-forecast uses that close, a market-on-close order); per-ticker accounts of equity 1 whose metrics
-are averaged over tickers (Table 6 reports fractional "TT", i.e. means over tickers); buy-and-hold
-is the same simulator with one long position held over the whole period (one round trip of costs);
-beta is against the buy-and-hold returns of ``--benchmark`` (default: each ticker's own price).
+"""`stockr1 bench backtest`: every baseline, the TS encoder and an oracle through the unified z-score
+backtest of Stock-R1 App. C.5 (Table 6); the protocol and the simulator are ``stockr1.backtest``.
 """
 
 from __future__ import annotations
@@ -23,147 +7,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from stockr1.metrics.trading import TRADING_METRICS, trading_metrics
+from stockr1.backtest import BacktestConfig, backtest, buy_and_hold, prices_from_windows, zscore_signals
+from stockr1.metrics.trading import TRADING_METRICS
 from stockr1.types import CLOSE, Forecast, Windows, train_only
-
-
-@dataclass(frozen=True)
-class BacktestConfig:
-    threshold: float = 0.5  # |z| needed to open a position
-    holding: int = 10  # trading days a position is held
-    allocation: float = 1.0  # fraction of equity committed per position
-    cost_bps: float = 10.0  # per side, on traded notional
-    vol_lookback: int = 20  # days of realised volatility in the z-score denominator
-
-
-@dataclass(frozen=True)
-class Trade:
-    entry: pd.Timestamp
-    exit: pd.Timestamp
-    direction: int  # +1 long, -1 short
-    underlying_return: float  # P_exit / P_entry - 1
-    net_return: float  # change of account equity over the trade, costs included
-
-
-@dataclass(frozen=True)
-class BacktestResult:
-    returns: pd.Series  # [T] daily strategy returns (day 0 carries only an entry cost)
-    equity: pd.Series  # [T] account value, starting from 1 before day 0
-    trades: list[Trade]
-    metrics: dict[str, float]
-
-
-def zscore_signals(forecast: Forecast, windows: Windows, cfg: BacktestConfig) -> np.ndarray:
-    """[N] z-scores from a forecast of the N windows (step 1-2 of the protocol); NaN = no signal."""
-    n, s = forecast.close.shape
-    if n != len(windows):
-        raise ValueError(f"forecast has {n} rows but windows has {len(windows)}")
-    h = min(cfg.holding, s)
-    last = windows.last_close
-    pred = forecast.close[:, h - 1] / last - 1.0
-    closes = windows.hist[:, -(cfg.vol_lookback + 1):, CLOSE]
-    vol = np.std(np.diff(np.log(closes), axis=1), axis=1, ddof=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = pred / (vol * math.sqrt(h))
-    z[~np.isfinite(z)] = np.nan
-    return z
-
-
-def directions_from_z(z: pd.Series, threshold: float) -> pd.Series:
-    """+1 / -1 / 0 per decision day from z-scores."""
-    v = z.to_numpy(dtype=np.float64)
-    d = np.where(v >= threshold, 1, np.where(v <= -threshold, -1, 0))
-    d[np.isnan(v)] = 0
-    return pd.Series(d.astype(int), index=z.index)
-
-
-def simulate(
-    directions: pd.Series, prices: pd.Series, cfg: BacktestConfig, benchmark: pd.Series | None = None
-) -> BacktestResult:
-    """Run the fixed-horizon rules on one ticker.
-
-    directions: desired side (+1/-1/0) on decision days (any subset of ``prices.index``)
-    prices:     [T] daily closes, the full trading calendar of the period
-    benchmark:  [T] prices whose daily returns define beta (default: ``prices``)
-    """
-    if not prices.index.is_monotonic_increasing or prices.index.has_duplicates:
-        raise ValueError("prices must have a sorted, unique index")
-    if (prices <= 0).any() or prices.isna().any():
-        raise ValueError("prices must be positive and not NaN")
-    want = directions.reindex(prices.index).fillna(0).to_numpy(dtype=int)
-    p = prices.to_numpy(dtype=np.float64)
-    c = cfg.cost_bps * 1e-4
-    t_len = len(p)
-    equity = np.empty(t_len)
-    cash, pos = 1.0, None  # pos: (entry index, direction, notional, exit index, equity before entry)
-    trades: list[Trade] = []
-    for i in range(t_len):
-        if pos is not None and i == pos[3]:
-            e, d, notional, _, before = pos
-            cash += d * notional * (p[i] / p[e] - 1.0) - c * notional * p[i] / p[e]
-            trades.append(Trade(prices.index[e], prices.index[i], d, p[i] / p[e] - 1.0, cash / before - 1.0))
-            pos = None
-        if pos is None and want[i] != 0 and i < t_len - 1:
-            notional = cfg.allocation * cash
-            before = cash
-            cash -= c * notional
-            pos = (i, int(want[i]), notional, min(i + cfg.holding, t_len - 1), before)
-        equity[i] = cash if pos is None else cash + pos[1] * pos[2] * (p[i] / p[pos[0]] - 1.0)
-    returns = np.diff(np.concatenate([[1.0], equity])) / np.concatenate([[1.0], equity[:-1]])
-    bench = prices if benchmark is None else benchmark.reindex(prices.index)
-    b = bench.to_numpy(dtype=np.float64)
-    bench_returns = np.concatenate([[0.0], b[1:] / b[:-1] - 1.0])
-    metrics = trading_metrics(
-        returns,
-        benchmark=bench_returns,
-        trade_net_returns=np.array([t.net_return for t in trades]),
-        trade_directions=np.array([t.direction for t in trades], dtype=float),
-        trade_underlying=np.array([t.underlying_return for t in trades]),
-    )
-    return BacktestResult(pd.Series(returns, prices.index), pd.Series(equity, prices.index), trades, metrics)
-
-
-def backtest(
-    signals: pd.Series, prices: pd.Series, cfg: BacktestConfig = BacktestConfig(), benchmark: pd.Series | None = None
-) -> BacktestResult:
-    """z-score signals on decision days -> positions -> daily returns and metrics (one ticker)."""
-    return simulate(directions_from_z(signals, cfg.threshold), prices, cfg, benchmark)
-
-
-def buy_and_hold(prices: pd.Series, cfg: BacktestConfig = BacktestConfig(), benchmark: pd.Series | None = None) -> BacktestResult:
-    """The same simulator, long from the first close to the last (one round trip of costs)."""
-    d = pd.Series([1], index=prices.index[:1])
-    return simulate(d, prices, replace(cfg, holding=len(prices) - 1), benchmark)
-
-
-def prices_from_windows(windows: Windows, ticker: str, holding: int) -> pd.Series:
-    """Daily closes of one ticker over its decision days plus ``holding`` days after the last one.
-
-    Needs consecutive (stride-1) windows; checked by the overlap of consecutive histories. The
-    dates after the last decision day are not in ``Windows`` and are labelled with business days.
-    """
-    w = windows.select(np.flatnonzero(windows.ticker == ticker))
-    order = np.argsort(w.date)
-    w = w.select(order)
-    if len(w) == 0:
-        raise ValueError(f"no windows for ticker {ticker!r}")
-    closes = w.hist[:, -1, CLOSE]
-    if len(w) > 1 and not np.allclose(w.hist[1:, -2, CLOSE], closes[:-1], rtol=1e-9):
-        bad = int(np.flatnonzero(~np.isclose(w.hist[1:, -2, CLOSE], closes[:-1], rtol=1e-9))[0])
-        raise ValueError(
-            f"windows of {ticker!r} are not consecutive trading days (gap after {pd.Timestamp(w.date[bad]).date()}); "
-            "pass daily prices instead"
-        )
-    extra = w.future[-1, :holding, CLOSE]
-    last = pd.Timestamp(w.date[-1])
-    dates = pd.DatetimeIndex(w.date).append(pd.bdate_range(last + pd.offsets.BDay(1), periods=len(extra)))
-    return pd.Series(np.concatenate([closes, extra]), index=dates, name=ticker)
 
 
 def run_models(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from stockr1.cli import dispatch
+from stockr1.commands import dispatch
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "forecast": ("benchmarks.forecast:main", "TS encoder vs baselines on held-out windows (Table 2)"),

@@ -8,7 +8,7 @@ One stack, no parallel pipeline. Every method is its own labels / prompts / rewa
   (Stock-R1's u-GRPO run), a few steps each with the budget of the config,
 - generation through the ONE ``llm.rollout.RolloutEngine`` (greedy at evaluation), with each
   method's tools (AlphaQuanter's data tools, Stock-R1's forecast tool),
-- trading through the ONE simulator ``benchmarks.backtest.simulate`` (Stock-R1 App. C.5 rules:
+- trading through the ONE simulator ``stockr1.backtest.simulate`` (Stock-R1 App. C.5 rules:
   a side is entered at the decision-day close and held ``holding`` days, costs per side) and
   ``stockr1.metrics.trading``; each method's query, format teacher and text -> side rule:
   ``rl/methods/<method>/adapter.py``, its reasoning consistency: ``trade_r1.adapter.consistency``.
@@ -31,7 +31,6 @@ import argparse
 import dataclasses
 import hashlib
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,9 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from benchmarks.backtest import BacktestConfig, json_clean, prices_from_windows
+from benchmarks.backtest import json_clean
 from benchmarks.compare_plots import (
     BUY_AND_HOLD,
     DecisionRecord,
@@ -50,6 +48,7 @@ from benchmarks.compare_plots import (
     write_report,
 )
 from rl.methods.alphaquanter import adapter as alphaquanter
+from rl.methods.env import DecisionEnv
 from rl.methods.stock_r1 import adapter as stock_r1
 from rl.methods.trade_r1 import adapter as trade_r1
 from rl.methods.trading_r1 import adapter as trading_r1
@@ -90,74 +89,6 @@ class CompareConfig:
         return dict(self.methods.get(name) or {})
 
 
-def decision_rows(windows, per_ticker: int, holding: int) -> np.ndarray:
-    """Test-split rows of the decision days (module docstring), sorted by ticker then date."""
-    out = []
-    for tk in sorted(set(windows.ticker[windows.split == "test"].tolist())):
-        rows = np.flatnonzero((windows.split == "test") & (windows.ticker == tk))
-        rows = rows[np.argsort(windows.date[rows], kind="stable")]
-        stride = max(holding, math.ceil(len(rows) / per_ticker))
-        out.append(rows[::stride][:per_ticker])
-    return np.concatenate(out)
-
-
-@dataclass
-class Env:
-    """What every method sees: windows with rendered context, daily frames, the point-in-time store,
-    decision and training rows, and the test prices of each ticker."""
-
-    cfg: CompareConfig
-    windows: Any
-    frames: dict[str, pd.DataFrame]
-    store: Any
-    rows: np.ndarray  # decision days (test split)
-    train_rows: np.ndarray  # training queries (train split)
-    prices: dict[str, pd.Series]
-    bt: BacktestConfig
-    aliases: dict[str, list[str]]
-    _labels: np.ndarray | None = None
-
-    @classmethod
-    def build(cls, cfg: CompareConfig, windows=None, frames=None, store=None) -> Env:
-        from stockr1.data import load_source, sample_windows
-        from stockr1.data.context import sample_store
-        from stockr1.data.quality import check_frames
-
-        bt = BacktestConfig(**cfg.backtest)
-        if windows is None:
-            windows = sample_windows(int(cfg.data.get("lookback", 90)), int(cfg.data.get("horizon", 10)), context=True)
-            frames, _ = check_frames(load_source("sample"))
-            store = sample_store(frames)
-        test = windows.select(np.flatnonzero(windows.split == "test"))
-        prices = {tk: prices_from_windows(test, tk, bt.holding) for tk in sorted(set(test.ticker.tolist()))}
-        tr = np.flatnonzero(windows.split == "train")
-        pick = np.sort(np.random.default_rng(cfg.seed).choice(tr, size=min(cfg.n_train, len(tr)), replace=False))
-        profiles = getattr(store, "profiles", None) or {}
-        aliases = {tk: list(getattr(p, "keywords", ()) or ()) + [getattr(p, "name", tk)] for tk, p in profiles.items()}
-        return cls(cfg, windows, frames, store, decision_rows(windows, cfg.decisions_per_ticker, bt.holding), pick,
-                   prices, bt, aliases)
-
-    def ref(self, i: int) -> tuple[str, pd.Timestamp]:
-        return str(self.windows.ticker[i]), pd.Timestamp(self.windows.date[i])
-
-    def context(self, i: int) -> str:
-        from llm.qa.prompt import trim_context
-
-        ctx = self.windows.context
-        return trim_context(str(ctx[i]), self.cfg.max_context_chars) if len(ctx) else ""
-
-    @property
-    def labels(self) -> np.ndarray:
-        if self._labels is None:
-            from rl.methods.trading_r1.labels import labels_for_windows
-
-            self._labels = labels_for_windows(self.windows, self.frames)
-        return self._labels
-
-    def bench_prices(self) -> pd.Series | None:
-        return self.prices.get(self.cfg.benchmark) if self.cfg.benchmark else None
-
-
 # ------------------------------------------------------------------------------ sibling methods
 @dataclass(frozen=True)
 class TextMethod:
@@ -167,9 +98,9 @@ class TextMethod:
 
     reward: str
     weights: Mapping[str, float]
-    build: Callable[[Env, int, Mapping], tuple[str, str, dict]]
+    build: Callable[[DecisionEnv, int, Mapping], tuple[str, str, dict]]
     position: Callable[[str], int | None]
-    teacher: Callable[[Env, int, Mapping], str]
+    teacher: Callable[[DecisionEnv, int, Mapping], str]
     data_tools: bool = False
 
 
@@ -222,7 +153,7 @@ def _rft(cfg: CompareConfig, m: Mapping) -> tuple[dict[str, Any], str]:
     return rft, acc
 
 
-def run_text_method(name: str, env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, Any]]:
+def run_text_method(name: str, env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dict[str, Any]]:
     """Train (unless a checkpoint is given) and evaluate one sibling method on the decision days."""
     from rl.methods import reward_functions, run_grpo
     from rl.methods.alphaquanter.tools import AlphaQuanterTool
@@ -254,7 +185,7 @@ def run_text_method(name: str, env: Env, out: Path) -> tuple[list[DecisionRecord
     return records, info
 
 
-def evaluate_text_method(policy, name: str, env: Env, tokenizer=None) -> tuple[list[DecisionRecord], str]:
+def evaluate_text_method(policy, name: str, env: DecisionEnv, tokenizer=None) -> tuple[list[DecisionRecord], str]:
     """Greedy rollouts of ``policy`` (the Policy forward contract and a ``.tokenizer``; a
     ``ScriptedPolicy`` with ``tokenizer=`` in tests) on the decision days -> records, first completion."""
     from llm.tokenizer import chat_prompt
@@ -276,7 +207,7 @@ def evaluate_text_method(policy, name: str, env: Env, tokenizer=None) -> tuple[l
 
 
 # ------------------------------------------------------------------------------ Stock-R1
-def run_stock_r1(env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, Any]]:
+def run_stock_r1(env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dict[str, Any]]:
     """u-GRPO through ``rl.cli.run_grpo`` (its own QA prompts, decoder, ForecastTool and scorer),
     then greedy rollouts on the decision days and the z-rule on each decoded forecast."""
     from llm.policy import Policy
@@ -308,7 +239,7 @@ def run_stock_r1(env: Env, out: Path) -> tuple[list[DecisionRecord], dict[str, A
     return records, info
 
 
-def evaluate_stock_r1(policy, decoder, env: Env, tokenizer=None) -> tuple[list[DecisionRecord], str]:
+def evaluate_stock_r1(policy, decoder, env: DecisionEnv, tokenizer=None) -> tuple[list[DecisionRecord], str]:
     """Greedy rollouts with the ForecastTool on the decision days; side = z-rule on the decoded forecast."""
     import torch
 
@@ -348,7 +279,7 @@ def method_fingerprint(cfg: CompareConfig, name: str) -> str:
                       sort_keys=True, default=str)
 
 
-def run_method(name: str, env: Env, work: Path, fingerprint: str) -> tuple[list[DecisionRecord], dict[str, Any]]:
+def run_method(name: str, env: DecisionEnv, work: Path, fingerprint: str) -> tuple[list[DecisionRecord], dict[str, Any]]:
     """One method's records, cached in ``<work>/<name>/records.json`` for this config."""
     out = work / name
     cache = out / "records.json"
@@ -365,14 +296,14 @@ def run_method(name: str, env: Env, work: Path, fingerprint: str) -> tuple[list[
     return records, info
 
 
-def compare(cfg: CompareConfig, out: Path, env: Env | None = None, methods: Sequence[str] | None = None) -> dict:
+def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, methods: Sequence[str] | None = None) -> dict:
     """Run every method, write ``metrics.json``, ``table.md``, ``equity.png``, ``decisions.json``,
     ``run_info.json``; return the metrics."""
     import torch
 
     torch.set_num_threads(int(cfg.threads))
     t_all = time.perf_counter()
-    env = env or Env.build(cfg)
+    env = env or DecisionEnv.build(cfg)
     work = Path(cfg.work_dir)
     methods = list(methods or [m for m in METHODS if m in cfg.methods])
     bench = env.bench_prices()
@@ -397,7 +328,7 @@ def compare(cfg: CompareConfig, out: Path, env: Env | None = None, methods: Sequ
     return metrics
 
 
-def stock_r1_levels(env: Env, run_dir: Path) -> dict[str, Any]:
+def stock_r1_levels(env: DecisionEnv, run_dir: Path) -> dict[str, Any]:
     """Why Stock-R1's decisions are what they are: for each decision day, the emitted action's
     end_value against the day's close and the decoded 10-day return (greedy, as evaluated). A
     policy that writes training-era price levels on test-era days asks the decoder for a fall."""
@@ -445,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.diagnose_stock_r1:
         m = cfg.method("stock_r1")
         run_dir = Path(m["checkpoint"]) if m.get("checkpoint") else Path(cfg.work_dir) / "stock_r1" / "grpo" / "stock_r1"
-        levels = stock_r1_levels(Env.build(cfg), run_dir)
+        levels = stock_r1_levels(DecisionEnv.build(cfg), run_dir)
         (Path(a.out) / "stock_r1_levels.json").write_text(json.dumps(levels, indent=1))
         print(json.dumps(levels, indent=1))
     return 0

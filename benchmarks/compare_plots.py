@@ -1,7 +1,7 @@
 """Reporting for `stockr1 bench compare`: per-decision records -> the shared simulator -> one table,
 ``metrics.json``, the equity-curve PNG and the run's JSON records (`write_report`).
 
-Every method row and the buy-and-hold row go through ``benchmarks.backtest.simulate`` /
+Every method row and the buy-and-hold row go through ``stockr1.backtest.simulate`` /
 ``buy_and_hold`` and ``stockr1.metrics.trading`` with one ``BacktestConfig``, ticker by ticker,
 then metrics are averaged over tickers (as ``stockr1 bench backtest``). A decision with no
 parseable position (``position`` None) is traded as flat and counted as a parse failure.
@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from benchmarks.backtest import BacktestConfig, buy_and_hold, json_clean, simulate
+from benchmarks.backtest import json_clean
+from stockr1.backtest import BacktestConfig, buy_and_hold, simulate
 from stockr1.metrics.trading import TRADING_METRICS
 
 BUY_AND_HOLD = "buy_and_hold"

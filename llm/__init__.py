@@ -7,4 +7,5 @@ special_tokens  protocol tokens           tokenizer / tokenizer_cli  offline tok
 policy          LM + LoRA + soft tokens   logprobs                   per-token log-probs / entropy
 rollout         tool-calling engine       tools                      ForecastTool
 scripted        scripted test policy      qa, traces, sft            QA data, SFT traces, joint SFT
+corpus          the tokenizer's corpus
 """

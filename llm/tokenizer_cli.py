@@ -1,10 +1,7 @@
 """``stockr1 tokenizer build``: the offline tokenizer and the tiny Qwen3 policy.
 
-Corpus (deterministic, train split only): the shared system prompt, the chat-formatted QA prompts
-(`llm.qa` generator on the embedded sample, with context and ``<ts>`` placeholders), and SFT-style
-traces written by `llm.traces.TraceWriter` around a *persistence* forecaster (flat path at the
-last close: no decoder training needed and no future data touches the text), plus each item's
-target action block. ``--corpus FILE`` (one text per line, or .jsonl with a "text" field) replaces
+Corpus: ``llm.corpus.default_corpus`` (the project's own prompts, traces and action blocks; train
+split only). ``--corpus FILE`` (one text per line, or .jsonl with a "text" field) replaces
 it. Outputs::
 
     <out>/tokenizer/      HF tokenizer + stockr1_tokenizer.json (corpus hash; reused if unchanged)
@@ -16,52 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
 from pathlib import Path
-
-import numpy as np
-
-from stockr1.types import CLOSE, Forecast, Windows, train_only
-
-
-class PersistenceForecaster:
-    """Flat forecast at the last close/volume: the decoder stand-in for corpus text."""
-
-    def forecast(self, windows: Windows, actions: Sequence, n_samples: int, generator=None) -> Forecast:
-        s = windows.y.shape[2]
-        close = np.repeat(windows.last_close[:, None], s, 1)
-        vol = np.repeat(windows.last_volume[:, None], s, 1)
-        return Forecast(close, np.repeat(close[:, None], 2, 1), close, close, vol, None)
-
-
-def default_corpus(n_items: int = 1500, k_ts: int = 8, seed: int = 0) -> list[str]:
-    """The project's own prompt/answer text (see module docstring)."""
-    from forecast_action.derive import ActionThresholds, derive_actions
-    from llm.qa import QAConfig, generate_qa
-    from llm.qa.prompt import SYSTEM_PROMPT, user_message
-    from llm.sft import load_data
-    from llm.special_tokens import ts_placeholders
-    from llm.tokenizer import format_chat
-    from llm.tools import ForecastTool
-    from llm.traces import TraceConfig, TraceWriter
-
-    windows, context_fn = load_data({"source": "sample"})
-    items, _ = generate_qa(windows, QAConfig(n_train=n_items, n_val=0, n_test=0, seed=seed), context_fn)
-    items = [it for it in items if it.split == "train"]
-    thresholds = ActionThresholds.fit(train_only(windows))
-    ctx = windows.context if len(windows.context) == len(windows) else None
-    texts = [SYSTEM_PROMPT]
-    for it in items:
-        user = user_message(it, str(ctx[it.window]) if ctx is not None else "", ts_placeholders(k_ts))
-        texts.append(format_chat([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]))
-    idx = np.array([it.window for it in items])
-    for a in derive_actions(windows.future[idx, :, CLOSE], windows.last_close[idx], thresholds):
-        texts.append(a.to_block())
-    writer = TraceWriter(windows, ForecastTool(PersistenceForecaster(), windows, n_samples=2), thresholds,
-                         context_fn=context_fn, ts_placeholder=ts_placeholders(k_ts), cfg=TraceConfig(drop_trivial=False))
-    traces, _ = writer.write(items)
-    texts += [t.completion for t in traces]
-    return texts
 
 
 def read_corpus(path: str | Path) -> list[str]:
@@ -105,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, default in (("hidden", 128), ("layers", 4), ("heads", 4), ("kv-heads", 2), ("intermediate", 384)):
         b.add_argument(f"--tiny-{name}", type=int, default=default)
     args = ap.parse_args(argv)
+    from llm.corpus import default_corpus  # torch and transformers: only when building
+
     corpus = read_corpus(args.corpus) if args.corpus else default_corpus(args.n_items, seed=args.seed)
     tiny = {"tiny_hidden": args.tiny_hidden, "tiny_layers": args.tiny_layers, "tiny_heads": args.tiny_heads,
             "tiny_kv_heads": args.tiny_kv_heads, "tiny_intermediate": args.tiny_intermediate, "seed": args.seed}

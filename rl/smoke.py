@@ -7,6 +7,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from llm.corpus import default_corpus
+from llm.sft import load_data
 from llm.smoke import (
     SMOKE,
     device_settings,
@@ -18,17 +20,14 @@ from llm.smoke import (
     timed_step,
     work_dir,
 )
+from llm.tokenizer import build_or_load_tokenizer
+from rl.cli import build_setup, deep_update, load_config
+from rl.trainer import GRPOTrainer, StockR1Scorer, make_fabric, query_indices
 
 
 def grpo_smoke(config: str | Path, out: str | Path | None = None) -> dict[str, Any]:
     """One ``GRPOTrainer.train_step`` of the config at full width: 1 query x ``SMOKE.group_size`` rollouts
     of ``SMOKE.max_new_tokens`` tokens, loss, KL reference and mu as configured."""
-    from llm.sft import load_data
-    from llm.tokenizer import build_or_load_tokenizer
-    from llm.tokenizer_cli import default_corpus
-    from rl.cli import build_setup, deep_update, load_config
-    from rl.trainer import GRPOTrainer, StockR1Scorer, make_fabric, query_indices
-
     cfg = load_config(config)
     dev = device_settings(str(cfg.get("policy", {}).get("dtype", "float32")))
     with work_dir(out) as work:

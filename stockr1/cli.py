@@ -6,9 +6,11 @@ Each target is ``"module:function"`` where ``function(argv: list[str]) -> int | 
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
+
+from stockr1 import __version__
+from stockr1.commands import dispatch
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "data": ("stockr1.data.cli:main", "build / inspect point-in-time datasets"),
@@ -29,21 +31,6 @@ def _usage() -> str:
     return "\n".join(lines)
 
 
-def dispatch(table: dict[str, tuple[str, str]], argv: list[str], usage: str) -> int:
-    """Run ``table[argv[0]]`` with the remaining arguments."""
-    if not argv or argv[0] in {"-h", "--help", "help"}:
-        print(usage)
-        return 0
-    name, rest = argv[0], argv[1:]
-    if name not in table:
-        print(f"unknown command {name!r}\n\n{usage}", file=sys.stderr)
-        return 2
-    module_name, func_name = table[name][0].split(":")
-    func = getattr(importlib.import_module(module_name), func_name)
-    result = func(rest)
-    return int(result or 0)
-
-
 # What a user's bad input raises (a missing file, a bad value or key, an unreadable artefact): one line on
 # stderr. Anything else is a bug and keeps its traceback.
 USER_ERRORS = (ValueError, FileNotFoundError, FileExistsError, KeyError, PermissionError, NotADirectoryError)
@@ -54,8 +41,6 @@ def main(argv: list[str] | None = None) -> int:
     ``--debug`` or ``STOCKR1_DEBUG=1`` shows the traceback instead."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--version"]:
-        from stockr1 import __version__
-
         print(f"stockr1 {__version__}")
         return 0
     debug = os.environ.get("STOCKR1_DEBUG", "") not in ("", "0")

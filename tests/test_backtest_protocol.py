@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks import backtest as bt
+from benchmarks import backtest as bench
+from stockr1 import backtest as bt
 from stockr1.types import Forecast, Windows
 
 DATES = pd.bdate_range("2020-01-01", periods=7)
@@ -113,11 +114,11 @@ def test_prices_from_windows_and_run_models(tmp_path):
     gap = w.select(np.r_[0:10, 11:40])
     with pytest.raises(ValueError, match="not consecutive"):
         bt.prices_from_windows(gap, "A", holding=10)
-    mean, per, curves = bt.run_models({"oracle": bt._oracle(w)}, w, bt.BacktestConfig(threshold=0.25))
+    mean, per, curves = bench.run_models({"oracle": bench._oracle(w)}, w, bt.BacktestConfig(threshold=0.25))
     assert set(mean) == {"buy_and_hold", "oracle"}
     assert mean["oracle"]["hit_rate"] == 1.0  # perfect foresight never calls the wrong side
     assert mean["oracle"]["win_rate"] > 0.8
     assert len(curves["oracle"]) == 50
-    table = bt.table_md(mean)
+    table = bench.table_md(mean)
     assert table.count("\n") == 4 and "| oracle |" in table
-    assert json.loads(json.dumps(bt.json_clean(mean)))
+    assert json.loads(json.dumps(bench.json_clean(mean)))

@@ -7,11 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.compare import TEXT_METHODS, CompareConfig, Env, evaluate_stock_r1, evaluate_text_method
+from benchmarks.compare import TEXT_METHODS, CompareConfig, evaluate_stock_r1, evaluate_text_method
 from benchmarks.compare_plots import method_metrics
 from llm.scripted import ScriptedPolicy
 from llm.special_tokens import EOS_TOKEN
 from llm.tokenizer import chat_prompt, train_tokenizer
+from rl.methods.env import DecisionEnv
 from rl.methods.stock_r1.adapter import decision_samples as stock_r1_samples
 from stockr1.data import load_source, synthetic_windows
 from stockr1.data.context import synthetic_store
@@ -32,7 +33,7 @@ def env():
         "methods": {"stock_r1": {"max_new_tokens": 40}, "trading_r1": {"max_new_tokens": 60, "prompt_days": 3},
                     "trade_r1_fsr": {"max_new_tokens": 60}, "trade_r1_dsr": {"max_new_tokens": 60},
                     "alphaquanter": {"max_new_tokens": 60, "max_tool_calls": 2}}})
-    return Env.build(cfg, synthetic_windows(2, 400, 0, context=True), frames, synthetic_store(frames, seed=0))
+    return DecisionEnv.build(cfg, synthetic_windows(2, 400, 0, context=True), frames, synthetic_store(frames, seed=0))
 
 
 @pytest.fixture(scope="module")

@@ -9,15 +9,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.backtest import BacktestConfig, buy_and_hold, json_clean, simulate
-from benchmarks.compare import CompareConfig, decision_rows
+from benchmarks.backtest import json_clean
+from benchmarks.compare import CompareConfig
 from benchmarks.compare_plots import DecisionRecord, buy_and_hold_metrics, method_metrics, table_md
 from rl.methods.alphaquanter.adapter import position as position_alphaquanter
+from rl.methods.env import decision_rows
 from rl.methods.stock_r1.adapter import position as position_stock_r1
 from rl.methods.stock_r1.adapter import verification_text as stock_r1_verification_text
 from rl.methods.trade_r1.adapter import consistency
 from rl.methods.trade_r1.adapter import position as position_trade_r1
 from rl.methods.trading_r1.adapter import position as position_trading_r1
+from stockr1.backtest import BacktestConfig, buy_and_hold, simulate
 from stockr1.types import CLOSE, Forecast, Windows
 
 CFG = BacktestConfig(threshold=0.5, holding=2, allocation=1.0, cost_bps=0.0, vol_lookback=3)

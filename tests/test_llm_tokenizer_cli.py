@@ -50,7 +50,7 @@ def test_read_corpus_formats_and_errors(tmp_path: Path):
 
 @pytest.mark.slow
 def test_default_corpus_is_deterministic_and_speaks_the_protocol():
-    from llm.tokenizer_cli import default_corpus
+    from llm.corpus import default_corpus
 
     a = default_corpus(n_items=40)
     assert a == default_corpus(n_items=40)

@@ -1,5 +1,5 @@
 """rl/methods/<method>/adapter.py: each method's decision query, format teacher and side rule on
-a `DecisionEnv` (the compare benchmark's Env over synthetic data). A format teacher must produce
+a `DecisionEnv` (`rl.methods.env`, as the compare benchmark builds it, over synthetic data). A format teacher must produce
 the side its own method's labels / returns call for and parse back through the method's position
 rule; Trading-R1's and AlphaQuanter's must outscore the opposite decision under their reward
 (Trade-R1's gated reward takes r from the data, so the side only moves it through the judge)."""
@@ -11,11 +11,12 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.compare import CompareConfig, Env
+from benchmarks.compare import CompareConfig
 from rl.methods import reward_functions
 from rl.methods.alphaquanter import adapter as alphaquanter
 from rl.methods.alphaquanter.rewards import RewardConfig, regime
 from rl.methods.alphaquanter.tools import AlphaQuanterTool
+from rl.methods.env import DecisionEnv
 from rl.methods.stock_r1 import adapter as stock_r1
 from rl.methods.trade_r1 import adapter as trade_r1
 from rl.methods.trading_r1 import adapter as trading_r1
@@ -34,7 +35,7 @@ def env():
     frames, _ = check_frames(load_source("synthetic", n_tickers=2, n_days=400, seed=0))
     cfg = CompareConfig.from_dict({"decisions_per_ticker": 2, "n_train": 6, "max_context_chars": 500, "benchmark": None,
                                    "backtest": {"threshold": 0.5, "holding": H, "cost_bps": 10.0, "vol_lookback": 20}})
-    return Env.build(cfg, synthetic_windows(2, 400, 0, context=True), frames, synthetic_store(frames, seed=0))
+    return DecisionEnv.build(cfg, synthetic_windows(2, 400, 0, context=True), frames, synthetic_store(frames, seed=0))
 
 
 def test_trading_r1_teacher_trades_the_days_label(env):

@@ -1,7 +1,7 @@
 """Every method's decision prompt (Stock-R1's QA prompt, Trading-R1's snapshot, Trade-R1's context
 query, AlphaQuanter's episode prompt) and every AlphaQuanter data-tool call, under the data layer's
 invariance harness: replace the prices after t and every macro value, statement and news item a
-decision at t may not see, rebuild windows, contexts and the compare ``Env``, and require identical
+decision at t may not see, rebuild windows, contexts and the compare ``DecisionEnv``, and require identical
 text on the last decision days <= t. A store with a one-day look-ahead must fail the same check."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.compare import CompareConfig, Env
+from benchmarks.compare import CompareConfig
 from llm.qa.prompt import user_message
 from rl.methods.alphaquanter import adapter as alphaquanter
 from rl.methods.alphaquanter.tools import AlphaQuanterTool
+from rl.methods.env import DecisionEnv
 from rl.methods.stock_r1 import adapter as stock_r1
 from rl.methods.trade_r1 import adapter as trade_r1
 from rl.methods.trading_r1 import adapter as trading_r1
@@ -34,13 +35,13 @@ CALLS = [{"name": "get_price_data", "arguments": {"days": 5}}, {"name": "get_new
          {"name": "get_indicator", "arguments": {"indicator": "macd"}}]
 
 
-def _env(frames, tables, profiles, leak: int = 0) -> Env:
+def _env(frames, tables, profiles, leak: int = 0) -> DecisionEnv:
     store = PointInTimeStore(frames, profiles=profiles, leak_days=leak, **tables)
     w = build_windows(frames, lookback=60, horizon=H, split=SplitSpec(0.2, 0.2), context=store)
-    return Env.build(CompareConfig.from_dict(CFG), w, frames, store)
+    return DecisionEnv.build(CompareConfig.from_dict(CFG), w, frames, store)
 
 
-def _texts(env: Env, t) -> list[str]:
+def _texts(env: DecisionEnv, t) -> list[str]:
     """All prompt and tool text of the last 3 decision days <= t per ticker."""
     w, out = env.windows, []
     for tk in sorted(set(w.ticker.tolist())):

@@ -9,7 +9,8 @@ import torch
 from llm.policy import Policy, PolicyConfig
 from llm.tokenizer import train_tokenizer
 from rl.methods.trading_r1.backend import SharedStackBackend
-from rl.methods.trading_r1.curriculum import CurriculumConfig, StageConfig, run_curriculum
+from rl.methods.trading_r1.curriculum import CurriculumConfig, run_curriculum
+from rl.methods.trading_r1.stages import StageConfig
 
 T = "<conclusion>c</conclusion>\nDECISION: [[[{}]]]"
 EXAMPLES = [{"prompt": f"Ticker A{i}", "label": lab, "excess_return": 0.0, "target_decision": T.format(name)}

@@ -3,6 +3,7 @@
 import pytest
 
 from rl.methods.trading_r1 import curriculum as C
+from rl.methods.trading_r1.stages import StageConfig, stage_reward
 
 
 class Recorder:
@@ -49,8 +50,8 @@ def test_three_stages_chain_and_resume(tmp_path):
 
 
 def test_stage_reward_weights_and_none():
-    r = C.stage_reward({"decision": 2.0, "placement": 0.5})
+    r = stage_reward({"decision": 2.0, "placement": 0.5})
     out = r(None, ["<a>x</a>\nDECISION: [[[BUY]]]", "nothing"], label=[3, None], excess_return=[0.0, 0.0])
     assert out == pytest.approx([2.0 * 1.0 + 0.5 * 1.0, 0.0])  # 2nd: decision undefined, placement 0
     with pytest.raises(ValueError, match="unknown reward heads"):
-        C.StageConfig("x", {"profit": 1.0})
+        StageConfig("x", {"profit": 1.0})

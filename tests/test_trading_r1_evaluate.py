@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from benchmarks.backtest import BacktestConfig, simulate
 from rl.methods.trading_r1.evaluate import evaluate_decisions, table_md
+from stockr1.backtest import BacktestConfig, simulate
 
 IDX = pd.bdate_range("2020-01-01", periods=7)
 P = pd.Series([100.0, 102, 99, 101, 105, 104, 107], IDX)

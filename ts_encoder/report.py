@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stockr1.baselines.simple import RandomWalk
+from stockr1.metrics.forecast import forecast_metrics
 from stockr1.types import Windows, train_only
 from ts_encoder.datamodule import load_split_windows
 
@@ -77,8 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
 
-    from benchmarks.baselines.simple import RandomWalk
-    from stockr1.metrics.forecast import forecast_metrics
     from ts_encoder.module import TSForecastModule
 
     module = TSForecastModule.load_from_checkpoint(args.checkpoint, map_location="cpu").eval()

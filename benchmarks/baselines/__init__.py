@@ -1,11 +1,13 @@
 """Forecasting baselines, each with its natural predictive distribution and the same interface:
 ``fit(train, val=None) -> self`` and ``predict(windows, n_samples, seed) -> stockr1.types.Forecast``.
+The interface and the simple ones (random walk, drift) live in ``stockr1.baselines``; the classical
+and neural ones here.
 """
 
-from benchmarks.baselines.base import Baseline
 from benchmarks.baselines.classical import GARCH11, AutoARIMA
 from benchmarks.baselines.neural import DLinear, PatchTST
-from benchmarks.baselines.simple import HistoricalDrift, RandomWalk
+from stockr1.baselines.base import Baseline
+from stockr1.baselines.simple import HistoricalDrift, RandomWalk
 
 BASELINES = {
     "random_walk": RandomWalk,

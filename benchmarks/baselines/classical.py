@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.baselines.base import forecast_from_paths
-from benchmarks.baselines.simple import daily_close_returns
+from stockr1.baselines.base import forecast_from_paths
+from stockr1.baselines.simple import daily_close_returns
 from stockr1.types import CLOSE, Forecast, TrainWindows, Windows, require_train
 
 Z80 = 1.2815515655446004  # standard normal 0.90 quantile: the 80% interval half-width in σ

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from benchmarks.baselines.base import forecast_from_paths, trailing_vol
+from stockr1.baselines.base import forecast_from_paths, trailing_vol
 from stockr1.types import CLOSE, VOLUME, Forecast, TrainWindows, Windows, require_train
 
 

@@ -7,12 +7,7 @@ Modules are imported lazily so importing this package stays cheap.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pandas as pd
+from collections.abc import Callable
 
 METHODS: tuple[str, ...] = ("trading_r1", "trade_r1_fsr", "trade_r1_dsr", "trade_r1_market_only", "trade_r1_naive",
                             "alphaquanter")
@@ -24,32 +19,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-class DecisionEnv(Protocol):
-    """What a method's ``adapter`` module (``build_query``, ``format_teacher``, ...) reads of a
-    side-by-side run; ``benchmarks.compare.Env`` is the implementation."""
-
-    windows: Any  # stockr1.types.Windows, context rendered
-    frames: Mapping[str, pd.DataFrame]  # daily OHLCV per ticker
-    store: Any  # stockr1.data.context.PointInTimeStore
-    rows: np.ndarray  # decision rows of ``windows``
-    bt: Any  # benchmarks.backtest.BacktestConfig (holding)
-    cfg: Any  # benchmark ticker, max_context_chars
-    aliases: Mapping[str, list[str]]  # ticker -> names the judge accepts
-
-    @property
-    def labels(self) -> np.ndarray: ...  # Trading-R1 class per row, -1 = none
-
-    def ref(self, i: int) -> tuple[str, pd.Timestamp]: ...  # (ticker, decision day) of row i
-
-    def context(self, i: int) -> str: ...  # row i's rendered context, trimmed
-
-
 def reward_functions(method: str) -> dict[str, Callable[..., list[float | None]]]:
     if method == "trading_r1":
-        from rl.methods.trading_r1 import rewards as r
+        from rl.methods.trading_r1.stages import REWARD_HEADS
 
-        return {"structure": r.structure_rewards, "evidence": r.evidence_rewards, "decision": r.decision_rewards,
-                "outcome": r.outcome_rewards, "placement": r.placement_rewards}
+        return dict(REWARD_HEADS)
     if method.startswith("trade_r1_"):
         from rl.methods.trade_r1.gates import gated_reward
         from rl.methods.trade_r1.judge import judge_from_env

@@ -8,8 +8,9 @@ from stockr1.data.build import BuildConfig, build_dataset, content_hash, load_wi
 from stockr1.data.presets import sample_windows, synthetic_windows
 from stockr1.data.returns import invert_close_returns, log_returns
 from stockr1.data.sources import SOURCES, load_source
+from stockr1.data.sources.frames import trading_calendar
 from stockr1.data.splits import PAPER_SPLIT, SAMPLE_SPLIT, SplitSpec, assign_splits
-from stockr1.data.windows import build_windows, split_counts, trading_calendar
+from stockr1.data.windows import build_windows, split_counts
 
 __all__ = [
     "BuildConfig",

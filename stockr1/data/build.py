@@ -24,8 +24,9 @@ import pyarrow.parquet as pq
 
 from stockr1.data.quality import check_frames
 from stockr1.data.sources import load_source
+from stockr1.data.sources.frames import trading_calendar
 from stockr1.data.splits import PAPER_SPLIT, SAMPLE_SPLIT
-from stockr1.data.windows import build_windows, split_counts, trading_calendar
+from stockr1.data.windows import build_windows, split_counts
 from stockr1.types import SPLITS, Windows
 
 ARRAYS = ("x", "y", "hist", "future")

@@ -28,6 +28,7 @@ from stockr1.data.providers.base import (
     empty_news,
     publication_dates,
 )
+from stockr1.data.render import render
 from stockr1.types import CHANNELS
 
 MARKET_CLOSE = pd.Timedelta(hours=16)
@@ -155,8 +156,6 @@ class PointInTimeStore:
     # ---- rendering ------------------------------------------------------------------------------
     def render_context(self, ticker: str, t) -> str:
         """The structured prompt block of App. A.4 (ticker, date, company, summary, macro, fundamentals, news)."""
-        from stockr1.data.render import render
-
         return render(self, ticker, pd.Timestamp(t))
 
 

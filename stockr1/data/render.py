@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:
-    from stockr1.data.context import PointInTimeStore
+from stockr1.data.providers.base import MacroObs, Profile, Statement
 
 _MONEY_ITEMS = {"revenue", "gross_profit", "operating_income", "net_income", "total_assets", "total_liabilities",
                 "equity", "operating_cash_flow", "investing_cash_flow", "financing_cash_flow"}
@@ -35,7 +35,20 @@ def _macro_value(value: float, unit: str) -> str:
     return f"{value:,.2f}"
 
 
-def render(store: PointInTimeStore, ticker: str, t: pd.Timestamp) -> str:
+class ContextQueries(Protocol):
+    """What ``render`` reads of a point-in-time store (``stockr1.data.context.PointInTimeStore``)."""
+
+    profiles: Mapping[str, Profile]
+    n_news: int
+
+    def macro_asof(self, t) -> dict[str, MacroObs]: ...
+
+    def fundamentals_asof(self, ticker: str, t) -> Statement | None: ...
+
+    def news_before(self, ticker: str, t, n: int = 10) -> list[dict]: ...
+
+
+def render(store: ContextQueries, ticker: str, t: pd.Timestamp) -> str:
     prof = store.profiles.get(ticker)
     lines = [f"Ticker: {ticker}", f"Date: {t.date()}"]
     if prof is not None:

@@ -18,19 +18,12 @@ import pandas as pd
 
 from stockr1.data.adjust import action_log_factors, window_prices
 from stockr1.data.returns import log_returns
+from stockr1.data.sources.frames import trading_calendar
 from stockr1.data.splits import SAMPLE_SPLIT, SplitSpec, assign_splits
 from stockr1.types import CHANNELS, SPLITS, Windows
 
 if TYPE_CHECKING:
     from stockr1.data.context import PointInTimeStore
-
-
-def trading_calendar(frames: dict[str, pd.DataFrame]) -> pd.DatetimeIndex:
-    """The union of all tickers' dates, sorted."""
-    idx = pd.DatetimeIndex([])
-    for f in frames.values():
-        idx = idx.union(pd.DatetimeIndex(f.index))
-    return idx.sort_values()
 
 
 def build_windows(

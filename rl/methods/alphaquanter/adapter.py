@@ -1,5 +1,5 @@
 """AlphaQuanter in side-by-side runs (``stockr1 bench compare``): the episode prompt, a format
-teacher and how its text becomes a side. ``env`` is a `rl.methods.DecisionEnv`."""
+teacher and how its text becomes a side. ``env`` is a `rl.methods.env.DecisionEnv`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from rl.methods import DecisionEnv
+    from rl.methods.env import DecisionEnv
 
 
 def build_query(env: DecisionEnv, i: int, m: Mapping[str, Any]) -> tuple[str, str, dict]:

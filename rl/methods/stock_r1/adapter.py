@@ -1,6 +1,6 @@
 """Stock-R1 in side-by-side runs (``stockr1 bench compare``): the decision-day question and its
 samples, the side rule on the decoded forecast, the text the judge verifies, and the warm-start
-SFT config. ``env`` is a `rl.methods.DecisionEnv`."""
+SFT config. ``env`` is a `rl.methods.env.DecisionEnv`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from stockr1.backtest import directions_from_z, zscore_signals
+
 if TYPE_CHECKING:
     from llm.qa.core import QAItem
-    from rl.methods import DecisionEnv
+    from rl.methods.env import DecisionEnv
 
 SIDE_WORD = {1: "BUY", -1: "SELL", 0: "HOLD"}
 _ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.S)
@@ -27,9 +29,7 @@ def position(forecast, action, window, cfg) -> int | None:
     ``<forecast_action>`` -> None: the tool's fallback is the *unconditioned* decoder forecast,
     the TS encoder's view rather than the LLM's, so it is not traded.
     forecast: one-row decoded `Forecast`; window: the one-row `Windows` of the decision;
-    cfg: `benchmarks.backtest.BacktestConfig`."""
-    from benchmarks.backtest import directions_from_z, zscore_signals
-
+    cfg: `stockr1.backtest.BacktestConfig`."""
     if action is None or forecast is None:
         return None
     z = zscore_signals(forecast, window, cfg)

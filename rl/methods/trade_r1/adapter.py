@@ -1,7 +1,7 @@
 """Trade-R1 in side-by-side runs (``stockr1 bench compare``): the decision prompt over the
 window's rendered context, a format teacher, how its text becomes a side, and its triangular
 consistency score, which the benchmark reports for every method. ``env`` is a
-`rl.methods.DecisionEnv`."""
+`rl.methods.env.DecisionEnv`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rl.methods import DecisionEnv
+    from rl.methods.env import DecisionEnv
 
 TASK = ("Decide a position in {ticker} for the next {h} trading days. Reason inside <think>...</think> "
         "using only facts from the context above, then answer <answer>BUY {ticker}</answer>, "

@@ -1,5 +1,5 @@
 """Trading-R1 in side-by-side runs (``stockr1 bench compare``): the decision query, its format
-teacher and how its text becomes a side. ``env`` is a `rl.methods.DecisionEnv`."""
+teacher and how its text becomes a side. ``env`` is a `rl.methods.env.DecisionEnv`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rl.methods import DecisionEnv
+    from rl.methods.env import DecisionEnv
     from rl.methods.trading_r1.prompt import PromptConfig
 
 

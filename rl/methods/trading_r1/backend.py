@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl.methods.trading_r1.curriculum import REWARD_HEADS, StageConfig
+from rl.methods.trading_r1.stages import REWARD_HEADS, StageConfig
 
 SFT_KEYS = ("epochs", "lr", "batch_size", "max_len", "seed")
 

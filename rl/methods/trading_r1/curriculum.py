@@ -23,31 +23,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from rl.methods.trading_r1 import rewards as R
 from rl.methods.trading_r1.labels import labels_for_windows
 from rl.methods.trading_r1.prompt import PromptConfig, build_prompt, snapshot_blocks, template_thesis
+from rl.methods.trading_r1.stages import StageConfig, stage_reward
 
-REWARD_HEADS: dict[str, Callable[..., list[float | None]]] = {
-    "structure": R.structure_rewards,
-    "evidence": R.evidence_rewards,
-    "decision": R.decision_rewards,
-    "outcome": R.outcome_rewards,
-    "placement": R.placement_rewards,
-}
 STAGE_TARGET = {"structure": 1, "claims": 2, "decision": 3}
-
-
-@dataclass(frozen=True)
-class StageConfig:
-    name: str
-    rewards: dict[str, float]
-    sft: dict[str, Any] = field(default_factory=dict)
-    rft: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        bad = sorted(set(self.rewards) - set(REWARD_HEADS))
-        if bad:
-            raise ValueError(f"stage {self.name!r}: unknown reward heads {bad}; valid: {sorted(REWARD_HEADS)}")
 
 
 @dataclass(frozen=True)
@@ -66,22 +46,6 @@ def load_config(path: str | Path) -> CurriculumConfig:
     if [s.name for s in stages] != ["structure", "claims", "decision"]:
         raise ValueError(f"{path}: Trading-R1 stages must be structure, claims, decision in order")
     return CurriculumConfig(stages=stages, **d)
-
-
-def stage_reward(weights: dict[str, float]) -> Callable[..., list[float | None]]:
-    """TRL-style weighted sum of the stage's heads. A head that is undefined for a sample (None,
-    e.g. no label) contributes nothing; if every head is undefined the sample is None."""
-
-    def reward(prompts, completions, **columns) -> list[float | None]:
-        parts = [(w, REWARD_HEADS[h](prompts, completions, **columns)) for h, w in weights.items()]
-        out: list[float | None] = []
-        for i in range(len(completions)):
-            vals = [(w, v[i]) for w, v in parts if v[i] is not None]
-            out.append(sum(w * v for w, v in vals) if vals else None)
-        return out
-
-    reward.__name__ = "trading_r1_" + "+".join(weights)
-    return reward
 
 
 def excess_returns(frames: dict[str, pd.DataFrame], ticker: str, dates: Sequence, horizon: int = 10,

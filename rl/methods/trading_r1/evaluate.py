@@ -1,6 +1,6 @@
 """Trading-R1 evaluation (§4.3, App. 8.2): CR, SR (rf 4%), HR and MDD per ticker, Tables 3-4 layout.
 
-Decisions are executed with the shared backtest simulator (``benchmarks.backtest.simulate``) so
+Decisions are executed with the shared backtest simulator (``stockr1.backtest.simulate``) so
 every method is traded by identical rules: BUY / STRONG BUY go long, SELL / STRONG SELL go short,
 HOLD stays flat; each position is held ``holding`` days. Intensity (STRONG) does not change the
 size: the paper maps classes to user-specific weights it does not publish.
@@ -8,11 +8,16 @@ size: the paper maps classes to user-specific weights it does not publish.
 
 from __future__ import annotations
 
+import argparse
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
-from benchmarks.backtest import BacktestConfig, simulate
-from rl.methods.trading_r1.labels import ACTIONS
+from rl.methods.trading_r1.labels import ACTIONS, labels_for_windows, sample_label_windows
+from stockr1.backtest import BacktestConfig, prices_from_windows, simulate
+from stockr1.data import load_source
 
 SIDE = {"STRONG SELL": -1, "SELL": -1, "HOLD": 0, "BUY": 1, "STRONG BUY": 1}
 
@@ -49,14 +54,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m rl.methods.trading_r1.evaluate --out DIR``: the evaluation on the offline sample's
     test split for reference policies (no trained model needed): always-BUY (the majority class)
     and the Algorithm 1 label oracle (uses the future; an upper bound for a perfect classifier)."""
-    import argparse
-    import json
-    from pathlib import Path
-
-    from benchmarks.backtest import prices_from_windows
-    from rl.methods.trading_r1.labels import labels_for_windows, sample_label_windows
-    from stockr1.data import load_source
-
     ap = argparse.ArgumentParser(prog="trading_r1.evaluate")
     ap.add_argument("--out", default="results/methods/trading_r1")
     a = ap.parse_args(argv)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from stockr1.data.providers.base import NEWS_COLUMNS, MacroSeries, Profile
-from stockr1.data.windows import trading_calendar
+from stockr1.data.sources.frames import trading_calendar
 
 SECTORS = ("Technology", "Health Care", "Financials", "Industrials", "Energy", "Consumer Staples")
 EVENTS = (

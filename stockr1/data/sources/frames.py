@@ -1,4 +1,4 @@
-"""The one frame format every source returns, and its normaliser."""
+"""The one frame format every source returns, its normaliser, and the trading calendar of a set of frames."""
 
 from __future__ import annotations
 
@@ -35,3 +35,11 @@ def normalize_frame(df: pd.DataFrame, name: str) -> pd.DataFrame:
     cols = list(CHANNELS) + [c for c in ACTION_COLUMNS if c in df.columns]
     out = df[cols].apply(pd.to_numeric, errors="coerce").astype("float64")
     return out.sort_index(kind="stable")
+
+
+def trading_calendar(frames: dict[str, pd.DataFrame]) -> pd.DatetimeIndex:
+    """The union of all tickers' dates, sorted."""
+    idx = pd.DatetimeIndex([])
+    for f in frames.values():
+        idx = idx.union(pd.DatetimeIndex(f.index))
+    return idx.sort_values()

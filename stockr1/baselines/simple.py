@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.baselines.base import forecast_from_paths, gaussian_paths, trailing_vol
+from stockr1.baselines.base import forecast_from_paths, gaussian_paths, trailing_vol
 from stockr1.metrics.forecast import forecast_metrics
 from stockr1.types import CLOSE, Forecast, TrainWindows, Windows, require_train
 

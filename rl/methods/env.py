@@ -1,0 +1,102 @@
+"""The decision environment of a side-by-side run (``stockr1 bench compare``): what every method's
+``adapter`` module (``build_query``, ``format_teacher``, ...) reads. Windows with rendered context,
+daily frames, the point-in-time store, the decision and training rows, the test prices of each
+ticker and the backtest rules they are traded by.
+
+Decision days are every ``stride``-th test day per ticker, from the first, with
+``stride = max(holding, ceil(n_test_days / decisions_per_ticker))`` (``decision_rows``; the why is
+in ``benchmarks.compare``). Training queries are ``n_train`` random *train-split* days.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from llm.qa.prompt import trim_context
+from rl.methods.trading_r1.labels import labels_for_windows
+from stockr1.backtest import BacktestConfig, prices_from_windows
+from stockr1.data import load_source, sample_windows
+from stockr1.data.context import sample_store
+from stockr1.data.quality import check_frames
+
+
+class EnvConfig(Protocol):
+    """What the environment reads of its run's config (``benchmarks.compare.CompareConfig``)."""
+
+    seed: int
+    data: Mapping[str, Any]  # lookback, horizon of the offline sample's windows
+    decisions_per_ticker: int
+    n_train: int
+    max_context_chars: int | None
+    benchmark: str | None  # ticker whose prices define beta
+    backtest: Mapping[str, Any]  # BacktestConfig fields
+
+
+def decision_rows(windows, per_ticker: int, holding: int) -> np.ndarray:
+    """Test-split rows of the decision days (module docstring), sorted by ticker then date."""
+    out = []
+    for tk in sorted(set(windows.ticker[windows.split == "test"].tolist())):
+        rows = np.flatnonzero((windows.split == "test") & (windows.ticker == tk))
+        rows = rows[np.argsort(windows.date[rows], kind="stable")]
+        stride = max(holding, math.ceil(len(rows) / per_ticker))
+        out.append(rows[::stride][:per_ticker])
+    return np.concatenate(out)
+
+
+@dataclass
+class DecisionEnv:
+    """What every method sees: windows with rendered context, daily frames, the point-in-time store,
+    decision and training rows, and the test prices of each ticker."""
+
+    cfg: EnvConfig
+    windows: Any  # stockr1.types.Windows, context rendered
+    frames: dict[str, pd.DataFrame]  # daily OHLCV per ticker
+    store: Any  # stockr1.data.context.PointInTimeStore
+    rows: np.ndarray  # decision days (test split)
+    train_rows: np.ndarray  # training queries (train split)
+    prices: dict[str, pd.Series]
+    bt: BacktestConfig
+    aliases: dict[str, list[str]]  # ticker -> names the judge accepts
+    _labels: np.ndarray | None = None
+
+    @classmethod
+    def build(cls, cfg: EnvConfig, windows=None, frames=None, store=None) -> DecisionEnv:
+        """From ``cfg``; without ``windows`` (and its ``frames``, ``store``) the offline sample."""
+        bt = BacktestConfig(**cfg.backtest)
+        if windows is None:
+            windows = sample_windows(int(cfg.data.get("lookback", 90)), int(cfg.data.get("horizon", 10)), context=True)
+            frames, _ = check_frames(load_source("sample"))
+            store = sample_store(frames)
+        test = windows.select(np.flatnonzero(windows.split == "test"))
+        prices = {tk: prices_from_windows(test, tk, bt.holding) for tk in sorted(set(test.ticker.tolist()))}
+        tr = np.flatnonzero(windows.split == "train")
+        pick = np.sort(np.random.default_rng(cfg.seed).choice(tr, size=min(cfg.n_train, len(tr)), replace=False))
+        profiles = getattr(store, "profiles", None) or {}
+        aliases = {tk: list(getattr(p, "keywords", ()) or ()) + [getattr(p, "name", tk)] for tk, p in profiles.items()}
+        return cls(cfg, windows, frames, store, decision_rows(windows, cfg.decisions_per_ticker, bt.holding), pick,
+                   prices, bt, aliases)
+
+    def ref(self, i: int) -> tuple[str, pd.Timestamp]:
+        """(ticker, decision day) of row i."""
+        return str(self.windows.ticker[i]), pd.Timestamp(self.windows.date[i])
+
+    def context(self, i: int) -> str:
+        """Row i's rendered context, trimmed to ``cfg.max_context_chars``."""
+        ctx = self.windows.context
+        return trim_context(str(ctx[i]), self.cfg.max_context_chars) if len(ctx) else ""
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Trading-R1 class per row, -1 = none."""
+        if self._labels is None:
+            self._labels = labels_for_windows(self.windows, self.frames)
+        return self._labels
+
+    def bench_prices(self) -> pd.Series | None:
+        return self.prices.get(self.cfg.benchmark) if self.cfg.benchmark else None
