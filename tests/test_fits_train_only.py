@@ -374,11 +374,11 @@ def test_a_planted_fit_on_more_than_train_is_caught(plant, data, policy_cfg, tmp
 
 
 def test_sft_recipe_export_rule_reproduces_the_committed_choice() -> None:
-    """results/sft_recipe/README.md: step 2,000 (soft tokens on) and 2,500 (off) were exported."""
+    """results/sft_recipe/README.md: step 1,500 (one shared clip) and 2,000 (clipped apart) were exported."""
     from benchmarks.sft_recipe import export_step
 
     res = json.loads((REPO / "results/sft_recipe/metrics.json").read_text())["results"]
-    assert {k: export_step(v) for k, v in res.items()} == {"h128_l4_bs4": "2000", "h128_l4_bs4_no_ts_tokens": "2500"}
+    assert {k: export_step(v) for k, v in res.items()} == {"h128_l4_bs4": "1500", "h128_l4_bs4_clip_apart": "2000"}
     tie = {"2": {"action_and_answer_rate": 90.0, "overall": 40.0}, "4": {"action_and_answer_rate": 90.0, "overall": 40.0},
            "6": {"action_and_answer_rate": 80.0, "overall": 60.0}, "avg2-4": {"action_and_answer_rate": 100.0, "overall": 99.0}}
     assert export_step(tie) == "4" and export_step({}) is None  # the later step; averages are not candidates
