@@ -212,7 +212,8 @@ def run_stock_r1(env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dic
     then greedy rollouts on the decision days and the z-rule on each decoded forecast."""
     from llm.policy import Policy
     from llm.sft import load_decoder
-    from rl.cli import deep_update, run_grpo
+    from rl.cli import run_grpo
+    from stockr1.config import deep_update
 
     cfg, m = env.cfg, env.cfg.method("stock_r1")
     g = {**cfg.grpo, **dict(m.get("grpo", {}))}

@@ -20,7 +20,6 @@ benchmark (e.g. ``{"train": {"uncertainty": {"enabled": False}}}`` for GRPO with
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import shutil
@@ -35,15 +34,8 @@ import torch
 from rl.logging import RunLogger
 from rl.run_config import GRPORunConfig
 from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
+from stockr1.config import as_plain, deep_update, dotted_overrides, load_yaml
 from stockr1.types import train_only
-
-
-def deep_update(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``over`` merged in, recursively for nested mappings."""
-    out = copy.deepcopy(dict(base))
-    for k, v in over.items():
-        out[k] = deep_update(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
-    return out
 
 
 def load_config(config: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> dict:
@@ -52,8 +44,6 @@ def load_config(config: str | Path | Mapping[str, Any], overrides: Mapping[str, 
     if isinstance(config, Mapping):
         cfg = dict(config)
     else:
-        from llm.sft import load_yaml
-
         cfg = load_yaml(config)
     cfg = deep_update(cfg, overrides or {})
     try:
@@ -239,6 +229,7 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
     if logger is not None:
         logger.finish()
     summary: dict[str, Any] = {"run": run, "out_dir": str(out), "steps": trainer.step, "sft_dir": str(sft) if sft else None,
+                               "world_size": fabric.world_size, "rank": fabric.global_rank,
                                "n_train_queries": len(st.samples), "warnings": logger.warnings if logger else [],
                                "final": {k: v for k, v in (history[-1] if history else {}).items()
                                          if not (isinstance(v, float) and math.isnan(v))}}
@@ -275,7 +266,10 @@ def probe_run(config: str | Path | Mapping[str, Any], run_dir: str | Path | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="stockr1 grpo", description="uncertainty-aware GRPO (Stock-R1 §3.5)")
+    ap = argparse.ArgumentParser(
+        prog="stockr1 grpo", description="uncertainty-aware GRPO (Stock-R1 §3.5)",
+        epilog="Any config key can be overridden with its dotted path, e.g. --train.lr 3e-5 --rollout.temperature "
+               "0.8 --train.devices 8 --train.strategy ddp (values are YAML; the typed config checks them).")
     ap.add_argument("--config", required=True, help="YAML config (configs/grpo/*.yaml)")
     ap.add_argument("--run", default=None, help="run name (default: the config's run)")
     ap.add_argument("--sft", default=None, help="SFT run directory with policy/ and decoder/ (overrides sft.run_dir)")
@@ -286,14 +280,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-weight", action="store_true", help="plain GRPO: w(U) = 1 (ablation)")
     ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
                                                           "2 random layers, short rollouts (rl/smoke.py)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--print_config", "--print-config", action="store_true",
+                    help="print the resolved config (every key, defaults included) and exit")
+    args, rest = ap.parse_known_args(argv)
+    try:
+        over = dotted_overrides(rest)
+    except ValueError as e:
+        ap.error(str(e))
+    if args.no_weight:
+        over = deep_update(over, {"train": {"uncertainty": {"enabled": False}}})
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump(as_plain(GRPORunConfig.from_dict(load_config(args.config, over))), sort_keys=False), end="")
+        return 0
     if args.smoke:
+        if over:
+            ap.error("--smoke runs the config file as written; drop the overrides")
         from rl.smoke import grpo_smoke
 
         grpo_smoke(args.config, args.out)
         return 0
-    over = {"train": {"uncertainty": {"enabled": False}}} if args.no_weight else None
     summary = run_grpo(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out or "checkpoints/grpo",
-                       resume=args.resume, sft_dir=args.sft, overrides=over)
-    print(json.dumps(summary, indent=1, default=str))
+                       resume=args.resume, sft_dir=args.sft, overrides=over or None)
+    if summary.get("rank", 0) == 0:
+        print(json.dumps(summary, indent=1, default=str))
     return 0

@@ -58,6 +58,7 @@ from rl.grpo import GRPOLossConfig, UncertaintyWeightConfig, group_advantages, g
 from rl.logging import RunLogger, step_metrics
 from rl.rewards import REWARD_NAMES, RewardBreakdown, RewardWeights, combine_rewards, compute_rewards
 from stockr1.config import config_from_dict
+from stockr1.distributed import check_distributed, launch_fabric
 
 
 @dataclass(frozen=True)
@@ -102,11 +103,13 @@ class GRPOTrainConfig:
     log_every: int = 1
     n_table_rows: int = 4
     accelerator: str = "auto"
-    devices: int | str = 1
+    devices: int | str = 1  # per node; stockr1/distributed.py, docs/scale.md
+    num_nodes: int = 1
     strategy: str = "auto"
     precision: str = "32-true"
 
     def __post_init__(self) -> None:
+        check_distributed(self.devices, self.num_nodes, self.strategy)
         if self.group_size < 2:
             raise ValueError(f"train.group_size must be >= 2 (advantages are relative to the group), got {self.group_size}")
         for name in ("queries_per_step", "max_steps", "num_iterations", "micro_batch"):
@@ -205,11 +208,7 @@ def query_weights(samples: Sequence[GRPOSample], rollouts: Sequence[Any], cfg: U
 
 def make_fabric(cfg: GRPOTrainConfig):
     """A launched Fabric for ``cfg`` ("ddp" on several devices re-runs the script once per device)."""
-    from lightning.fabric import Fabric
-
-    fabric = Fabric(accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, precision=cfg.precision)
-    fabric.launch()
-    return fabric
+    return launch_fabric(cfg)
 
 
 def rollout_batch(rollouts: Sequence[Any], samples: Sequence[GRPOSample], pad_id: int,

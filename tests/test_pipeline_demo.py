@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stockr1.config import deep_update
 from stockr1.pipeline.demo import REPO, load_config, main, stage_configs
 from stockr1.pipeline.invoke import StageFailed, run_command
 from stockr1.pipeline.report import write_report
 from stockr1.pipeline.runner import DONE, StageContext
-from stockr1.pipeline.stages import DEMO_STAGES, deep_update, derived_config, flags
+from stockr1.pipeline.stages import DEMO_STAGES, derived_config, flags
 
 
 def _walk_keys(d, prefix=""):

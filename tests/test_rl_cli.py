@@ -12,7 +12,8 @@ from llm.qa.generator import QAConfig, QAGenerator
 from llm.sft import build_decoder, load_data
 from llm.special_tokens import TS_PLACEHOLDER
 from llm.tokenizer import train_tokenizer
-from rl.cli import build_samples, deep_update, load_config, prepare_fresh_decoder
+from rl.cli import build_samples, load_config, prepare_fresh_decoder
+from stockr1.config import deep_update
 from stockr1.types import CLOSE, train_only
 
 DECODER = {"seed": 0, "ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1,

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from stockr1.config import deep_update
 from stockr1.pipeline.invoke import run_command
 from stockr1.pipeline.runner import Stage, StageContext
 
@@ -28,14 +29,6 @@ TOKENIZER = "tokenizer/tokenizer"
 POLICY_TINY = "tokenizer/policy_tiny"
 SFT = "sft"
 GRPO = "grpo"
-
-
-def deep_update(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``over`` merged in, recursively for nested mappings."""
-    out = copy.deepcopy(dict(base))
-    for k, v in over.items():
-        out[k] = deep_update(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
-    return out
 
 
 def flags(args: Mapping[str, Any] | None) -> list[str]:
