@@ -33,6 +33,7 @@ import torch
 
 from rl.logging import RunLogger
 from rl.run_config import GRPORunConfig
+from rl.soft_tokens import SoftTokenSource
 from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
 from stockr1.config import as_plain, deep_update, dotted_overrides, load_yaml
 from stockr1.types import train_only
@@ -81,26 +82,25 @@ def prepare_fresh_decoder(decoder, windows) -> None:
 
 
 @torch.no_grad()
-def encoder_features(decoder, windows, idx: np.ndarray, batch: int = 256) -> tuple[torch.Tensor, np.ndarray]:
-    """h_ts [n, K, d] (the encoder's, action-free) and U_q [n]: the decoder's normalised uncertainty of
-    the no-action forecast, the number the tool prints before the policy acts. Reads the decoder's
-    fitted normaliser and never fits it (``ActionConditionedDecoder.fit_uncertainty`` is called only
-    where the decoder is prepared); ValueError when it is unfitted."""
+def query_uncertainty(decoder, windows, idx: np.ndarray, batch: int = 256) -> np.ndarray:
+    """U_q [n]: the decoder's normalised uncertainty of the no-action forecast, the number the tool
+    prints before the policy acts. Reads the decoder's fitted normaliser and never fits it
+    (``ActionConditionedDecoder.fit_uncertainty`` is called only where the decoder is prepared);
+    ValueError when it is unfitted."""
     if not bool(decoder.normalizer.fitted):
         raise ValueError("the decoder's uncertainty normaliser is not fitted: prepare the decoder first "
                          "(llm.sft prepare / forecast_action training call fit_uncertainty on train)")
-    h, u = [], []
-    for i in range(0, len(idx), batch):
-        w = windows.select(idx[i:i + batch])
-        h.append(decoder.encoder(torch.as_tensor(w.x)).h_ts)
-        u.append(decoder.normalizer(decoder.no_action_uncertainty(w)))
-    return torch.cat(h), torch.cat(u).double().numpy()
+    u = []
+    with torch.no_grad():
+        for i in range(0, len(idx), batch):
+            u.append(decoder.normalizer(decoder.no_action_uncertainty(windows.select(idx[i:i + batch]))))
+    return torch.cat(u).double().cpu().numpy()
 
 
 def build_samples(items, windows, thresholds, decoder, tokenizer,
                   max_context_chars: int | None = None) -> list[GRPOSample]:
-    """One GRPOSample per QA item: the shared prompt (as SFT and the QA benchmark build it), soft
-    tokens, reward columns, U_q."""
+    """One GRPOSample per QA item: the shared prompt (as SFT and the QA benchmark build it), reward
+    columns, U_q, and the soft tokens' source (computed per batch: ``rl.soft_tokens``)."""
     from forecast_action.derive import actions_from_windows
     from llm.qa.prompt import SYSTEM_PROMPT, user_message
     from llm.special_tokens import ts_placeholders
@@ -108,9 +108,10 @@ def build_samples(items, windows, thresholds, decoder, tokenizer,
     from stockr1.types import CLOSE, VOLUME
 
     idx = np.array([it.window for it in items], dtype=int)
-    h_ts, u = encoder_features(decoder, windows, idx)
+    u = query_uncertainty(decoder, windows, idx)
     targets = actions_from_windows(windows.select(idx), thresholds)
-    ph = ts_placeholders(h_ts.shape[1])
+    ph = ts_placeholders(decoder.ts_cfg.n_tokens)
+    source = SoftTokenSource(decoder, windows)
     ctx = windows.context
     out = []
     for j, it in enumerate(items):
@@ -121,7 +122,7 @@ def build_samples(items, windows, thresholds, decoder, tokenizer,
                 "choices": tuple(it.choices), "target_action": targets[j],
                 "true_close": windows.future[w, :, CLOSE], "true_volume": windows.future[w, :, VOLUME],
                 "start_close": float(windows.last_close[w])}
-        out.append(GRPOSample(prompt, int(w), cols, h_ts[j], float(u[j])))
+        out.append(GRPOSample(prompt, int(w), cols, None, float(u[j]), ts_source=source))
     return out
 
 

@@ -57,6 +57,7 @@ from llm.logprobs import keep_for_mask, pad_sequences, token_logprobs, token_log
 from rl.grpo import GRPOLossConfig, UncertaintyWeightConfig, group_advantages, grpo_loss, uncertainty_weight
 from rl.logging import RunLogger, step_metrics
 from rl.rewards import REWARD_NAMES, RewardBreakdown, RewardWeights, combine_rewards, compute_rewards
+from rl.soft_tokens import soft_tokens
 from stockr1.config import config_from_dict
 from stockr1.distributed import check_distributed, launch_fabric
 
@@ -69,8 +70,10 @@ class GRPOSample:
     sample_ref:  what the tools get (an int row of the tool's ``Windows``)
     columns:     reward columns of this query (``rl.rewards`` docstring): answer, answer_type,
                  tolerance, choices, target_action, true_close, true_volume, start_close
-    ts_tokens:   [K, d_ts] encoder tokens for the soft-token slots, or None
+    ts_tokens:   [K, d_ts] encoder tokens for the soft-token slots, precomputed; or None
     uncertainty: U_q, the encoder's normalised uncertainty in [0, 1]; NaN = unknown
+    ts_source:   computes the soft tokens from ``sample_ref`` when a batch needs them (``rl.soft_tokens``;
+                 used when ``ts_tokens`` is None). Read them with ``rl.soft_tokens.soft_tokens(samples)``.
     """
 
     prompt: str
@@ -78,6 +81,7 @@ class GRPOSample:
     columns: Mapping[str, Any] = field(default_factory=dict)
     ts_tokens: Tensor | None = None
     uncertainty: float = math.nan
+    ts_source: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -212,8 +216,10 @@ def make_fabric(cfg: GRPOTrainConfig):
 
 
 def rollout_batch(rollouts: Sequence[Any], samples: Sequence[GRPOSample], pad_id: int,
-                  device: torch.device | str = "cpu") -> dict[str, Tensor | None]:
+                  device: torch.device | str = "cpu", prompt_ts: Tensor | None = None) -> dict[str, Tensor | None]:
     """Right-padded ``ids``/``att``/``gen`` [N, T] and ``ts`` [N, K, d_ts] (None without soft tokens).
+    ``prompt_ts`` [Q, K, d_ts]: the soft tokens the rollouts were generated with (default: computed from
+    ``samples``), so the loss sees exactly the rollouts' inputs.
 
     ``gen`` is the rollouts' gen_mask: prompt, tool observations and padding are 0, so they get no
     gradient in `grpo_loss`.
@@ -221,8 +227,9 @@ def rollout_batch(rollouts: Sequence[Any], samples: Sequence[GRPOSample], pad_id
     ids, att, gen = pad_sequences([r.token_ids for r in rollouts], pad_id, [r.gen_mask for r in rollouts],
                                   side="right")
     ts = None
-    if samples[0].ts_tokens is not None:
-        ts = torch.stack([samples[r.prompt_index].ts_tokens for r in rollouts]).to(device)
+    prompt_ts = soft_tokens(samples) if prompt_ts is None else prompt_ts
+    if prompt_ts is not None:
+        ts = prompt_ts[torch.tensor([r.prompt_index for r in rollouts], device=prompt_ts.device)].to(device)
     return {"ids": ids.to(device), "att": att.to(device), "gen": gen.to(device), "ts": ts}
 
 
@@ -341,7 +348,7 @@ class GRPOTrainer:
                             fab.world_size)
         samples = [self.samples[i] for i in idx]
         t0 = time.perf_counter()
-        ts = torch.stack([s.ts_tokens for s in samples]) if samples[0].ts_tokens is not None else None
+        ts = soft_tokens(samples)
         rollouts = self.engine.generate([s.prompt for s in samples], ts, [s.sample_ref for s in samples],
                                         num_return_sequences=cfg.group_size)
         t_roll = time.perf_counter() - t0
@@ -350,7 +357,7 @@ class GRPOTrainer:
         adv = group_advantages(total, cfg.group_size).float()
         u, w_q = query_weights(samples, rollouts, cfg.uncertainty, cfg.group_size)
         w = w_q.float().repeat_interleave(cfg.group_size)
-        b = rollout_batch(rollouts, samples, self.engine.pad_id, self.fabric.device)
+        b = rollout_batch(rollouts, samples, self.engine.pad_id, self.fabric.device, ts)
         n = len(rollouts)
         chunks = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
         old = ref = None

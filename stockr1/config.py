@@ -17,6 +17,7 @@ through; each config keeps its own ``__post_init__`` / ``from_dict`` checks on t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import difflib
@@ -164,10 +165,8 @@ def dotted_overrides(args: Sequence[str]) -> dict[str, Any]:
                 raise ValueError(f"override --{key} conflicts with an earlier override of {p}")
         parsed = yaml.safe_load(value)
         if isinstance(parsed, str):  # YAML 1.1 reads "1e-3" as a string; on a command line it is a number
-            try:
+            with contextlib.suppress(ValueError):
                 parsed = float(parsed) if parsed.strip().lower() not in ("nan", "inf", "-inf", "infinity") else parsed
-            except ValueError:
-                pass
         node[parts[-1]] = parsed
         i += 1
     return out
