@@ -451,7 +451,7 @@ def build_decoder(dcfg: dict[str, Any]) -> nn.Module:
     if dcfg.get("checkpoint"):
         if dcfg.get("config") and not Path(dcfg["checkpoint"]).exists():  # name the command that writes it
             raise FileNotFoundError(
-                f"decoder checkpoint {dcfg['checkpoint']} does not exist; train it with `python -m forecast_action.train "
+                f"decoder checkpoint {dcfg['checkpoint']} does not exist; train it with `stockr1 decoder "
                 f"--config {dcfg['config']} --out {Path(dcfg['checkpoint']).parent}`")
         decoder = load_decoder(dcfg["checkpoint"])
         if "tool_samples" in dcfg:  # the SFT config sets what the tool of every later stage draws
