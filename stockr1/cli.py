@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "grpo": ("rl.cli:main", "uncertainty-aware GRPO"),
     "curriculum": ("rl.methods.trading_r1.curriculum:main", "Trading-R1 three-stage curriculum"),
     "bench": ("benchmarks.cli:main", "benchmarks: forecast | action | qa | backtest | ablation | compare"),
+    "release": ("stockr1.release:main", "pack / verify the shipped tiny SFT run (release/tiny)"),
     "demo": ("stockr1.pipeline:main", "end-to-end offline demo: data -> encoder -> SFT -> GRPO -> report"),
 }
 
