@@ -28,7 +28,7 @@ def test_cli_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
 def test_every_subcommand_target_exists_and_answers_help(capsys: pytest.CaptureFixture[str]) -> None:
     from stockr1.cli import SUBCOMMANDS, main
 
-    for name, (target, _) in SUBCOMMANDS.items():
+    for target, _ in SUBCOMMANDS.values():
         module, func = target.split(":")
         assert callable(getattr(importlib.import_module(module), func)), target
     for name in ("decoder", "ask", "sft", "grpo"):
