@@ -4,11 +4,12 @@ Protocol per row (Stock-R1 §3.3)::
 
     prompt | model: reasoning ... </forecast_action> | tool: <forecast_ts>..</forecast_ts> | model: ... </answer>
 
-How it runs. Generation proceeds in *phases*. A phase left-pads the active rows, prefills them
-once (the policy replaces ``<ts>`` placeholders with the soft tokens here) and samples token by
-token with the KV cache until every row has stopped: at a tool's close tag, at ``</answer>``, at
-EOS, or at its token budget. Rows stopped at a close tag get the tool's observation appended
-(``gen_mask`` 0) and take part in the next phase; the others are finished. So a rollout with one
+How it runs. Generation proceeds in *phases*. In a phase the backend (`llm.generation`; by default
+`llm.hf_backend.HFBackend`, or `llm.vllm_backend.VLLMBackend`) continues every active row until it
+stops: at a tool's close tag, at ``</answer>``, at EOS, or at its token budget. The HF backend
+left-pads the rows, prefills them once (the policy replaces ``<ts>`` placeholders with the soft
+tokens here) and samples token by token with the KV cache. Rows stopped at a close tag get the
+tool's observation appended (``gen_mask`` 0) and take part in the next phase; the others are finished. So a rollout with one
 tool call costs two prefills; we accept the second prefill (instead of splicing observation tokens
 into a batched cache whose rows are at different lengths) because it keeps the loop short and
 obviously correct, and the paper's protocol has exactly one call.

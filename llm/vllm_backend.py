@@ -87,7 +87,7 @@ class VLLMBackend:
             self.weights_awake = True
         weights = merged_named_weights(self.policy.model)
         if self.sync_dir is None:
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(weights)})
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": [(n, t.to(self.dtype)) for n, t in weights]})
         else:
             from safetensors.torch import save_file
 
