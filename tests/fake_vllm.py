@@ -9,11 +9,17 @@ plain HF model, for tests on machines where vLLM cannot run (it is passed in, ne
   fields as a dict (temperature, max_tokens, stop_token_ids, ignore_eos, logprobs, logit_bias, seed),
   returning ``.outputs[0].token_ids`` and ``.logprobs`` ({id: Logprob}) with processed log-probs;
 - ``sleep(level)``, ``wake_up(tags)``: recorded in ``events``.
+
+`FakeServer` puts one behind the HTTP endpoints of ``vllm serve`` for the server-mode client.
 """
 
 from __future__ import annotations
 
+import base64
 import inspect
+import io
+import json
+import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -80,3 +86,75 @@ class FakeLLM:
                 return SimpleNamespace(token_ids=ids, logprobs=lps)
             nxt = self.model.get_input_embeddings()(torch.tensor([[tok]]))
             out = self.model(inputs_embeds=nxt, use_cache=True, **{self._cache_kw: getattr(out, self._cache_kw)})
+
+
+class FakeServer:
+    """A `FakeLLM` behind the HTTP endpoints of ``vllm serve`` that `llm.vllm_server.VLLMServerClient`
+    calls (``/v1/models``, ``/v1/completions`` with ``prompt_embeds``, ``/collective_rpc``, ``/sleep``,
+    ``/wake_up``), in the response forms of vLLM 0.34's OpenAI-compatible server; on localhost, in a thread."""
+
+    def __init__(self, llm: FakeLLM):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # quiet
+                pass
+
+            def do_GET(self):
+                self._reply(fake.route("GET", self.path, None))
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                self._reply(fake.route("POST", self.path, json.loads(self.rfile.read(n)) if n else None))
+
+            def _reply(self, body):
+                raw = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.llm = llm
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._lock = threading.Lock()
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+
+    def route(self, method: str, path: str, body: dict | None) -> Any:
+        from urllib.parse import parse_qs, urlparse
+
+        url = urlparse(path)
+        if url.path == "/v1/models":
+            return {"data": [{"id": "fake"}]}
+        if url.path == "/v1/completions":
+            assert body["model"] == "fake" and body["return_token_ids"] is True
+            emb = torch.load(io.BytesIO(base64.b64decode(body["prompt_embeds"])), weights_only=True)
+            sp = {**body, "logit_bias": {int(k): v for k, v in (body.get("logit_bias") or {}).items()}}
+            with self._lock, torch.no_grad():
+                out = self.llm._one(emb, sp)
+            lps = [float(d[t].logprob) for d, t in zip(out.logprobs, out.token_ids, strict=True)]
+            return {"choices": [{"index": 0, "text": "", "token_ids": out.token_ids,
+                                 "logprobs": {"token_logprobs": lps, "tokens": [], "top_logprobs": []}}]}
+        if url.path == "/collective_rpc":
+            from safetensors.torch import load_file
+
+            path_ = body["kwargs"]["weights_path"]
+            weights = [(n, t) for f in sorted(os.listdir(path_)) if f.endswith(".safetensors")
+                       for n, t in load_file(os.path.join(path_, f)).items()]
+            with self._lock:
+                self.llm.collective_rpc(body["method"], kwargs={"weights_iterator": weights})
+            return {"results": [None]}
+        if url.path == "/sleep":
+            self.llm.sleep(int(parse_qs(url.query)["level"][0]))
+            return {"status": "sleeping"}
+        if url.path == "/wake_up":
+            self.llm.wake_up(parse_qs(url.query).get("tags"))
+            return {"status": "awake"}
+        raise AssertionError(f"unexpected {method} {path}")

@@ -22,7 +22,7 @@ from llm.tokenizer import chat_prompt
 from llm.vllm_backend import BAN_BIAS, VLLMBackend, write_model_dir
 from llm.vllm_config import vllm_import_error
 from llm.vllm_server import VLLMServerClient
-from tests.fake_vllm import FakeLLM
+from tests.fake_vllm import FakeLLM, FakeServer
 from tests.test_llm_rollout import ACT, BAD, _tool
 
 K, D_TS, BUDGET = 3, 8, 24
@@ -127,6 +127,32 @@ def test_hf_and_vllm_backends_write_the_same_rollouts(tok, policy, tmp_path, eng
         torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-4, rtol=1e-4)
     if engine_kind == "fake":  # the engine got the policy's weights before its first phase
         assert box[0].events[0] == ("reload_weights", len(box[0].loaded))
+
+
+def test_server_mode_writes_the_same_rollouts_over_http(tok, policy, tmp_path):
+    """Server mode end to end on localhost: embeddings as base64 torch.save, ids and log-probs back,
+    the merged weights through safetensors in sync_dir and /collective_rpc, sleep/wake endpoints."""
+    server = FakeServer(FakeLLM(str(write_model_dir(policy, tmp_path / "m"))))
+    try:
+        def build(e):
+            return VLLMBackend(VLLMServerClient(server.url), e.policy, e.temperature, e.top_p, e.banned_token_ids,
+                               dtype="float32", sleep_level=1, sync_dir=tmp_path / "sync")
+
+        prompts, ts = _prompts(tok), policy.ts_example
+        hf = RolloutEngine(policy, tok, [_tool()], max_new_tokens=BUDGET, temperature=0.0)
+        sv = RolloutEngine(policy, tok, [_tool()], max_new_tokens=BUDGET, temperature=0.0, backend=build)
+        a = hf.generate(prompts, ts_tokens=ts, sample_refs=[0, 1])
+        b = sv.generate(prompts, ts_tokens=ts, sample_refs=[0, 1])
+        _check_contract(tok, b, tok.convert_tokens_to_ids(FORECAST_ACTION_CLOSE))
+        for x, y in zip(a, b, strict=True):
+            assert x.token_ids == y.token_ids and x.gen_mask == y.gen_mask
+            torch.testing.assert_close(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-4, rtol=1e-4)
+        assert (tmp_path / "sync" / "model.safetensors").exists() and (tmp_path / "sync" / "config.json").exists()
+        sv.sync_weights()
+        kinds = [e[0] for e in server.llm.events]
+        assert kinds[0] == "reload_weights" and kinds[-3:] == ["sleep", "wake_up", "reload_weights"]
+    finally:
+        server.close()
 
 
 def test_vllm_requests_embeddings_stops_bans_and_seeds(tok, policy, tmp_path):
