@@ -29,7 +29,7 @@ _PEFT_PREFIX = "base_model.model."
 def merged_named_weights(model: nn.Module) -> Iterator[tuple[str, Tensor]]:
     """(name, tensor) pairs of ``model`` (a HF causal LM, or a peft ``PeftModel`` around one) with every
     adapter merged; tensors are detached, on the model's device, in its dtype."""
-    inner = model.base_model.model if _is_peft(model) else model
+    inner = unwrapped(model)
     wrappers = {name: mod for name, mod in inner.named_modules() if _merge_fn(mod) is not None}
     seen: set[int] = set()
     emitted: set[str] = set()
@@ -53,6 +53,11 @@ def merged_named_weights(model: nn.Module) -> Iterator[tuple[str, Tensor]]:
                 yield out_name, _merge_fn(wrappers[owner])()
             else:  # a bias: adapters leave it as is
                 yield out_name, param.detach()
+
+
+def unwrapped(model: nn.Module) -> nn.Module:
+    """The HF model inside a peft ``PeftModel`` (``model`` itself when it is not one)."""
+    return model.base_model.model if _is_peft(model) else model
 
 
 def _is_peft(model: nn.Module) -> bool:

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from llm.generation import PhaseOutput, PhaseRequest
-from llm.merged_weights import merged_named_weights
+from llm.merged_weights import merged_named_weights, unwrapped
 from llm.sampling import SeededGenerator
 from llm.vllm_config import VLLMConfig
 
@@ -167,8 +167,7 @@ def write_model_dir(policy, out: str | Path) -> Path:
     build the model with ``load_format="dummy"`` before the first weight push."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    model = policy.model.base_model.model if hasattr(policy.model, "base_model") and hasattr(
-        policy.model, "peft_config") else policy.model
+    model = unwrapped(policy.model)
     model.config.save_pretrained(out)
     cfg = json.loads((out / "config.json").read_text())
     cfg["vocab_size"] = int(model.get_input_embeddings().weight.shape[0])
