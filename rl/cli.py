@@ -32,10 +32,10 @@ import numpy as np
 import torch
 
 from rl.logging import RunLogger
-from rl.run_config import GRPORunConfig
+from rl.run_config import GRPORunConfig, RolloutConfig
 from rl.soft_tokens import SoftTokenSource
 from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
-from stockr1.config import as_plain, deep_update, dotted_overrides, load_yaml
+from stockr1.config import as_plain, config_from_dict, deep_update, dotted_overrides, load_yaml
 from stockr1.types import train_only
 
 
@@ -141,14 +141,15 @@ class GRPOSetup:
     rollout: dict[str, Any]
 
     def engine(self, policy=None, decoder=None, **over):
-        """A rollout engine over ``policy`` (default: the setup's) with the run's rollout settings and
-        the frozen tool of ``decoder`` (default: the setup's)."""
+        """A rollout engine over ``policy`` (default: the setup's) with the run's rollout settings (its
+        ``rollout.backend``: hf or vllm) and the frozen tool of ``decoder`` (default: the setup's)."""
         from llm.rollout import RolloutEngine
         from llm.tools import ForecastTool
 
         policy = policy or self.policy
         tool = ForecastTool(decoder or self.decoder, self.windows)
-        return RolloutEngine(policy, policy.tokenizer, [tool], **{**self.rollout, **over})
+        rollout = config_from_dict(RolloutConfig, {**self.rollout, **over}, "grpo.rollout")
+        return RolloutEngine(policy, policy.tokenizer, [tool], **rollout.engine_kwargs())
 
 
 def train_config(cfg: Mapping[str, Any], max_steps: int | None = None) -> GRPOTrainConfig:

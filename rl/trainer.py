@@ -396,6 +396,7 @@ class GRPOTrainer:
             self.opt.step()
         stats["lr"] = self.sched.get_last_lr()[0]
         self.sched.step()
+        self._push_weights()
         tok = max(acc["tok"], 1.0)
         stats.update({"loss": acc["loss"], "policy/entropy": acc["entropy"] / tok, "policy/kl": acc["kl"] / tok,
                       "policy/clip_low": acc["clip_low"] / tok, "policy/clip_high": acc["clip_high"] / tok,
@@ -403,6 +404,13 @@ class GRPOTrainer:
                       "time/rollout_s": t_roll, "time/step_s": time.perf_counter() - t0})
         self.step += 1
         return step_metrics(self.step, rollouts, samples, rewards, adv, cfg.group_size, u, w_q, stats)
+
+    def _push_weights(self) -> None:
+        """After the optimiser updates: a serving-engine rollout backend (vLLM) loads the new merged
+        weights; the HF backend generates with the trained module itself (a no-op there)."""
+        push = getattr(self.engine, "sync_weights", None)
+        if push is not None:
+            push()
 
     # ------------------------------------------------------------------ loop
     def fit(self, resume: bool = False) -> list[dict[str, float]]:
