@@ -9,7 +9,9 @@ One step::
     -> clip gradients, AdamW step; every ``ckpt_every`` steps ``out_dir/last.ckpt``     (step)
 
 What is simplified relative to TRL / verl (on purpose, for a readable engine):
-- No vLLM, no async generation, no reward/model servers: the policy samples with its own KV cache.
+- Generation is synchronous (no async rollouts, no reward/model servers): the engine samples through its
+  backend (`llm.generation`: the HF loop with the policy's own KV cache, or vLLM, which gets the merged
+  weights after every update; docs/scale.md, "Rollout backends").
 - One optimisation pass per generation batch by default (``num_iterations=1``), so the ratio is 1
   at the sampled point and ``old_logp`` is the detached current log-prob, as in TRL's default.
   ``num_iterations > 1`` reuses the batch, with ``old_logp`` taken before the first pass.
