@@ -37,6 +37,7 @@ from llm.traces import Trace
 from stockr1.config import as_plain, config_from_dict, deep_update, dotted_overrides, load_yaml
 from stockr1.data.config import DataConfig
 from stockr1.distributed import launch_fabric, shard
+from stockr1.progress import progress
 from stockr1.types import train_only
 
 # --- batches ----------------------------------------------------------------------------------
@@ -298,6 +299,7 @@ class SFTTrainer:
         if fab.is_global_zero:
             self._trim_metrics(mpath)
         fab.barrier()
+        t_run, first = time.time(), self.step  # this process's rate, for the progress line
         while self.step < cfg.max_steps:
             idx = shard(data.sample(rng, cfg.batch_size), fab.global_rank, fab.world_size)
             loss = self.train_step(data.batch(idx))
@@ -315,7 +317,8 @@ class SFTTrainer:
                     self.logger.log(rec, step=self.step)
             if self.step % cfg.log_every == 0:
                 fab.print(f"step {self.step}: loss {rec['loss']:.4f} (sft {rec['l_sft']:.4f}, ts {rec['l_ts']:.4f}, "
-                          f"lambda*ts {rec['l_ts_weighted']:.4f})", flush=True)
+                          f"lambda*ts {rec['l_ts_weighted']:.4f}) | "
+                          f"{progress(self.step, cfg.max_steps, time.time() - t_run, self.step - first)}", flush=True)
             if self.step % cfg.ckpt_every == 0 or self.step == cfg.max_steps:
                 self.save()
         return self.history

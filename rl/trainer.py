@@ -57,11 +57,12 @@ from torch import Tensor
 
 from llm.logprobs import keep_for_mask, pad_sequences, token_logprobs, token_logprobs_and_entropy
 from rl.grpo import GRPOLossConfig, UncertaintyWeightConfig, group_advantages, grpo_loss, uncertainty_weight
-from rl.logging import RunLogger, step_metrics
+from rl.logging import RunLogger, step_line, step_metrics
 from rl.rewards import REWARD_NAMES, RewardBreakdown, RewardWeights, combine_rewards, compute_rewards
 from rl.soft_tokens import soft_tokens
 from stockr1.config import config_from_dict
 from stockr1.distributed import check_distributed, launch_fabric
+from stockr1.progress import progress
 
 
 @dataclass(frozen=True)
@@ -420,9 +421,13 @@ class GRPOTrainer:
         if resume:
             self.resume()
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        t_run, first = time.time(), self.step  # this process's rate, for the progress line
         while self.step < self.cfg.max_steps:
             metrics = self.train_step()
             self.history.append(metrics["scalars"])
+            if self.step % self.cfg.log_every == 0:
+                self.fabric.print(f"{progress(self.step, self.cfg.max_steps, time.time() - t_run, self.step - first)} | "
+                                  f"{step_line(metrics['scalars'])}", flush=True)
             if self.logger is not None and self.fabric.is_global_zero and self.step % self.cfg.log_every == 0:
                 self.logger.log(self.step, metrics, n_rows=self.cfg.n_table_rows)
             if self.step % self.cfg.ckpt_every == 0 or self.step == self.cfg.max_steps:
