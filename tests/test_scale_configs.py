@@ -153,3 +153,20 @@ def test_smoke_settings_and_refusals(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="forecast_action.train --config configs/forecast_action/qwen3-4b.yaml"):
         build_decoder({"checkpoint": str(tmp_path / "missing" / "decoder.ckpt"),
                        "config": "configs/forecast_action/qwen3-4b.yaml"})
+
+
+def test_real_scale_configs_read_the_built_dataset_and_the_smoke_falls_back(tmp_path: Path) -> None:
+    """The 4B/8B SFT/GRPO configs train on `stockr1 data build --source yfinance --out data/sp500`; the
+    smoke, which must run offline, uses the sample in its place while that directory is not built and
+    says so; a built dataset is used as it is."""
+    from llm.smoke import smoke_data
+
+    for config in REAL:
+        assert _yaml(config)["data"] == {"source": "dataset", "path": "data/sp500", "lookback": 90, "horizon": 10}
+    data, note = smoke_data({"data": {"source": "dataset", "path": str(tmp_path / "sp500"), "lookback": 90}})
+    assert data == {"source": "sample", "lookback": 90} and note == f"sample (dataset {tmp_path / 'sp500'} not built)"
+    (tmp_path / "sp500").mkdir()
+    (tmp_path / "sp500" / "manifest.json").write_text("{}")
+    data, note = smoke_data({"data": {"source": "dataset", "path": str(tmp_path / "sp500")}})
+    assert data["source"] == "dataset" and note == f"dataset {tmp_path / 'sp500'}"
+    assert smoke_data({"data": {"source": "sample"}}) == ({"source": "sample"}, "sample")
