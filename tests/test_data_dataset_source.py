@@ -16,7 +16,7 @@ from llm.sft import load_data
 from stockr1.data import DatasetError, Membership, load_run_data, load_windows, read_tickers_file
 from stockr1.data.cli import main as data_main
 from stockr1.data.config import DataConfig
-from tests.dataset_csv import TICKERS, build_csv_dataset
+from tests.dataset_csv import TICKERS, build_csv_dataset, write_random_walk_csv
 
 
 def test_data_config_needs_path_and_source_together() -> None:
@@ -118,3 +118,27 @@ def test_membership_and_tickers_file_errors(tmp_path: Path) -> None:
     (tmp_path / "t.txt").write_text("AAPL MSFT\n")
     with pytest.raises(ValueError, match="one ticker per line"):
         read_tickers_file(tmp_path / "t.txt")
+
+
+def test_membership_universe_leaves_out_and_lists_what_the_source_lacks(tmp_path: Path, capsys) -> None:
+    """Without --tickers the membership file is the universe; a former member the source lacks (Yahoo keeps
+    few delisted tickers) stops the build, or with --skip-missing is left out and listed."""
+    from stockr1.data.sources.yfinance import load_yfinance
+    from tests.test_data_yfinance import fixture_downloader
+
+    (tmp_path / "m.csv").write_text("ticker,start,end\nACME,2011-01-03,\nGONE,2005-01-03,2011-09-01\nZETA,2011-01-03,\n")
+    write_random_walk_csv(tmp_path / "prices.csv")
+    args = ["build", "--source", "csv", "--path", str(tmp_path / "prices.csv"), "--membership", str(tmp_path / "m.csv")]
+    assert data_main([*args, "--out", str(tmp_path / "a")]) == 1
+    assert "['GONE'] not found" in capsys.readouterr().out
+    ds, _ = build_csv_dataset(tmp_path / "b", "--membership", str(tmp_path / "m.csv"), "--skip-missing")
+    assert "missing    1 tickers not in the source: GONE" in capsys.readouterr().out
+    assert set(load_windows(ds).ticker) == set(TICKERS)
+
+    def downloader(tk: str, start: str, end: str) -> pd.DataFrame:
+        return pd.DataFrame() if tk == "GONE" else fixture_downloader(tk, start, end)
+
+    with pytest.warns(UserWarning, match="left out 1 ticker"):
+        frames = load_yfinance(["AAPL", "GONE"], "2020-01-01", "2021-01-01", tmp_path / "cache", downloader,
+                               progress=False, retries=0, skip_missing=True)
+    assert list(frames) == ["AAPL"]

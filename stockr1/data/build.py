@@ -67,6 +67,7 @@ class BuildConfig:
     jump_policy: str = "error"
     min_interval: float = 0.5  # yfinance only: seconds between request starts (throttle)
     retries: int = 4  # yfinance only: retries per request (backoff 2, 4, 8, 16 s)
+    skip_missing: bool = False  # leave out (and list) universe tickers the source lacks
 
     def universe(self) -> list[str] | None:
         """--tickers, else --tickers-file, else the membership file's tickers, else the source's default."""
@@ -99,15 +100,18 @@ def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, re
     elif cfg.source == "csv":
         if not cfg.path:
             raise ValueError("--source csv needs --path FILE_OR_DIR")
-        frames = load_source("csv", path=cfg.path, tickers=tickers)
+        frames = load_source("csv", path=cfg.path, tickers=None if cfg.skip_missing else tickers)
+        frames = {t: frames[t] for t in tickers if t in frames} if tickers and cfg.skip_missing else frames
     elif cfg.source == "synthetic":
         frames = load_source("synthetic", n_days=cfg.n_days, seed=cfg.seed, tickers=tickers)
     elif cfg.source == "yfinance":
         kw = {k: v for k, v in (("start", cfg.start), ("end", cfg.end)) if v}
         frames = load_source("yfinance", tickers=tickers, cache_dir=cfg.cache_dir, downloader=downloader,
-                             requests=requests, **kw)
+                             requests=requests, skip_missing=cfg.skip_missing, **kw)
     else:
         raise ValueError(f"unknown source {cfg.source!r}")
+    if not frames:
+        raise ValueError(f"none of the {len(tickers or [])} tickers of the universe are in the source")
     frames, report = check_frames(frames, jump_policy=cfg.jump_policy)
     store = None
     if cfg.context:
@@ -165,6 +169,7 @@ def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_fac
         "split_dates": {s: [str(pd.Timestamp(w.date[w.split == s].min()).date()), str(pd.Timestamp(w.date[w.split == s].max()).date())]
                         for s in SPLITS if (w.split == s).any()},
         "repairs": report.counts(), "with_context": bool(store is not None),
+        "missing": sorted(set(cfg.universe() or []) - set(frames)),  # --skip-missing: not in the source
         "membership": None if member is None else {
             "tickers": len(member.tickers), "never_member": sorted(set(frames) - set(w.ticker.tolist()))},
     }  # fmt: skip

@@ -20,6 +20,7 @@ def _summary_text(man: dict) -> str:
         "split days " + "  ".join(f"{k}={a}..{b}" for k, (a, b) in s["split_dates"].items()),
         f"repairs    {json.dumps(s['repairs']) if s['repairs'] else 'none'}  (details: issues.csv)",
         f"context    {'yes' if s['with_context'] else 'no'}",
+        *([f"missing    {len(s['missing'])} tickers not in the source: {', '.join(s['missing'][:20])}"] if s.get("missing") else []),
         *([f"membership {m['tickers']} tickers in the file; never a member here: {', '.join(m['never_member']) or 'none'}"]
           if (m := s.get("membership")) else []),
         f"hash       {man['content_hash']}",
@@ -45,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--n-days", type=int, default=600)
     b.add_argument("--cache-dir", default="data/yfinance")
+    b.add_argument("--skip-missing", action="store_true",
+                   help="leave out (and list) tickers the source lacks, e.g. delisted members Yahoo no longer has")
     b.add_argument("--min-interval", type=float, default=0.5, help="yfinance: seconds between request starts")
     b.add_argument("--retries", type=int, default=4, help="yfinance: retries per request (backoff 2, 4, 8, ... s)")
     b.add_argument("--jump-policy", choices=["error", "report"], default="error")
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                       tickers_file=a.tickers_file, membership=a.membership, start=a.start, end=a.end,
                       lookback=a.lookback, horizon=a.horizon, stride=a.stride, context=not a.no_context, seed=a.seed,
                       n_days=a.n_days, cache_dir=a.cache_dir, jump_policy=a.jump_policy, min_interval=a.min_interval,
-                      retries=a.retries)
+                      retries=a.retries, skip_missing=a.skip_missing)
     try:
         man = build_dataset(cfg, a.out)
     except (DataQualityError, DataFetchError, ValueError, FileNotFoundError) as e:

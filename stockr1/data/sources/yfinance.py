@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
 from collections.abc import Callable
 from datetime import datetime, timezone
 from importlib import resources
@@ -80,9 +81,10 @@ def _history(download: Downloader, tk: str, start: str, end: str) -> pd.DataFram
 def fetch(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, start: str = DEFAULT_START, end: str = DEFAULT_END,
           downloader: Downloader | None = None, retries: int = 4, backoff: float = 2.0,
           sleep: Callable[[float], None] = time.sleep, progress: bool = True, min_interval: float = 0.0,
-          requests: Requests | None = None) -> dict:
+          requests: Requests | None = None, skip_missing: bool = False) -> dict:
     """Download missing tickers into ``cache_dir/<ticker>.parquet``; returns the manifest dict.
-    Raises DataFetchError listing every ticker that still failed (the others stay cached).
+    Raises DataFetchError listing every ticker that still failed (the others stay cached), unless
+    ``skip_missing`` (a membership universe: Yahoo lacks most delisted tickers), which only warns.
     ``requests`` (else one made from retries, backoff, sleep, min_interval) throttles and retries."""
     from tqdm.auto import tqdm
 
@@ -111,8 +113,11 @@ def fetch(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, start: str 
         tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         tmp.replace(mpath)
     if failures:
-        raise DataFetchError(f"{len(failures)} ticker(s) failed after {req.retries} retries (rerun to resume):\n  "
-                             + "\n  ".join(f"{k}: {v}" for k, v in failures.items()))
+        msg = (f"{len(failures)} ticker(s) failed after {req.retries} retries (rerun to resume):\n  "
+               + "\n  ".join(f"{k}: {v}" for k, v in failures.items()))
+        if not skip_missing:
+            raise DataFetchError(msg)
+        warnings.warn(f"yfinance: left out {msg}", stacklevel=2)
     return manifest
 
 
@@ -121,9 +126,9 @@ def load_yfinance(tickers: list[str] | None = None, start: str = DEFAULT_START, 
                   progress: bool = True, **fetch_kw) -> dict[str, pd.DataFrame]:
     """Fetch (or reuse the cache) and return as-traded frames with ``dividends`` and ``splits``."""
     tickers = list(tickers) if tickers else sp500_constituents()["ticker"].tolist()
-    fetch(tickers, cache_dir, start, end, downloader=downloader, progress=progress, **fetch_kw)
+    man = fetch(tickers, cache_dir, start, end, downloader=downloader, progress=progress, **fetch_kw)
     out = {}
-    for tk in tickers:
+    for tk in [t for t in tickers if t in man and (man[t]["start"], man[t]["end"]) == (start, end)]:
         path = Path(cache_dir) / f"{tk}.parquet"
         try:
             frame = pd.read_parquet(path)
