@@ -13,8 +13,9 @@ One stack, no parallel pipeline. Every method is its own labels / prompts / rewa
   ``stockr1.metrics.trading``; each method's query, format teacher and text -> side rule:
   ``rl/methods/<method>/adapter.py``, its reasoning consistency: ``trade_r1.adapter.consistency``.
 
-Held-out period and decision days: the offline sample's *test* split (both tickers, ~745 trading
-days each). Decision days are every ``stride``-th test day per ticker, from the first, with
+Held-out period and decision days: the *test* split of the config's ``data`` (the offline sample by
+default: both tickers, ~745 trading days each; ``data: {source: dataset, path: DIR}`` reads a
+``stockr1 data build`` dataset, whose data Stock-R1's u-GRPO run then trains on too). Decision days are every ``stride``-th test day per ticker, from the first, with
 ``stride = max(holding, ceil(n_test_days / decisions_per_ticker))``: evenly spread over the
 whole period (so no sub-period is cherry-picked) and never closer than the holding period (so no
 signal is ignored because a position is still open). Prices cover every test day, so buy-and-hold
@@ -223,6 +224,8 @@ def run_stock_r1(env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dic
     run_dir = Path(m["checkpoint"]) if m.get("checkpoint") else out / "grpo" / "stock_r1"
     if not m.get("checkpoint"):
         over = stock_r1.grpo_overrides(g, cfg.seed, cfg.max_context_chars, int(m.get("max_new_tokens", 128)))
+        if dict(cfg.data).get("source", "sample") != "sample":  # train on the data the rows are evaluated on
+            over["data"] = dict(cfg.data)
         sft_dir = Path(m["sft_run_dir"]) if m.get("sft_run_dir") else None  # a finished joint SFT run
         if sft_dir is not None and not (sft_dir / "policy" / "policy_config.json").exists():
             raise FileNotFoundError(f"methods.stock_r1.sft_run_dir {sft_dir} has no policy/: train it with "

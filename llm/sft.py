@@ -430,20 +430,15 @@ def run_fingerprint(run_dir: str | Path) -> str:
 
 
 def load_data(data: Mapping[str, Any] | DataConfig | None):
-    """(windows with rendered context, context_fn) for the configured source (``DataConfig``: an
-    unknown key or an impossible shape is refused here, before any work)."""
+    """(windows with rendered context, context_fn) for the configured source: sample, synthetic, or
+    ``source: dataset, path: DIR`` (any ``stockr1 data build`` output; ``stockr1.data.load_run_data``
+    checks its manifest and applies its membership). An unknown key or an impossible shape is
+    refused here, before any work."""
     from llm.qa.context import store_context
-    from stockr1.data import sample_windows, synthetic_windows
-    from stockr1.data.context import sample_store, synthetic_store
-    from stockr1.data.sources import load_source
+    from stockr1.data import load_run_data
 
-    cfg = DataConfig.from_dict(data)
-    if cfg.source == "sample":
-        return sample_windows(cfg.lookback, cfg.horizon, context=True), store_context(sample_store())
-    kw = cfg.synthetic_kwargs()
-    frames = load_source("synthetic", **kw)
-    return (synthetic_windows(lookback=cfg.lookback, horizon=cfg.horizon, context=True, **kw),
-            store_context(synthetic_store(frames, seed=kw.get("seed", 0))))
+    d = load_run_data(DataConfig.from_dict(data))
+    return d.windows, store_context(d.store)
 
 
 def build_decoder(dcfg: dict[str, Any]) -> nn.Module:

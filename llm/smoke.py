@@ -10,6 +10,10 @@ batch 1, and runs ONE step through the trainer the real run uses (``SFTTrainer.t
 with seconds per step and peak memory (CUDA max allocated during the step, or the process's peak RSS on
 CPU) and writes ``smoke.json`` into ``--out`` (default: a temporary directory, removed afterwards).
 
+The data: the config's ``data`` section; a ``source: dataset`` whose directory is not built (the 4B/8B
+configs read ``data/sp500``, written by ``stockr1 data build --source yfinance``, which needs the
+network) is replaced by the offline sample with the same window shape, and the printed line says so.
+
 The decoder: the configured file when it exists, else a fresh one with the configured architecture
 (``decoder.config``, the ``forecast_action.train`` config that writes the file) whose input scaling and
 U normaliser are fitted on a few train windows. Quality numbers mean nothing; shapes, memory and the
@@ -100,6 +104,18 @@ def timed_step(step: Callable[[], Any], accelerator: str) -> tuple[Any, float]:
 
 
 # ----------------------------------------------------------------------------------- the pieces
+def smoke_data(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """(data section to run on, what it is for the printed line): the config's, or the sample in place of
+    a dataset that is not built (see module docstring)."""
+    from stockr1.data.config import DataConfig
+
+    data = dict(cfg.get("data") or {})
+    if data.get("source") == "dataset" and data.get("path") and not (Path(data["path"]) / "manifest.json").exists():
+        keep = {k: data[k] for k in ("lookback", "horizon") if k in data}
+        return {"source": "sample", **keep}, f"sample (dataset {data['path']} not built)"
+    return data, DataConfig.from_dict(data).describe()
+
+
 def fresh_decoder(dcfg: Mapping[str, Any]) -> nn.Module:
     """A decoder with the configured architecture and random weights: ``decoder.config``'s ``model`` and
     ``action`` sections when named (the file ``forecast_action.train`` reads), else ``decoder.ts`` /
@@ -169,7 +185,7 @@ def report(stage: str, config: str | Path, facts: dict[str, Any], out: Path) -> 
             f"{facts['embedding_rows']} embedding rows, LoRA on {facts['lora_modules']} modules, "
             f"{facts['tokens']} tokens, {facts['precision']} on {facts['accelerator']}: "
             f"{facts['sec_per_step']:.2f} s/step, peak memory {facts['peak_memory_gib']:.2f} GiB "
-            f"({facts['peak_memory_kind']})")
+            f"({facts['peak_memory_kind']}), data: {facts['data']}")
     print(line, flush=True)
     (out / "smoke.json").write_text(json.dumps({**facts, "line": line}, indent=1, default=str))
     return facts
@@ -192,9 +208,11 @@ def sft_smoke(config: str | Path, out: str | Path | None = None) -> dict[str, An
     )
 
     cfg = load_yaml(config)
+    data, data_note = smoke_data(cfg)
+    cfg = {**cfg, "data": data}
     dev = device_settings(str(cfg.get("policy", {}).get("dtype", "float32")))
     with work_dir(out) as work:
-        windows, _ = load_data(cfg.get("data", {}))
+        windows, _ = load_data(cfg["data"])
         dec_file = prepared_decoder(cfg, windows, work / "decoder_init")  # prepare() reuses it as is
         scfg = {**cfg, "qa": {"n_train": SMOKE.n_queries, "n_val": 0, "n_test": 0, "seed": 0},
                 "traces": {"drop_trivial": False}, "max_context_chars": SMOKE.max_context_chars,
@@ -213,5 +231,5 @@ def sft_smoke(config: str | Path, out: str | Path | None = None) -> dict[str, An
         facts = {**model_facts(policy), **dataclasses.asdict(dev), "tokens": int(batch.input_ids.numel()),
                  "decoder_d_llm": int(decoder.ts_cfg.d_llm), "sec_per_step": sec, "peak_memory_gib": gib,
                  "peak_memory_kind": kind, "l_sft": float(loss.sft), "l_ts": float(loss.ts),
-                 "l_ts_weighted": float(loss.ts_weighted), **trainer.grad_norms}
+                 "l_ts_weighted": float(loss.ts_weighted), **trainer.grad_norms, "data": data_note}
         return report("sft", config, facts, work)

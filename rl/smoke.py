@@ -17,6 +17,7 @@ from llm.smoke import (
     policy_section,
     prepared_decoder,
     report,
+    smoke_data,
     timed_step,
     work_dir,
 )
@@ -30,9 +31,11 @@ def grpo_smoke(config: str | Path, out: str | Path | None = None) -> dict[str, A
     """One ``GRPOTrainer.train_step`` of the config at full width: 1 query x ``SMOKE.group_size`` rollouts
     of ``SMOKE.max_new_tokens`` tokens, loss, KL reference and mu as configured."""
     cfg = load_config(config)
+    data, data_note = smoke_data(cfg)  # the offline sample when the config's dataset is not built
+    cfg = {**cfg, "data": data}
     dev = device_settings(str(cfg.get("policy", {}).get("dtype", "float32")))
     with work_dir(out) as work:
-        windows, _ = load_data(cfg.get("data", {}))
+        windows, _ = load_data(cfg["data"])
         dec_file = prepared_decoder(cfg, windows, work / "decoder")
         build_or_load_tokenizer(
             default_corpus(n_items=SMOKE.n_queries), SMOKE.tokenizer_vocab, work / "tokenizer"
@@ -88,5 +91,6 @@ def grpo_smoke(config: str | Path, out: str | Path | None = None) -> dict[str, A
             "peak_memory_kind": kind,
             "loss": float(sc["loss"]),
             "rollout_s": float(sc["time/rollout_s"]),
+            "data": data_note,
         }
         return report("grpo", config, facts, work)

@@ -2,9 +2,14 @@
 layer's invariance harness: perturb everything a decision at t may not see (prices after t for the
 windows; prices from t-1, macro public from t, statements published from t, news from the close of
 t-1 for the store), then require the same QAContext and the same text for every template and every
-parameter on each of the last decision days <= t. A store with a one-day look-ahead must fail."""
+parameter on each of the last decision days <= t. A store with a one-day look-ahead must fail. The
+cases: the sample's store, a synthetic one, and one read back from a built dataset."""
 
 from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -13,7 +18,7 @@ import pytest
 from llm.qa import TEMPLATES, TEMPLATES_BY_KEY
 from llm.qa.context import store_context
 from llm.qa.core import decision_at
-from stockr1.data import build_windows, load_source
+from stockr1.data import BuildConfig, build_dataset, build_windows, load_frames, load_source, load_store
 from stockr1.data.context import PointInTimeStore
 from stockr1.data.leakage import check_context_invariance, perturb_context_inputs, perturb_frames
 from stockr1.data.providers.arch_macro import arch_macro
@@ -45,8 +50,26 @@ def _synthetic(leak: int = 0):
     return frames, make, {"macro": macro, "fundamentals": fundamentals, "news": news}
 
 
+@functools.lru_cache(maxsize=1)
+def _dataset_store():
+    """The store of a built dataset, read back from its files (``stockr1.data.load_store``)."""
+    out = Path(tempfile.mkdtemp(prefix="stockr1-pit-"))
+    build_dataset(BuildConfig(source="synthetic", n_days=300, seed=5, lookback=30, horizon=10), out)
+    return load_store(out, load_frames(out))
+
+
+def _dataset(leak: int = 0):
+    st = _dataset_store()
+
+    def make(fr, **tables):
+        return PointInTimeStore(fr, profiles=st.profiles, filing_lag_days=st.filing_lag_days, leak_days=leak, **tables)
+
+    return st.frames, make, {"macro": st.macro, "fundamentals": st.fundamentals, "news": st.news}
+
+
 CASES = {"sample": (_sample, ["2009-03-10", "2010-03-16", "2010-04-01", "2011-01-03"]),  # 2009-03-10: negative news
-         "synthetic": (_synthetic, [200, 230])}
+         "synthetic": (_synthetic, [200, 230]),
+         "dataset": (_dataset, [200, 260])}  # a `stockr1 data build` output, as `data: {source: dataset}` reads it
 
 
 def _t(frames, t) -> pd.Timestamp:

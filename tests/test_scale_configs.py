@@ -77,14 +77,14 @@ def _yaml(path: str | Path) -> dict:
 
 @pytest.mark.parametrize("config", REAL)
 def test_real_scale_decoder_width_and_file(config: str) -> None:
-    """decoder.checkpoint is the decoder.ckpt that `forecast_action.train --config <decoder.config> --out
+    """decoder.checkpoint is the decoder.ckpt that `stockr1 decoder --config <decoder.config> --out
     <its folder>` writes (the command is in the decoder config's header), and that decoder's d_llm equals
     the policy's hidden size (table) and policy.d_ts."""
     cfg = _yaml(config)
     ckpt, dconf = Path(cfg["decoder"]["checkpoint"]), cfg["decoder"]["config"]
     assert ckpt.name == "decoder.ckpt"  # forecast_action.train's ModelCheckpoint(filename="decoder")
     text = (ROOT / dconf).read_text()
-    assert re.search(rf"forecast_action\.train --config {re.escape(dconf)} --out {re.escape(str(ckpt.parent))}\s",
+    assert re.search(rf"stockr1 decoder --config {re.escape(dconf)} --out {re.escape(str(ckpt.parent))}\s",
                      re.sub(r"\n#\s*", " ", text)), "the decoder config's header names the command that writes the file"
     d_llm = yaml.safe_load(text)["model"]["d_llm"]
     pol = cfg["policy"]
@@ -153,3 +153,20 @@ def test_smoke_settings_and_refusals(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="stockr1 decoder --config configs/forecast_action/qwen3-4b.yaml"):
         build_decoder({"checkpoint": str(tmp_path / "missing" / "decoder.ckpt"),
                        "config": "configs/forecast_action/qwen3-4b.yaml"})
+
+
+def test_real_scale_configs_read_the_built_dataset_and_the_smoke_falls_back(tmp_path: Path) -> None:
+    """The 4B/8B SFT/GRPO configs train on `stockr1 data build --source yfinance --out data/sp500`; the
+    smoke, which must run offline, uses the sample in its place while that directory is not built and
+    says so; a built dataset is used as it is."""
+    from llm.smoke import smoke_data
+
+    for config in REAL:
+        assert _yaml(config)["data"] == {"source": "dataset", "path": "data/sp500", "lookback": 90, "horizon": 10}
+    data, note = smoke_data({"data": {"source": "dataset", "path": str(tmp_path / "sp500"), "lookback": 90}})
+    assert data == {"source": "sample", "lookback": 90} and note == f"sample (dataset {tmp_path / 'sp500'} not built)"
+    (tmp_path / "sp500").mkdir()
+    (tmp_path / "sp500" / "manifest.json").write_text("{}")
+    data, note = smoke_data({"data": {"source": "dataset", "path": str(tmp_path / "sp500")}})
+    assert data["source"] == "dataset" and note == f"dataset {tmp_path / 'sp500'}"
+    assert smoke_data({"data": {"source": "sample"}}) == ({"source": "sample"}, "sample")

@@ -16,7 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"^smoke (sft|grpo) \S+: Qwen/Qwen3-4B-Instruct-2507 hidden 2560, 2 layers, 151936 embedding rows, "
-                  r"LoRA on 14 modules, \d+ tokens, \S+ on \S+: [\d.]+ s/step, peak memory [\d.]+ GiB \(.+\)$", re.M)
+                  r"LoRA on 14 modules, \d+ tokens, \S+ on \S+: [\d.]+ s/step, peak memory [\d.]+ GiB \([^)]+\), "
+                  r"data: (sample \(dataset data/sp500 not built\)|dataset data/sp500)$", re.M)
 
 
 def _smoke(stage: str, out: Path) -> dict:

@@ -21,7 +21,8 @@ import pandas as pd
 from llm.qa.prompt import trim_context
 from rl.methods.trading_r1.labels import labels_for_windows
 from stockr1.backtest import BacktestConfig, prices_from_windows
-from stockr1.data import load_source, sample_windows
+from stockr1.data import load_run_data, load_source, sample_windows
+from stockr1.data.config import DataConfig
 from stockr1.data.context import sample_store
 from stockr1.data.quality import check_frames
 
@@ -30,7 +31,7 @@ class EnvConfig(Protocol):
     """What the environment reads of its run's config (``benchmarks.compare.CompareConfig``)."""
 
     seed: int
-    data: Mapping[str, Any]  # lookback, horizon of the offline sample's windows
+    data: Mapping[str, Any]  # a DataConfig section: source (sample | synthetic | dataset), path, lookback, horizon
     decisions_per_ticker: int
     n_train: int
     max_context_chars: int | None
@@ -67,12 +68,18 @@ class DecisionEnv:
 
     @classmethod
     def build(cls, cfg: EnvConfig, windows=None, frames=None, store=None) -> DecisionEnv:
-        """From ``cfg``; without ``windows`` (and its ``frames``, ``store``) the offline sample."""
+        """From ``cfg``; without ``windows`` (and its ``frames``, ``store``) the config's ``data`` section:
+        the offline sample by default, or ``source: dataset, path: DIR`` (``stockr1.data.load_run_data``)."""
         bt = BacktestConfig(**cfg.backtest)
         if windows is None:
-            windows = sample_windows(int(cfg.data.get("lookback", 90)), int(cfg.data.get("horizon", 10)), context=True)
-            frames, _ = check_frames(load_source("sample"))
-            store = sample_store(frames)
+            data = DataConfig.from_dict(cfg.data)
+            if data.source == "sample":  # the store over the checked frames, as every earlier comparison
+                windows = sample_windows(data.lookback, data.horizon, context=True)
+                frames, _ = check_frames(load_source("sample"))
+                store = sample_store(frames)
+            else:
+                d = load_run_data(data)
+                windows, frames, store = d.windows, d.frames, d.store
         test = windows.select(np.flatnonzero(windows.split == "test"))
         prices = {tk: prices_from_windows(test, tk, bt.holding) for tk in sorted(set(test.ticker.tolist()))}
         tr = np.flatnonzero(windows.split == "train")

@@ -3,6 +3,9 @@
 Layout of ``out/``:
     windows-{train,val,test}.parquet   row, ticker, date, split, x, y, hist, future (flattened)
     context-{train,val,test}.parquet   row, ticker, date, context
+    frames.parquet                     the checked daily frames (ticker, date, OHLCV, actions)
+    store.json, store-*.parquet        the point-in-time store's inputs (with context; dataset_io.py)
+    membership.csv                     index membership (with --membership; applied by load_windows)
     issues.csv                         every data-quality issue (ticker, date, kind, action, detail)
     manifest.json                      config, shapes, summary, file sha256s, content_hash
 
@@ -22,6 +25,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from stockr1.data.dataset_io import (
+    STORE_META,
+    DatasetError,
+    read_frames,
+    read_manifest,
+    read_store,
+    sha256,
+    write_frames,
+    write_store,
+)
+from stockr1.data.membership import Membership, read_tickers_file
 from stockr1.data.quality import check_frames
 from stockr1.data.sources import load_source
 from stockr1.data.sources.frames import trading_calendar
@@ -30,6 +44,8 @@ from stockr1.data.windows import build_windows, split_counts
 from stockr1.types import SPLITS, Windows
 
 ARRAYS = ("x", "y", "hist", "future")
+FRAMES_FILE = "frames.parquet"
+MEMBERSHIP_FILE = "membership.csv"
 
 
 @dataclass(frozen=True)
@@ -37,6 +53,8 @@ class BuildConfig:
     source: str = "sample"
     path: str | None = None
     tickers: tuple[str, ...] | None = None
+    tickers_file: str | None = None  # one ticker per line, # comments
+    membership: str | None = None  # CSV ticker,start,end (stockr1.data.membership)
     start: str | None = None
     end: str | None = None
     lookback: int = 90
@@ -47,6 +65,19 @@ class BuildConfig:
     n_days: int = 600  # synthetic only
     cache_dir: str = "data/yfinance"  # yfinance only
     jump_policy: str = "error"
+    min_interval: float = 0.5  # yfinance only: seconds between request starts (throttle)
+    retries: int = 4  # yfinance only: retries per request (backoff 2, 4, 8, 16 s)
+    skip_missing: bool = False  # leave out (and list) universe tickers the source lacks
+
+    def universe(self) -> list[str] | None:
+        """--tickers, else --tickers-file, else the membership file's tickers, else the source's default."""
+        if self.tickers and self.tickers_file:
+            raise ValueError("give --tickers or --tickers-file, not both")
+        if self.tickers:
+            return list(self.tickers)
+        if self.tickers_file:
+            return list(read_tickers_file(self.tickers_file))
+        return list(Membership.read(self.membership).tickers) if self.membership else None
 
 
 def content_hash(w: Windows) -> str:
@@ -59,21 +90,28 @@ def content_hash(w: Windows) -> str:
     return h.hexdigest()
 
 
-def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None):
-    tickers = list(cfg.tickers) if cfg.tickers else None
+def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, requests=None):
+    from stockr1.data.throttle import requests_policy
+
+    tickers = cfg.universe()
+    requests = requests or requests_policy(cfg.min_interval, cfg.retries)
     if cfg.source == "sample":
         frames = load_source("sample", tickers=tickers)
     elif cfg.source == "csv":
         if not cfg.path:
             raise ValueError("--source csv needs --path FILE_OR_DIR")
-        frames = load_source("csv", path=cfg.path, tickers=tickers)
+        frames = load_source("csv", path=cfg.path, tickers=None if cfg.skip_missing else tickers)
+        frames = {t: frames[t] for t in tickers if t in frames} if tickers and cfg.skip_missing else frames
     elif cfg.source == "synthetic":
         frames = load_source("synthetic", n_days=cfg.n_days, seed=cfg.seed, tickers=tickers)
     elif cfg.source == "yfinance":
         kw = {k: v for k, v in (("start", cfg.start), ("end", cfg.end)) if v}
-        frames = load_source("yfinance", tickers=tickers, cache_dir=cfg.cache_dir, downloader=downloader, **kw)
+        frames = load_source("yfinance", tickers=tickers, cache_dir=cfg.cache_dir, downloader=downloader,
+                             requests=requests, skip_missing=cfg.skip_missing, **kw)
     else:
         raise ValueError(f"unknown source {cfg.source!r}")
+    if not frames:
+        raise ValueError(f"none of the {len(tickers or [])} tickers of the universe are in the source")
     frames, report = check_frames(frames, jump_policy=cfg.jump_policy)
     store = None
     if cfg.context:
@@ -84,19 +122,29 @@ def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None):
         elif cfg.source == "synthetic":
             store = ctx.synthetic_store(frames, seed=cfg.seed)
         elif cfg.source == "yfinance":
-            store = ctx.yfinance_store(frames, downloader=downloader, ticker_factory=ticker_factory)
+            store = ctx.yfinance_store(frames, downloader=downloader, ticker_factory=ticker_factory, requests=requests)
     return frames, report, store
 
 
-def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_factory=None) -> dict:
-    """Build, write and return the manifest (whose ``summary`` the CLI prints)."""
-    frames, report, store = _frames_and_store(cfg, downloader, ticker_factory)
+def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_factory=None, requests=None) -> dict:
+    """Build, write and return the manifest (whose ``summary`` the CLI prints). ``requests``
+    (stockr1.data.throttle.Requests) overrides the throttle/retry policy of cfg (tests: a fake clock)."""
+    member = Membership.read(cfg.membership) if cfg.membership else None
+    frames, report, store = _frames_and_store(cfg, downloader, ticker_factory, requests)
     split = PAPER_SPLIT if cfg.source == "yfinance" else SAMPLE_SPLIT
     w = build_windows(frames, cfg.lookback, cfg.horizon, split=split, stride=cfg.stride, context=store,
-                      start=cfg.start if cfg.source != "yfinance" else None, end=cfg.end if cfg.source != "yfinance" else None)
+                      start=cfg.start if cfg.source != "yfinance" else None, end=cfg.end if cfg.source != "yfinance" else None,
+                      membership=member)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = {}
+    extra = [FRAMES_FILE]
+    write_frames(frames, out / FRAMES_FILE)
+    if store is not None:
+        extra += write_store(store, out)
+    if member is not None:
+        member.write(out / MEMBERSHIP_FILE)
+        extra.append(MEMBERSHIP_FILE)
     rows = np.arange(len(w))
     for s in SPLITS:
         m = w.split == s
@@ -108,9 +156,10 @@ def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_fac
         ctx_cols = {"row": rows[m], "ticker": w.ticker[m].astype(str), "date": w.date[m], "context": w.context[m].astype(str)}
         pq.write_table(pa.table(ctx_cols), out / f"context-{s}.parquet")
         for f in (f"windows-{s}.parquet", f"context-{s}.parquet"):
-            files[f] = hashlib.sha256((out / f).read_bytes()).hexdigest()
+            files[f] = sha256(out / f)
     pd.DataFrame([asdict(i) for i in report.issues], columns=["ticker", "date", "kind", "action", "detail"]).to_csv(
         out / "issues.csv", index=False)
+    files.update({f: sha256(out / f) for f in [*extra, "issues.csv"]})
     cal = trading_calendar(frames)
     summary = {
         "source": cfg.source, "tickers": sorted(frames), "n_tickers": len(frames),
@@ -120,6 +169,9 @@ def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_fac
         "split_dates": {s: [str(pd.Timestamp(w.date[w.split == s].min()).date()), str(pd.Timestamp(w.date[w.split == s].max()).date())]
                         for s in SPLITS if (w.split == s).any()},
         "repairs": report.counts(), "with_context": bool(store is not None),
+        "missing": sorted(set(cfg.universe() or []) - set(frames)),  # --skip-missing: not in the source
+        "membership": None if member is None else {
+            "tickers": len(member.tickers), "never_member": sorted(set(frames) - set(w.ticker.tolist()))},
     }  # fmt: skip
     manifest = {"config": asdict(cfg), "shapes": {"lookback": cfg.lookback, "horizon": cfg.horizon},
                 "summary": summary, "files": files, "content_hash": content_hash(w)}
@@ -127,27 +179,51 @@ def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_fac
     return manifest
 
 
-def load_windows(directory: str | Path) -> Windows:
-    """Read a built dataset back; identical (arrays and order) to what build_dataset wrote."""
+def load_windows(directory: str | Path, verify: bool = True) -> Windows:
+    """Read a built dataset back; identical (arrays and order) to what build_dataset wrote. The
+    manifest is checked first (``dataset_io.read_manifest``: every file present with its sha256), and
+    a saved membership is applied again, so every reader sees the dataset's universe."""
     d = Path(directory)
-    mpath = d / "manifest.json"
-    if not mpath.exists():
-        raise FileNotFoundError(f"{d} is not a built dataset (no manifest.json); run `stockr1 data build`")
-    man = json.loads(mpath.read_text())
+    man = read_manifest(d, verify)
     L, S = man["shapes"]["lookback"], man["shapes"]["horizon"]
     shapes = {"x": (5, L), "y": (5, S), "hist": (L, 5), "future": (S, 5)}
-    try:
-        tab = pd.concat([pq.read_table(d / f"windows-{s}.parquet").to_pandas() for s in SPLITS], ignore_index=True)
-        ctx = pd.concat([pq.read_table(d / f"context-{s}.parquet").to_pandas() for s in SPLITS], ignore_index=True)
-    except Exception as e:  # noqa: BLE001 - name the corrupt directory
-        raise ValueError(f"cannot read dataset shards in {d}: {e}") from e
-    tab = tab.sort_values("row", kind="stable").reset_index(drop=True)
-    ctx = ctx.set_index("row").loc[tab["row"]]
+    tabs, ctxs = [], []
+    for s in SPLITS:
+        for name, dest in ((f"windows-{s}.parquet", tabs), (f"context-{s}.parquet", ctxs)):
+            try:
+                dest.append(pq.read_table(d / name).to_pandas())
+            except Exception as e:  # noqa: BLE001 - name the corrupt file
+                raise DatasetError(f"cannot read dataset file {d / name}: {type(e).__name__}: {e}") from e
+    tab = pd.concat(tabs, ignore_index=True).sort_values("row", kind="stable").reset_index(drop=True)
+    ctx = pd.concat(ctxs, ignore_index=True).set_index("row").loc[tab["row"]]
     arrays = {k: np.stack(tab[k].to_numpy()).reshape((len(tab),) + shp) if len(tab) else np.zeros((0,) + shp)
               for k, shp in shapes.items()}
-    return Windows(
+    w = Windows(
         ticker=tab["ticker"].to_numpy(dtype=object), date=tab["date"].to_numpy(dtype="datetime64[ns]"),
         x=arrays["x"].astype(np.float32), y=arrays["y"].astype(np.float32),
         hist=arrays["hist"].astype(np.float64), future=arrays["future"].astype(np.float64),
         split=tab["split"].to_numpy(dtype=object), context=ctx["context"].to_numpy(dtype=object),
     )
+    if MEMBERSHIP_FILE in man["files"]:
+        keep = Membership.read(d / MEMBERSHIP_FILE).mask(w.ticker, w.date)
+        w = w if keep.all() else w.select(np.flatnonzero(keep))
+    return w
+
+
+def load_frames(directory: str | Path, verify: bool = True) -> dict[str, pd.DataFrame]:
+    """The checked daily frames a dataset was built from (every ticker, whole history)."""
+    d = Path(directory)
+    man = read_manifest(d, verify)
+    if FRAMES_FILE not in man["files"]:
+        raise DatasetError(f"{d} has no {FRAMES_FILE} (built by an older stockr1); rebuild it with `stockr1 data build`")
+    return read_frames(d / FRAMES_FILE)
+
+
+def load_store(directory: str | Path, frames: dict[str, pd.DataFrame], verify: bool = True):
+    """The dataset's ``PointInTimeStore``: its saved context inputs, or an empty store (prices only)
+    for a dataset built without context (``--source csv`` or ``--no-context``)."""
+    from stockr1.data.context import PointInTimeStore
+
+    d = Path(directory)
+    man = read_manifest(d, verify)
+    return read_store(d, frames) if STORE_META in man["files"] else PointInTimeStore(frames)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from stockr1.data.build import BuildConfig, build_dataset
+from stockr1.data.dataset_io import DatasetError, read_manifest
 from stockr1.data.quality import DataQualityError
+from stockr1.data.throttle import DataFetchError
 
 
 def _summary_text(man: dict) -> str:
@@ -19,6 +20,9 @@ def _summary_text(man: dict) -> str:
         "split days " + "  ".join(f"{k}={a}..{b}" for k, (a, b) in s["split_dates"].items()),
         f"repairs    {json.dumps(s['repairs']) if s['repairs'] else 'none'}  (details: issues.csv)",
         f"context    {'yes' if s['with_context'] else 'no'}",
+        *([f"missing    {len(s['missing'])} tickers not in the source: {', '.join(s['missing'][:20])}"] if s.get("missing") else []),
+        *([f"membership {m['tickers']} tickers in the file; never a member here: {', '.join(m['never_member']) or 'none'}"]
+          if (m := s.get("membership")) else []),
         f"hash       {man['content_hash']}",
     ]
     return "\n".join(lines)
@@ -31,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--source", choices=["sample", "yfinance", "csv", "synthetic"], default="sample")
     b.add_argument("--path", help="csv/parquet file or directory (--source csv)")
     b.add_argument("--tickers", nargs="+")
+    b.add_argument("--tickers-file", help="one ticker per line, # comments (instead of --tickers)")
+    b.add_argument("--membership", help="CSV ticker,start,end: decision days only while a member (end empty = still one)")
     b.add_argument("--start")
     b.add_argument("--end")
     b.add_argument("--lookback", type=int, default=90)
@@ -40,20 +46,30 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--n-days", type=int, default=600)
     b.add_argument("--cache-dir", default="data/yfinance")
+    b.add_argument("--skip-missing", action="store_true",
+                   help="leave out (and list) tickers the source lacks, e.g. delisted members Yahoo no longer has")
+    b.add_argument("--min-interval", type=float, default=0.5, help="yfinance: seconds between request starts")
+    b.add_argument("--retries", type=int, default=4, help="yfinance: retries per request (backoff 2, 4, 8, ... s)")
     b.add_argument("--jump-policy", choices=["error", "report"], default="error")
-    b.add_argument("--out", required=True)
+    b.add_argument("--out", required=True, help="dataset directory (the real-scale configs read data/sp500)")
     i = sub.add_parser("info", help="print the summary of a built dataset")
     i.add_argument("dir")
     a = p.parse_args(argv)
     if a.cmd == "info":
-        print(_summary_text(json.loads((Path(a.dir) / "manifest.json").read_text())))
+        try:
+            print(_summary_text(read_manifest(a.dir)))
+        except DatasetError as e:
+            print(f"stockr1 data info: {e}")
+            return 1
         return 0
-    cfg = BuildConfig(source=a.source, path=a.path, tickers=tuple(a.tickers) if a.tickers else None, start=a.start,
-                      end=a.end, lookback=a.lookback, horizon=a.horizon, stride=a.stride, context=not a.no_context,
-                      seed=a.seed, n_days=a.n_days, cache_dir=a.cache_dir, jump_policy=a.jump_policy)
+    cfg = BuildConfig(source=a.source, path=a.path, tickers=tuple(a.tickers) if a.tickers else None,
+                      tickers_file=a.tickers_file, membership=a.membership, start=a.start, end=a.end,
+                      lookback=a.lookback, horizon=a.horizon, stride=a.stride, context=not a.no_context, seed=a.seed,
+                      n_days=a.n_days, cache_dir=a.cache_dir, jump_policy=a.jump_policy, min_interval=a.min_interval,
+                      retries=a.retries, skip_missing=a.skip_missing)
     try:
         man = build_dataset(cfg, a.out)
-    except (DataQualityError, ValueError, FileNotFoundError) as e:
+    except (DataQualityError, DataFetchError, ValueError, FileNotFoundError) as e:
         print(f"stockr1 data build: {e}")
         return 1
     print(_summary_text(man))

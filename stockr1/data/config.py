@@ -1,4 +1,4 @@
-"""The ``data:`` section of every run config: which built-in source and the window shape."""
+"""The ``data:`` section of every run config: which source and the window shape."""
 
 from __future__ import annotations
 
@@ -8,16 +8,20 @@ from typing import Any
 
 from stockr1.config import config_from_dict
 
-SOURCES = ("sample", "synthetic")
+SOURCES = ("sample", "synthetic", "dataset")
 
 
 @dataclass(frozen=True)
 class DataConfig:
-    """source:   "sample" (the embedded S&P 500 + NASDAQ OHLCV, 1999-2018) or "synthetic"
-    lookback: days of history per window (L); horizon: future days per window (S), at most L
+    """source:   "sample" (the embedded S&P 500 + NASDAQ OHLCV, 1999-2018), "synthetic", or "dataset"
+              (a directory written by ``stockr1 data build``: yfinance, csv, ...; manifest checked)
+    path:     the dataset directory (source: dataset only)
+    lookback: days of history per window (L); horizon: future days per window (S), at most L; for a
+              dataset both must equal the shapes it was built with
     n_tickers, n_days, seed: the synthetic source's size and seed (None = its defaults)"""
 
     source: str = "sample"
+    path: str | None = None
     lookback: int = 90
     horizon: int = 10
     n_tickers: int | None = None
@@ -27,6 +31,11 @@ class DataConfig:
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"data.source must be one of {SOURCES}, got {self.source!r}")
+        if self.source == "dataset" and not self.path:
+            raise ValueError("data.source: dataset needs data.path, the directory `stockr1 data build --out DIR` wrote")
+        if self.path is not None and self.source != "dataset":
+            raise ValueError(f"data.path only applies to source: dataset (got source: {self.source}); "
+                             "set source: dataset to read a built dataset")
         if self.lookback < 1 or self.horizon < 1:
             raise ValueError(f"data.lookback and data.horizon must be >= 1, got {self.lookback}, {self.horizon}")
         if self.horizon > self.lookback:
@@ -40,3 +49,7 @@ class DataConfig:
 
     def synthetic_kwargs(self) -> dict[str, int]:
         return {k: v for k in ("n_tickers", "n_days", "seed") if (v := getattr(self, k)) is not None}
+
+    def describe(self) -> str:
+        """One phrase for printed lines: ``sample`` or ``dataset data/sp500``."""
+        return f"dataset {self.path}" if self.source == "dataset" else self.source

@@ -184,14 +184,16 @@ def synthetic_store(frames: dict[str, pd.DataFrame], seed: int = 0, leak_days: i
                             leak_days=leak_days)
 
 
-def yfinance_store(frames: dict[str, pd.DataFrame], downloader=None, ticker_factory=None) -> PointInTimeStore:
+def yfinance_store(frames: dict[str, pd.DataFrame], downloader=None, ticker_factory=None,
+                   requests=None) -> PointInTimeStore:
     """Context for yfinance frames: Yahoo Treasury yields (+ FRED when FRED_API_KEY is set),
-    quarterly statements, news and undated profile text."""
+    quarterly statements, news and undated profile text; ``requests`` (stockr1.data.throttle.Requests)
+    throttles and retries every Yahoo call."""
     from stockr1.data.providers.fred import fred_macro
     from stockr1.data.providers.yfinance import _yf_ticker, yf_context
 
     cal = pd.DatetimeIndex(sorted({d for f in frames.values() for d in f.index}))
     start, end = str((cal[0] - pd.Timedelta(days=7)).date()), str((cal[-1] + pd.Timedelta(days=1)).date())
-    kw = yf_context(sorted(frames), start, end, ticker_factory or _yf_ticker, downloader)
+    kw = yf_context(sorted(frames), start, end, ticker_factory or _yf_ticker, downloader, requests)
     kw["macro"] = {**kw["macro"], **fred_macro(start=start, end=end)}
     return PointInTimeStore(frames, **kw)

@@ -24,6 +24,7 @@ from stockr1.types import CHANNELS, SPLITS, Windows
 
 if TYPE_CHECKING:
     from stockr1.data.context import PointInTimeStore
+    from stockr1.data.membership import Membership
 
 
 def build_windows(
@@ -37,6 +38,7 @@ def build_windows(
     end: str | None = None,
     leak_days: int = 0,
     label_lookahead: int = 0,
+    membership: Membership | None = None,
 ) -> Windows:
     """All windows of all tickers (ticker-major, then by date), split chronologically.
 
@@ -45,7 +47,9 @@ def build_windows(
     embargo defaults to the longest look-ahead in use, ``max(horizon, label_lookahead)``, so no
     label of one split reads a day of the next; at 0 (every Stock-R1 pipeline) it is the horizon.
 
-    ``start``/``end`` restrict the decision days (inclusive). ``context`` fills ``Windows.context``
+    ``start``/``end`` restrict the decision days (inclusive); ``membership`` keeps only decision days
+    on which the ticker was an index member (stockr1.data.membership; the split calendar stays the
+    union of all frames, so membership never moves a split boundary). ``context`` fills ``Windows.context``
     with ``context.render_context(ticker, t)``. ``leak_days`` is a debug hook and must stay 0: it
     moves the inputs (x, hist) ``leak_days`` rows into the future while keeping t, so tests can show
     that the point-in-time invariance check catches a one-day look-ahead.
@@ -65,6 +69,8 @@ def build_windows(
             t_rows = t_rows[dates[t_rows] >= pd.Timestamp(start)]
         if end is not None:
             t_rows = t_rows[dates[t_rows] <= pd.Timestamp(end)]
+        if membership is not None:
+            t_rows = t_rows[membership.is_member(ticker, dates[t_rows])]
         if len(t_rows) == 0:
             continue
         offsets = np.arange(-lookback, horizon + 1)[None]  # rows t-L .. t+S, t at column L
@@ -79,7 +85,7 @@ def build_windows(
     if not parts["ticker"]:
         raise ValueError(
             f"no windows: every ticker has fewer than lookback+horizon+1 = {lookback + horizon + 1} rows "
-            f"in the requested range (tickers: {sorted(frames)})"
+            f"in the requested range{' and membership' if membership is not None else ''} (tickers: {sorted(frames)})"
         )
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     split_names = assign_splits(cat["date"], calendar, split, max(horizon, label_lookahead))

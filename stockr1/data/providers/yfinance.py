@@ -10,6 +10,10 @@
   America/New_York and made tz-naive, the store's exchange-local convention.
 - Treasury yields ^IRX (13-week bill), ^FVX (5Y), ^TNX (10Y), ^TYX (30Y): daily closes in percent,
   with a unit check (see ``check_yield_units``).
+Every remote read (``info``, each statement, ``news``, each yield history) goes through one
+``stockr1.data.throttle.Requests``: throttled and retried like the OHLCV downloads, so a transient
+429 neither kills a long build nor silently empties a ticker's context; a call that still fails
+raises DataFetchError naming the ticker and the attribute.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from stockr1.data.providers.base import NEWS_COLUMNS, MacroSeries, Profile, empty_news
+from stockr1.data.throttle import Requests
 
 TREASURY = {"^IRX": ("us3m", "US 3M Treasury yield"), "^FVX": ("us5y", "US 5Y Treasury yield"),
             "^TNX": ("us10y", "US 10Y Treasury yield"), "^TYX": ("us30y", "US 30Y Treasury yield")}
@@ -42,21 +47,28 @@ def _yf_ticker(symbol: str):
     return yf.Ticker(symbol)
 
 
-def yf_profiles(tickers: list[str], ticker_factory: TickerFactory = _yf_ticker) -> dict[str, Profile]:
+def _read(t: object, attr: str, tk: str, requests: Requests | None):
+    """``t.<attr>`` (a network call on a real yfinance.Ticker), throttled and retried."""
+    return (requests or Requests()).call(lambda: getattr(t, attr, None), f"{tk} {attr}")
+
+
+def yf_profiles(tickers: list[str], ticker_factory: TickerFactory = _yf_ticker,
+                requests: Requests | None = None) -> dict[str, Profile]:
     out = {}
     for tk in tickers:
-        info = getattr(ticker_factory(tk), "info", None) or {}
+        info = _read(ticker_factory(tk), "info", tk, requests) or {}
         out[tk] = Profile(str(info.get("longName") or info.get("shortName") or tk),
                           str(info.get("longBusinessSummary") or ""), str(info.get("sector") or ""))
     return out
 
 
-def yf_fundamentals(tickers: list[str], ticker_factory: TickerFactory = _yf_ticker) -> pd.DataFrame:
+def yf_fundamentals(tickers: list[str], ticker_factory: TickerFactory = _yf_ticker,
+                    requests: Requests | None = None) -> pd.DataFrame:
     """One row per (ticker, period end); ``filed`` is NaT (Yahoo has no filing dates)."""
     rows = []
     for tk in tickers:
         t = ticker_factory(tk)
-        stmts = [getattr(t, a, None) for a in ("quarterly_income_stmt", "quarterly_balance_sheet", "quarterly_cashflow")]
+        stmts = [_read(t, a, tk, requests) for a in ("quarterly_income_stmt", "quarterly_balance_sheet", "quarterly_cashflow")]
         stmts = [s for s in stmts if s is not None and len(s)]
         if not stmts:
             continue
@@ -87,11 +99,12 @@ def _news_time(item: dict) -> pd.Timestamp | None:
     return ts.tz_convert("America/New_York").tz_localize(None)
 
 
-def yf_news(tickers: list[str], ticker_factory: TickerFactory = _yf_ticker) -> pd.DataFrame:
+def yf_news(tickers: list[str], ticker_factory: TickerFactory = _yf_ticker,
+            requests: Requests | None = None) -> pd.DataFrame:
     """Both Yahoo news layouts (flat ``title``/``providerPublishTime`` and nested ``content``)."""
     rows = []
     for tk in tickers:
-        for item in getattr(ticker_factory(tk), "news", None) or []:
+        for item in _read(ticker_factory(tk), "news", tk, requests) or []:
             c = item.get("content") or item
             when = _news_time(item)
             if when is None or not c.get("title"):
@@ -114,25 +127,29 @@ def check_yield_units(values: pd.Series, symbol: str) -> pd.Series:
                      f"{bad.index[0].date()}={bad.iloc[0]:.3f}" if len(bad) else f"{symbol}: no values")
 
 
-def yf_treasury(start: str, end: str, downloader: Callable[[str, str, str], pd.DataFrame] | None = None) -> dict[str, MacroSeries]:
+def yf_treasury(start: str, end: str, downloader: Callable[[str, str, str], pd.DataFrame] | None = None,
+                requests: Requests | None = None) -> dict[str, MacroSeries]:
     """Daily Treasury yields from Yahoo index quotes (close, percent), known at each day's close."""
     from stockr1.data.sources.frames import normalize_frame
     from stockr1.data.sources.yfinance import yf_download
 
     download = downloader or yf_download
+    req = requests or Requests()
     out = {}
     for sym, (name, label) in TREASURY.items():
-        frame = normalize_frame(download(sym, start, end), f"yfinance:{sym}")
+        raw = req.call(lambda sym=sym: download(sym, start, end), f"{sym} history")
+        frame = normalize_frame(raw, f"yfinance:{sym}")
         close = check_yield_units(frame["close"], sym)
         out[name] = MacroSeries(name, label, close[~close.index.duplicated()].astype(float), "%")
     return out
 
 
 def yf_context(tickers: list[str], start: str, end: str, ticker_factory: TickerFactory = _yf_ticker,
-               downloader=None) -> dict:
+               downloader=None, requests: Requests | None = None) -> dict:
     """Keyword arguments for PointInTimeStore: macro, fundamentals, news, profiles."""
-    return {"macro": yf_treasury(start, end, downloader), "fundamentals": yf_fundamentals(tickers, ticker_factory),
-            "news": yf_news(tickers, ticker_factory), "profiles": yf_profiles(tickers, ticker_factory)}
+    return {"macro": yf_treasury(start, end, downloader, requests),
+            "fundamentals": yf_fundamentals(tickers, ticker_factory, requests),
+            "news": yf_news(tickers, ticker_factory, requests), "profiles": yf_profiles(tickers, ticker_factory, requests)}
 
 
 __all__ = ["TREASURY", "check_yield_units", "yf_context", "yf_fundamentals", "yf_news", "yf_profiles", "yf_treasury"]

@@ -8,7 +8,8 @@
   applied). We store exactly what Yahoo returns and, on load, undo the split adjustment with the
   ``splits`` column (price * product of later split ratios) to recover as-traded prices; windows
   are then adjusted as of each decision day (adjust.py), so no future split or dividend leaks.
-- Retries with exponential backoff; resumable (tickers already in the manifest with the same range
+- Throttled (``min_interval`` seconds between request starts) and retried with exponential backoff
+  (``stockr1.data.throttle.Requests``, shared with the text-context calls of a build); resumable (tickers already in the manifest with the same range
   are skipped); the manifest is rewritten after each ticker; a tqdm progress bar.
 - The downloader is injected (``downloader=``): tests pass recorded fixtures, never the network.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
 from collections.abc import Callable
 from datetime import datetime, timezone
 from importlib import resources
@@ -27,14 +29,11 @@ import numpy as np
 import pandas as pd
 
 from stockr1.data.sources.frames import normalize_frame
+from stockr1.data.throttle import DataFetchError, Requests, requests_policy
 
 DEFAULT_START, DEFAULT_END = "2015-01-01", "2025-10-01"
 DEFAULT_CACHE = Path("data/yfinance")
 Downloader = Callable[[str, str, str], pd.DataFrame]
-
-
-class DataFetchError(RuntimeError):
-    pass
 
 
 def sp500_constituents() -> pd.DataFrame:
@@ -72,14 +71,25 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _history(download: Downloader, tk: str, start: str, end: str) -> pd.DataFrame:
+    raw = download(tk, start, end)
+    if raw is None or len(raw) == 0:
+        raise DataFetchError(f"{tk}: empty frame for {start}..{end} (delisted, renamed or rate-limited?)")
+    return normalize_frame(raw, f"yfinance:{tk}")
+
+
 def fetch(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, start: str = DEFAULT_START, end: str = DEFAULT_END,
           downloader: Downloader | None = None, retries: int = 4, backoff: float = 2.0,
-          sleep: Callable[[float], None] = time.sleep, progress: bool = True) -> dict:
+          sleep: Callable[[float], None] = time.sleep, progress: bool = True, min_interval: float = 0.0,
+          requests: Requests | None = None, skip_missing: bool = False) -> dict:
     """Download missing tickers into ``cache_dir/<ticker>.parquet``; returns the manifest dict.
-    Raises DataFetchError listing every ticker that still failed (the others stay cached)."""
+    Raises DataFetchError listing every ticker that still failed (the others stay cached), unless
+    ``skip_missing`` (a membership universe: Yahoo lacks most delisted tickers), which only warns.
+    ``requests`` (else one made from retries, backoff, sleep, min_interval) throttles and retries."""
     from tqdm.auto import tqdm
 
     download = downloader or yf_download
+    req = requests or requests_policy(min_interval, retries, backoff, sleep)
     cache = Path(cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
     mpath = cache / "manifest.json"
@@ -89,20 +99,11 @@ def fetch(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, start: str 
         entry, shard = manifest.get(tk), cache / f"{tk}.parquet"
         if entry and entry["start"] == start and entry["end"] == end and shard.exists() and _sha(shard) == entry["sha256"]:
             continue  # resumable: already cached
-        for attempt in range(retries + 1):
-            try:
-                raw = download(tk, start, end)
-                if raw is None or len(raw) == 0:
-                    raise DataFetchError(f"{tk}: empty frame for {start}..{end} (delisted, renamed or rate-limited?)")
-                frame = normalize_frame(raw, f"yfinance:{tk}")
-                break
-            except Exception as e:  # noqa: BLE001 - yfinance raises many types; retry, then report
-                if attempt == retries:
-                    failures[tk] = f"{type(e).__name__}: {e}"
-                    frame = None
-                else:
-                    sleep(backoff * 2**attempt)
-        if frame is None:
+        try:
+            frame = req.call(lambda tk=tk: _history(download, tk, start, end), tk)
+        except DataFetchError as e:
+            cause = e.__cause__ or e
+            failures[tk] = f"{type(cause).__name__}: {cause}"
             continue
         frame.to_parquet(shard)
         manifest[tk] = {"ticker": tk, "start": start, "end": end, "rows": len(frame),
@@ -112,8 +113,11 @@ def fetch(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, start: str 
         tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         tmp.replace(mpath)
     if failures:
-        raise DataFetchError(f"{len(failures)} ticker(s) failed after {retries} retries (rerun to resume):\n  "
-                             + "\n  ".join(f"{k}: {v}" for k, v in failures.items()))
+        msg = (f"{len(failures)} ticker(s) failed after {req.retries} retries (rerun to resume):\n  "
+               + "\n  ".join(f"{k}: {v}" for k, v in failures.items()))
+        if not skip_missing:
+            raise DataFetchError(msg)
+        warnings.warn(f"yfinance: left out {msg}", stacklevel=2)
     return manifest
 
 
@@ -122,9 +126,9 @@ def load_yfinance(tickers: list[str] | None = None, start: str = DEFAULT_START, 
                   progress: bool = True, **fetch_kw) -> dict[str, pd.DataFrame]:
     """Fetch (or reuse the cache) and return as-traded frames with ``dividends`` and ``splits``."""
     tickers = list(tickers) if tickers else sp500_constituents()["ticker"].tolist()
-    fetch(tickers, cache_dir, start, end, downloader=downloader, progress=progress, **fetch_kw)
+    man = fetch(tickers, cache_dir, start, end, downloader=downloader, progress=progress, **fetch_kw)
     out = {}
-    for tk in tickers:
+    for tk in [t for t in tickers if t in man and (man[t]["start"], man[t]["end"]) == (start, end)]:
         path = Path(cache_dir) / f"{tk}.parquet"
         try:
             frame = pd.read_parquet(path)
