@@ -40,6 +40,7 @@ from torch import Tensor, nn
 
 from llm.special_tokens import PROTOCOL_TOKENS, TS_PLACEHOLDER, add_protocol_tokens
 from stockr1.config import config_from_dict
+from stockr1.cutoff import check_month
 
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 PROJECTOR_FILE = "projector.safetensors"
@@ -77,6 +78,14 @@ class PolicyConfig:
     attn_implementation: str | None = "sdpa"
     gradient_checkpointing: bool = False
     extra: dict[str, Any] = field(default_factory=dict)  # passed to from_pretrained
+    # YYYY-MM: the last month the pretrained model's text may cover; evaluations refuse test dates on or
+    # before it (stockr1/cutoff.py). Not needed for a random-init policy.
+    knowledge_cutoff: str | None = None
+
+    @property
+    def pretrained(self) -> bool:
+        """True when the weights come from a pretrained model (not the tiny or a random-init build)."""
+        return self.name_or_path != "tiny" and self.random_init_layers == 0
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -87,6 +96,7 @@ class PolicyConfig:
             raise ValueError(f"PolicyConfig: lora_r must be >= 0 and d_ts > 0 (got {self.lora_r}, {self.d_ts})")
         if self.random_init_layers < 0:
             raise ValueError(f"PolicyConfig.random_init_layers must be >= 0, got {self.random_init_layers}")
+        check_month(self.knowledge_cutoff)
         object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
 
     @classmethod
