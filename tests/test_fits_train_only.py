@@ -153,7 +153,7 @@ def ts_fit(tmp: Path, data: Data) -> dict[str, Any]:
 
     cfg = yaml.safe_load((REPO / "configs/ts_encoder/tiny.yaml").read_text())
     for cb in cfg["trainer"]["callbacks"]:
-        if "dirpath" in cb["init_args"]:
+        if "dirpath" in cb.get("init_args", {}):
             cb["init_args"]["dirpath"] = str(tmp / "ckpt")
     cfg["model"]["encoder"].update(ENC)
     cfg["model"].update(warmup_steps=1, fan_chart_windows=0, val_samples=4, normalizer_fit_windows=64)

@@ -234,7 +234,7 @@ def test_a_checkpoint_of_stockr1_ts_fit_forecasts_through_the_cli(tmp_path: Path
 
     cfg = yaml.safe_load((REPO / "configs/ts_encoder/tiny.yaml").read_text())
     for cb in cfg["trainer"]["callbacks"]:
-        if "dirpath" in cb["init_args"]:
+        if "dirpath" in cb.get("init_args", {}):
             cb["init_args"]["dirpath"] = str(tmp_path / "ckpt")
     cfg["model"].update(warmup_steps=1, fan_chart_windows=0, val_samples=4, normalizer_fit_windows=64)
     cfg["data"] = {"source": "synthetic", "n_tickers": 2, "n_days": 300, "lookback": 90, "horizon": 10,
@@ -251,6 +251,11 @@ def test_a_checkpoint_of_stockr1_ts_fit_forecasts_through_the_cli(tmp_path: Path
                           "--out", str(out)]) == 0
     got = pd.read_csv(out)
     assert len(got) == 10 and got["uncertainty"].between(0, 1).all()
+    # the fit also wrote the best checkpoint's safetensors form (ExportPretrained): the same forecast
+    frame = random_walk(120, seed=10)
+    a = Forecaster.from_pretrained(tmp_path / "ckpt" / "pretrained").predict(frame, horizon=10)
+    b = Forecaster.from_checkpoint(tmp_path / "ckpt" / "best.ckpt").predict(frame, horizon=10)
+    pd.testing.assert_frame_equal(a, b)
 
 
 def _decoder_file(path: Path, cfg: TSEncoderConfig, forecaster: Forecaster) -> Path:
