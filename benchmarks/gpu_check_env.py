@@ -34,6 +34,8 @@ def check_environment(device: str) -> dict[str, Any]:
     """Print and return the versions and the device found; raise ``Unfit`` naming what is missing."""
     info: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform()}
     info.update({name: _version(name) for name in (*REQUIRED, "pydantic", "arch")})
+    if info["pydantic"] is None:
+        info["pydantic"] = "absent (forecast_action.schema uses its stand-in, forecast_action/_standin.py)"
     missing = [n for n in REQUIRED if info[n] is None]
     problems = [f"missing packages: {', '.join(missing)}"] if missing else []
     tv = info.get("transformers")

@@ -12,6 +12,22 @@ import pytest
 from benchmarks.gpu_check import Recorder, run_phase
 
 ROOT = Path(__file__).resolve().parents[1]
+# project dependencies the GPU image lacks (/work/.library/device/KINDS.md's package list): the check must not need them
+NOT_ON_GPU_IMAGE = ("arch", "pydantic", "pydantic_core", "trl", "yfinance", "statsforecast", "wandb", "stockstats",
+                    "rank_bm25", "jsonargparse")
+BLOCKED_RUN = f"""
+import importlib.machinery, runpy, sys
+class Hidden:  # the path finder, blind to the packages the image lacks: as if they were not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {set(NOT_ON_GPU_IMAGE)!r}:
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, path, target)
+    def __getattr__(self, name):
+        return getattr(importlib.machinery.PathFinder, name)
+sys.meta_path[:] = [Hidden() if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
+sys.argv = ["gpu_check", *sys.argv[1:]]
+runpy.run_module("benchmarks.gpu_check", run_name="__main__")
+"""
 ROW_KEYS = {"phase", "step", "seconds", "tokens", "tokens_per_s", "peak_memory_gib", "model_flops", "mfu"}
 
 
@@ -39,18 +55,19 @@ def test_deadline_guard_stops_a_phase_when_the_next_step_would_not_fit(tmp_path)
 
 @pytest.mark.slow
 def test_gpu_check_tiny_on_cpu(tmp_path) -> None:
-    """The whole check at tiny width: SFT asked for 1000 steps is stopped by its deadline share, GRPO
-    runs its steps, and every output is written."""
+    """The whole check at tiny width, with every package the GPU image lacks unimportable: SFT asked for
+    1000 steps is stopped by its deadline share, GRPO runs its steps, and every output is written."""
     out = tmp_path / "acc"
     env = {**os.environ, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     env.pop("OUT", None)
-    cmd = [sys.executable, "-m", "benchmarks.gpu_check", "--device", "cpu", "--scale", "tiny", "--out", str(out),
+    cmd = [sys.executable, "-c", BLOCKED_RUN, "--device", "cpu", "--scale", "tiny", "--out", str(out),
            "--budget-s", "45", "--reserve-s", "0", "--sft-steps", "1000", "--grpo-steps", "2", "--queries", "2",
            "--group", "2", "--new-tokens", "8", "--qa-items", "8", "--work", str(tmp_path)]
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "gpu_check found: " in res.stdout and "transformers" in res.stdout
     s = json.loads((out / "summary.json").read_text())
+    assert s["environment"]["pydantic"].startswith("absent") and s["environment"]["arch"] is None
     assert s["status"] == "ok" and {"environment", "shapes", "params", "setup_s", "sft", "grpo", "total_s"} <= set(s)
     assert s["params"]["match"] and s["shapes"]["lora_r"] == 32 and s["shapes"]["layers"] == 2
     assert s["sft"]["stop_reason"] == "deadline" and 1 <= s["sft"]["steps_done"] < 1000
