@@ -1,6 +1,6 @@
 """`stockr1 bench cost_model`: write ``results/accelerator/README.md`` from the cost model.
 
-    stockr1 bench cost_model --out results/accelerator --run-smoke      # runs the 4B SFT smoke first (~1.5 min, 7 GiB)
+    stockr1 bench cost_model --out results/accelerator --run-smoke      # runs the 4B SFT smoke first (~2 min, 7 GiB)
     stockr1 bench cost_model --out results/accelerator --smoke DIR      # a `stockr1 sft ... --smoke --out DIR` run
 
 Tables for the 4B and 8B recipes (configs/{sft,grpo}/qwen3-{4b,8b}.yaml): parameters, FLOPs per token
@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,11 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 RECIPES = {"4B": "qwen3-4b", "8B": "qwen3-8b"}
 SFT_TOKENS, SFT_KEPT = 2048, 512  # per trace: tokens, and logit positions (the model-written span)
 PROMPT = 1024  # GRPO prompt tokens
-H200 = cm.PEAK_BF16_TFLOPS["H200"]
+H200, H200_HBM = cm.PEAK_BF16_TFLOPS["H200"], cm.HBM_TBPS["H200"]
+# what benchmarks.gpu_check trains on (its defaults: 64 QA items, 1,000 context characters), measured by the
+# same command at tiny width on the CPU (same data, QA items and tokenizer; the tiny decoder's tool text):
+# median trace 1,466 tokens, GRPO prompts 697 tokens (so ~769 model-written tokens per trace carry logits)
+CHECK_TRACE, CHECK_PROMPT = 1466, 697
 
 
 def recipe(name: str) -> dict[str, Any]:
@@ -77,6 +83,7 @@ def flops_section(rs: dict[str, dict]) -> list[str]:
         rows.append([n, fmt(n2 / 1e9), f"{f / 1e9:.2f}", f"{lt['model'] / SFT_TOKENS / 1e9:.2f}",
                      f"{lt['hardware'] / SFT_TOKENS / 1e9:.2f}", f"{full / SFT_TOKENS / 1e9:.2f}",
                      f"{lt['model'] / SFT_TOKENS / f:.2f}"])
+    out += ["(2N counts the input embedding, a lookup, so an untied model's forward is below 2N.)", ""]
     out += table(["recipe", "2N", "forward", "LoRA train (model)", "+ checkpoint recompute (hardware)",
                   "full fine-tune (6N-like)", "LoRA train / forward"], rows)
     out += [f"Per step (SFT: batch 8 x {SFT_TOKENS} tokens, logits on {SFT_KEPT} per trace; u-GRPO: the config's "
@@ -93,6 +100,27 @@ def flops_section(rs: dict[str, dict]) -> list[str]:
                          ("u-GRPO step: total", gr["model"])):
             rows.append([n, what, f"{fl / 1e12:.1f}", f"{fl / H200 / 1e12:.2f}", f"{fl / (0.4 * H200 * 1e12):.2f}"])
     return out + table(["recipe", "step", "TFLOPs", "s at 100%", "s at 40%"], rows)
+
+
+def check_section(rs: dict[str, dict]) -> list[str]:
+    """What ``benchmarks.gpu_check --scale 4b`` should see on an H200, by the cost model."""
+    a, ad = rs["4B"]["arch"], rs["4B"]["ad"]
+    sft = 8 * cm.sequence_flops(a, ad, CHECK_TRACE, CHECK_TRACE - CHECK_PROMPT)["model"]
+    gr = cm.grpo_step_flops(a, ad, 64, CHECK_PROMPT, 512, 2, True)
+    dec = cm.decode_seconds_lower_bound(a, ad, 64, CHECK_PROMPT, 512, H200_HBM)
+    mem_sft = cm.training_memory(a, ad, 8 * CHECK_TRACE, 8 * (CHECK_TRACE - CHECK_PROMPT),
+                                 decoder_params=rs["4B"]["decoder_params"])["total"]
+    mem_grpo = cm.grpo_memory(a, ad, 64, CHECK_PROMPT, 512, 2)["peak"]
+    rows = [["SFT step: 8 traces x ~1,466 tokens", f"{sft / 1e12:.0f}", f"{sft / (0.4 * H200 * 1e12):.2f}", "-",
+             gib(mem_sft)],
+            ["u-GRPO step: 8 x G=8 rows x (697 + 512), mu = 2, KL", f"{gr['model'] / 1e12:.0f}",
+             f"{(gr['model'] - gr['generation']) / (0.4 * H200 * 1e12):.2f}", f"{dec:.2f}", gib(mem_grpo)]]
+    return ["## What the GPU check should see (4B, H200, by the cost model)", "",
+            "Its defaults: 64 QA items from the synthetic source, 1,000 context characters, SFT batch 8, "
+            "u-GRPO as configs/grpo/qwen3-4b.yaml with 8 queries x 8 rollouts x 512 new tokens. Loss passes at "
+            f"40% MFU; generation at least its bytes over {H200_HBM} TB/s of HBM (a Python decode loop adds its "
+            "launch overhead per token, which the model does not know):", ""] + table(
+        ["step", "model TFLOPs", "s at 40% MFU (loss passes)", "s decode lower bound", "peak GiB"], rows)
 
 
 def memory_section(rs: dict[str, dict]) -> list[str]:
@@ -133,6 +161,8 @@ def smoke_section(smoke_dir: Path | None, out: Path) -> list[str]:
     from benchmarks.smoke_compare import compare
 
     shutil.copy(smoke_dir / "smoke.json", out / "smoke_sft.json")
+    if (smoke_dir / "baseline.json").exists():
+        shutil.copy(smoke_dir / "baseline.json", out / "smoke_baseline.json")
     c = compare(smoke_dir)
     rows = [["parameters, total", fmt(c["measured_total"]), fmt(c["predicted_total"]), "exact" if c["total_equal"] else "DIFFER"],
             ["parameters, trainable", fmt(c["measured_trainable"]), fmt(c["predicted_trainable"]),
@@ -141,7 +171,8 @@ def smoke_section(smoke_dir: Path | None, out: Path) -> list[str]:
              f"{c['predicted_gib']:.2f} training state + {c['baseline_gib']:.2f} process baseline",
              f"{c['measured_gib'] / (c['predicted_gib'] + c['baseline_gib']):.2f}x"]]
     return head + [f"`stockr1 sft --config configs/sft/qwen3-4b.yaml --smoke` on this CPU ({c['tokens']} tokens, "
-                   f"logits on {c['kept']}, fp32, copied to `smoke_sft.json`). Predicted training state: "
+                   f"logits on {c['kept']}, fp32; its smoke.json is copied to `smoke_sft.json`, the baseline to "
+                   "`smoke_baseline.json`). Predicted training state: "
                    + ", ".join(f"{k} {v:.2f}" for k, v in c["predicted_parts_gib"].items()) + " GiB. The process "
                    "baseline is the peak RSS of importing the stack and building the data, decoder and tokenizer "
                    "without the policy (measured in the same command).", ""] + table(
@@ -161,13 +192,15 @@ def gpu_section(out: Path) -> list[str]:
         ["phase", "steps", "stop", "median s/step", "tokens/s", "peak GiB", "MFU"], rows)
 
 
-def write_readme(out: Path, smoke_dir: Path | None) -> Path:
+def write_readme(out: Path, smoke_dir: Path | None, command: str = "stockr1 bench cost_model --out results/accelerator "
+                 "--run-smoke") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     rs = {k: recipe(v) for k, v in RECIPES.items()}
     lines = ["# Accelerator: cost model of the 4B and 8B recipes", "",
-             "Written by `stockr1 bench cost_model --out results/accelerator --run-smoke` "
-             "(benchmarks/accelerator_readme.py, from benchmarks/cost_model.py); do not edit by hand.", ""]
-    lines += gpu_section(out) + params_section(rs) + flops_section(rs) + memory_section(rs) + smoke_section(smoke_dir, out)
+             f"Written by `{command}` (benchmarks/accelerator_readme.py, from benchmarks/cost_model.py); do not "
+             "edit by hand.", ""]
+    lines += gpu_section(out) + params_section(rs) + flops_section(rs) + memory_section(rs) + check_section(rs)
+    lines += smoke_section(smoke_dir, out)
     lines += ["Activations, logits and the KV cache are estimates (the tensors each op saves); weights, adapter, "
               "gradients and optimiser states are exact byte counts. MFU counts model FLOPs only (no recompute, no "
               "decoder).", ""]
@@ -180,14 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 bench cost_model", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("results/accelerator"))
     ap.add_argument("--smoke", type=Path, default=None, help="the --out dir of a 4B `stockr1 sft --smoke` run")
-    ap.add_argument("--run-smoke", action="store_true", help="run that smoke first (into OUT/smoke_sft_run)")
+    ap.add_argument("--run-smoke", action="store_true", help="run that smoke first, in a temporary directory")
     args = ap.parse_args(argv)
-    smoke = args.smoke
-    if args.run_smoke:
-        from benchmarks.smoke_compare import run_smoke
+    command = "stockr1 bench cost_model " + " ".join(sys.argv[1:] if argv is None else argv)
+    if not args.run_smoke:
+        print(f"wrote {write_readme(args.out, args.smoke, command)}")
+        return 0
+    from benchmarks.smoke_compare import run_smoke
 
-        smoke = run_smoke(args.out / "smoke_sft_run")
-    print(f"wrote {write_readme(args.out, smoke)}")
+    with tempfile.TemporaryDirectory(prefix="cost_model-smoke-") as d:
+        print(f"wrote {write_readme(args.out, run_smoke(Path(d)), command)}")
     return 0
 
 

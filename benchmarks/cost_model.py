@@ -30,6 +30,7 @@ GIB = 2**30
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # bf16 dense peak of the chips a lent machine may have (vendor figures, TFLOP/s, no sparsity)
 PEAK_BF16_TFLOPS: dict[str, float] = {"H200": 989.4, "H100": 989.4, "A100": 312.0, "L40S": 362.05, "A10": 125.0}
+HBM_TBPS: dict[str, float] = {"H200": 4.8, "H100": 3.35, "A100": 2.0}  # memory bandwidth, TB/s
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,15 @@ def grpo_step_flops(arch: Arch, ad: Adapter, rows: int, prompt: int, new: int, n
     return {"generation": gen, "logprob_forwards": extra,
             "model": gen + extra + num_iterations * rows * train["model"],
             "hardware": gen + extra + num_iterations * rows * train["hardware"]}
+
+
+def decode_seconds_lower_bound(arch: Arch, ad: Adapter, rows: int, prompt: int, new: int, hbm_tbps: float,
+                               weight_bytes: int = 2, act_bytes: int = 2) -> float:
+    """Decode is bandwidth-bound: every step reads all weights (+ the fp32 adapter) and the KV cache so
+    far, so ``new`` steps take at least their bytes / HBM bandwidth (launch overheads not counted)."""
+    weights = arch.base_params() * weight_bytes + ad.lora_params(arch) * 4
+    kv = sum(kv_cache_bytes(arch, rows, prompt + k, act_bytes) for k in range(new))
+    return (new * weights + kv) / (hbm_tbps * 1e12)
 
 
 def mfu(flops: float, seconds: float, peak_tflops: float | None) -> float:

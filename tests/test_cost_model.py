@@ -117,3 +117,10 @@ def test_readme_is_generated_and_says_the_gpu_check_has_not_run(tmp_path) -> Non
                 "peak_memory_gib": 40.0, "median_mfu": 0.4}}))
     text = write_readme(tmp_path, None).read_text()
     assert "not run yet" not in text and "ran on NVIDIA H200" in text and "| sft | 300 | done |" in text
+
+
+def test_decode_lower_bound_by_hand() -> None:
+    ad = cm.Adapter(lora_r=1, protocol_tokens=0, d_ts=4)
+    weights = TOY.base_params() * 2 + ad.lora_params(TOY) * 4
+    kv = sum(2 * (3 + k) * 1 * 2 * 2 * 2 for k in range(4))  # rows 2 x context x layers x (K, V) x kv_dim x bf16
+    assert cm.decode_seconds_lower_bound(TOY, ad, rows=2, prompt=3, new=4, hbm_tbps=1.0) == (4 * weights + kv) / 1e12
