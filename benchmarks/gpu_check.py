@@ -119,7 +119,8 @@ def run_phase(name: str, steps: int, deadline: float, step_fn: Callable[[int], d
     rows: list[dict[str, Any]] = []
     reason = "done"
     for k in range(steps):
-        if times and time.monotonic() + times[-1] > deadline:
+        now = time.monotonic()
+        if (times and now + times[-1] > deadline) or now > deadline:
             reason = "deadline"
             break
         meter.reset()
@@ -167,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in (("HF_HUB_OFFLINE", "1"), ("WANDB_MODE", "disabled"), ("TOKENIZERS_PARALLELISM", "false")):
         os.environ.setdefault(k, v)
     summary: dict[str, Any] = {"status": "starting", "args": {k: str(v) for k, v in vars(args).items()},
-                               "gpu_check_has_run_on": args.device}
+                               "gpu_check_has_run_on": args.device,
+                               "memory_kind": "torch.cuda.max_memory_allocated per step" if args.device == "cuda"
+                               else "process peak RSS (monotone)"}
     rec = Recorder(args.out, summary)
     try:
         summary["environment"] = check_environment(args.device)

