@@ -37,8 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from rl.cli import deep_update
-from stockr1.config import config_from_dict
+from stockr1.config import config_from_dict, deep_update
 
 FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
 PROBE_METRICS = ("probe_reward_total", "probe_r_ans", "probe_answer_parse_rate")

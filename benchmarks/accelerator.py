@@ -235,6 +235,7 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
     from llm.sft import JointSFT, SFTTrainer, TrainConfig, from_dict, prepare, sft_data
     from llm.tools import ForecastTool
     from rl.cli import build_samples
+    from rl.soft_tokens import soft_tokens
     from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer, rollout_batch
 
     sft_cfg, grpo_cfg = load_yaml(scale.sft_config), load_yaml(scale.grpo_config)
@@ -290,7 +291,7 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
     engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows)], seed=0, **rollout)
     g = int(grpo_cfg["train"].get("group_size", 8))
     meter.reset()
-    rolls, dt = meter.time(lambda: engine.generate([samples[0].prompt], samples[0].ts_tokens[None],
+    rolls, dt = meter.time(lambda: engine.generate([samples[0].prompt], soft_tokens(samples[:1]),
                                                    [samples[0].sample_ref], num_return_sequences=g))
     n_gen = sum(r.n_generated for r in rolls)
     record({"gen_rows": float(len(rolls)), "gen_prompt_tokens": float(rolls[0].prompt_len),

@@ -52,6 +52,7 @@ from rl.methods.env import DecisionEnv
 from rl.methods.stock_r1 import adapter as stock_r1
 from rl.methods.trade_r1 import adapter as trade_r1
 from rl.methods.trading_r1 import adapter as trading_r1
+from rl.soft_tokens import soft_tokens
 from stockr1.config import config_from_dict
 
 METHODS: tuple[str, ...] = ("stock_r1", "trading_r1", "trade_r1_fsr", "trade_r1_dsr", "alphaquanter")
@@ -212,7 +213,8 @@ def run_stock_r1(env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dic
     then greedy rollouts on the decision days and the z-rule on each decoded forecast."""
     from llm.policy import Policy
     from llm.sft import load_decoder
-    from rl.cli import deep_update, run_grpo
+    from rl.cli import run_grpo
+    from stockr1.config import deep_update
 
     cfg, m = env.cfg, env.cfg.method("stock_r1")
     g = {**cfg.grpo, **dict(m.get("grpo", {}))}
@@ -241,7 +243,6 @@ def run_stock_r1(env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dic
 
 def evaluate_stock_r1(policy, decoder, env: DecisionEnv, tokenizer=None) -> tuple[list[DecisionRecord], str]:
     """Greedy rollouts with the ForecastTool on the decision days; side = z-rule on the decoded forecast."""
-    import torch
 
     from llm.tools import ForecastTool
 
@@ -249,7 +250,7 @@ def evaluate_stock_r1(policy, decoder, env: DecisionEnv, tokenizer=None) -> tupl
     tok = tokenizer or policy.tokenizer
     samples = stock_r1.decision_samples(env, decoder, tok)
     engine = eval_engine(policy, tok, [ForecastTool(decoder, w)], cfg, m, 1)
-    ts = torch.stack([s.ts_tokens for s in samples]) if samples[0].ts_tokens is not None else None
+    ts = soft_tokens(samples)
     rollouts = engine.generate([s.prompt for s in samples], ts, [s.sample_ref for s in samples])
     records = []
     for i, ro in zip(env.rows, rollouts, strict=True):
@@ -332,7 +333,6 @@ def stock_r1_levels(env: DecisionEnv, run_dir: Path) -> dict[str, Any]:
     """Why Stock-R1's decisions are what they are: for each decision day, the emitted action's
     end_value against the day's close and the decoded 10-day return (greedy, as evaluated). A
     policy that writes training-era price levels on test-era days asks the decoder for a fall."""
-    import torch
 
     from llm.policy import Policy
     from llm.sft import load_decoder
@@ -342,7 +342,7 @@ def stock_r1_levels(env: DecisionEnv, run_dir: Path) -> dict[str, Any]:
     policy, decoder = Policy.load(run_dir / "policy").eval(), load_decoder(run_dir / "decoder")
     samples = stock_r1.decision_samples(env, decoder, policy.tokenizer)
     engine = eval_engine(policy, policy.tokenizer, [ForecastTool(decoder, w)], cfg, cfg.method("stock_r1"), 1)
-    ts = torch.stack([s.ts_tokens for s in samples]) if samples[0].ts_tokens is not None else None
+    ts = soft_tokens(samples)
     rolls = engine.generate([s.prompt for s in samples], ts, [s.sample_ref for s in samples])
     close = np.array([float(w.last_close[int(i)]) for i in env.rows])
     end = np.array([getattr(r.action, "end_value", None) or np.nan for r in rolls], dtype=float)

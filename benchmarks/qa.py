@@ -121,6 +121,11 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
         lines.append(f"| {name} | {m['action_and_answer_rate']:.1f} [{lo_hi[0]:.1f}, {lo_hi[1]:.1f}] | "
                      f"{m['action_success_rate']:.1f} | {m['answer_parse_rate']:.1f} | {m['tokens_per_answer']:.0f} "
                      f"| {diffs} |")
+    paired = [(name, ref, d) for name, iv in intervals.items() for ref, d in iv.get("vs_policy", {}).items()]
+    if paired:
+        lines += ["", "## Paired differences between policies (overall accuracy, points)", ""]
+        lines += [f"- {name} − {ref}: {d['diff']:+.1f} [{d['ci_lo']:+.1f}, {d['ci_hi']:+.1f}] {d['verdict']}"
+                  for name, ref, d in paired]
     lines += ["", "A difference is a tie when its interval contains 0. Files: [table.md](table.md) (the Table 1",
               "layout and the baselines on every test question of the file), [metrics.json](metrics.json),",
               "[intervals.json](intervals.json), [baselines.json](baselines.json), [samples.json](samples.json),",
@@ -161,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 bench qa", description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", required=True, help="SFT run dir (policy/, decoder/, qa.jsonl, config)")
     ap.add_argument("--ablation-checkpoint", default=None, help="the same SFT with soft tokens off")
+    ap.add_argument("--compare", default=None, help="a second policy run (e.g. u-GRPO from this SFT run) graded on "
+                                                   "the same questions, with its paired difference to --checkpoint")
+    ap.add_argument("--compare-name", default="stock-r1-grpo", help="row label of --compare")
     ap.add_argument("--config", default=None, help="SFT config (for the data section); default: run's")
     ap.add_argument("--name", default="stock-r1-sft", help="row label of --checkpoint in metrics.json / table.md")
     ap.add_argument("--qa", default=None, help="QA jsonl to evaluate instead of the run's qa.jsonl")
@@ -198,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     intervals: dict[str, dict] = {}
     samples, failures, failed = {}, {}, {}
     t0 = time.time()
-    for name, path in ((args.name, run), (f"{args.name}-no-ts-tokens", args.ablation_checkpoint)):
+    policy_hits: dict[str, np.ndarray] = {}
+    arms = ((args.name, run), (f"{args.name}-no-ts-tokens", args.ablation_checkpoint), (args.compare_name, args.compare))
+    for name, path in arms:
         if path is None:
             continue
         metrics[name], pairs = evaluate_run(Path(path), test, windows, args.max_new_tokens,
@@ -208,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
         intervals[name] = {"accuracy": accuracy_intervals(test, hits, resamples),
                            "action_and_answer_wilson": [100 * v for v in wilson_interval(n_ok, len(pairs))],
                            "minus": {k: overall_difference(test, hits, h, resamples) for k, h in base_hits.items()}}
+        if policy_hits:  # paired against the first policy (--checkpoint), on the same questions and resamples
+            intervals[name]["vs_policy"] = {args.name: overall_difference(test, hits, policy_hits[args.name], resamples)}
+        policy_hits[name] = hits
         samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                          for it, r in pairs[:5]]
         failures[name] = failure_kinds(pairs)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from rl.cli import deep_update
+from stockr1.config import deep_update
 from stockr1.manifest import git_commit
 
 COLS = ("action_and_answer_rate", "action_success_rate", "answer_parse_rate", "overall", "tokens_per_answer")

@@ -156,6 +156,7 @@ def decoder_share(a: argparse.Namespace) -> dict[str, Any]:
     from llm.sft import load_data
     from llm.tools import ForecastTool
     from rl.cli import build_samples, load_config, load_models
+    from rl.soft_tokens import soft_tokens
     from stockr1.types import train_only
 
     cfg = load_config("configs/grpo/tiny.yaml")
@@ -169,7 +170,7 @@ def decoder_share(a: argparse.Namespace) -> dict[str, Any]:
     tool = TimedTool(ForecastTool(decoder, windows))
     eng = RolloutEngine(policy, policy.tokenizer, [tool], max_new_tokens=a.rollout_tokens, temperature=1.0, seed=0)
     t0 = time.perf_counter()
-    rolls = eng.generate([s.prompt for s in samples], torch.stack([s.ts_tokens for s in samples]),
+    rolls = eng.generate([s.prompt for s in samples], soft_tokens(samples),
                          [s.sample_ref for s in samples], num_return_sequences=a.group)
     t_roll = time.perf_counter() - t0
     # the protocol's one call per rollout, batched as the engine batches a phase

@@ -1,6 +1,6 @@
 """Train the action-conditioned decoder from a YAML config.
 
-    python -m forecast_action.train --config configs/forecast_action/tiny.yaml --out checkpoints/action_tiny
+    stockr1 decoder --config configs/forecast_action/tiny.yaml --out checkpoints/action_tiny
 
 Writes ``OUT/decoder.ckpt`` (``ActionDecoderModule.load_from_checkpoint`` needs no arguments), the
 train-fitted g thresholds beside it (``OUT/action_thresholds.json``) and a CSV log under ``OUT/logs``.
@@ -137,7 +137,7 @@ def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m forecast_action.train", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="stockr1 decoder", description=__doc__.splitlines()[0])
     p.add_argument("--config", default="configs/forecast_action/tiny.yaml")
     p.add_argument("--out", default="checkpoints/action_tiny")
     p.add_argument("--max-epochs", type=int, default=None)

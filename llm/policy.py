@@ -307,17 +307,20 @@ class Policy(nn.Module):
         cache: Any = None,
         use_cache: bool = False,
         logits_to_keep: int = 0,
+        inputs_embeds: Tensor | None = None,
     ) -> PolicyOutput:
         """input_ids [B, T] (new tokens only when ``cache`` is given), attention_mask [B, T_past + T].
 
-        Position ids follow the attention mask (left padding safe) unless given.
+        Position ids follow the attention mask (left padding safe) unless given. ``inputs_embeds``
+        [B, T, H]: use these (e.g. a slice of ``embed`` over a whole prompt, for chunked prefill)
+        instead of ``embed(input_ids, ts_tokens)``.
         """
         if attention_mask is None:
             attention_mask = torch.ones(input_ids.shape[0], input_ids.shape[1], dtype=torch.long, device=input_ids.device)
         if position_ids is None:
             position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1] :]
         out = self.model(
-            inputs_embeds=self.embed(input_ids, ts_tokens),
+            inputs_embeds=self.embed(input_ids, ts_tokens) if inputs_embeds is None else inputs_embeds,
             attention_mask=attention_mask,
             position_ids=position_ids,
             use_cache=use_cache,

@@ -4,11 +4,12 @@ Protocol per row (Stock-R1 §3.3)::
 
     prompt | model: reasoning ... </forecast_action> | tool: <forecast_ts>..</forecast_ts> | model: ... </answer>
 
-How it runs. Generation proceeds in *phases*. A phase left-pads the active rows, prefills them
-once (the policy replaces ``<ts>`` placeholders with the soft tokens here) and samples token by
-token with the KV cache until every row has stopped: at a tool's close tag, at ``</answer>``, at
-EOS, or at its token budget. Rows stopped at a close tag get the tool's observation appended
-(``gen_mask`` 0) and take part in the next phase; the others are finished. So a rollout with one
+How it runs. Generation proceeds in *phases*. In a phase the backend (`llm.generation`; by default
+`llm.hf_backend.HFBackend`, or `llm.vllm_backend.VLLMBackend`) continues every active row until it
+stops: at a tool's close tag, at ``</answer>``, at EOS, or at its token budget. The HF backend
+left-pads the rows, prefills them once (the policy replaces ``<ts>`` placeholders with the soft
+tokens here) and samples token by token with the KV cache. Rows stopped at a close tag get the
+tool's observation appended (``gen_mask`` 0) and take part in the next phase; the others are finished. So a rollout with one
 tool call costs two prefills; we accept the second prefill (instead of splicing observation tokens
 into a batched cache whose rows are at different lengths) because it keeps the loop short and
 obviously correct, and the paper's protocol has exactly one call.
@@ -26,14 +27,16 @@ Choices (documented because the paper leaves them open):
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
-from llm.logprobs import pad_sequences
+from llm.generation import GenerationBackend, PhaseRequest
+from llm.hf_backend import HFBackend
+from llm.sampling import SeededGenerator, TokenSampler
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN, ENDOFTEXT, TOOL_ONLY_TOKENS
 
 FORECAST_TOOL_NAME = "forecast"
@@ -195,7 +198,10 @@ class RolloutEngine:
 
     policy: any module with ``forward(input_ids, attention_mask, ts_tokens, cache=, use_cache=,
     logits_to_keep=) -> .logits [B, T, V], .cache`` (`llm.policy.Policy`, or a scripted fake).
-    temperature 0 = greedy. ``max_batch_rows`` caps rows per forward (memory).
+    temperature 0 = greedy. ``max_batch_rows`` caps rows per forward (memory); ``prefill_chunk``
+    prefills long prompts in pieces of that many tokens (`llm.hf_backend.HFBackend`).
+    backend: a `llm.generation.GenerationBackend` builder ``(engine) -> backend`` (default: the HF
+    decode loop over ``policy``); `llm.vllm_backend.VLLMBackend.factory` gives the vLLM one.
     """
 
     def __init__(
@@ -210,12 +216,15 @@ class RolloutEngine:
         stop_at_answer: bool = True,
         max_batch_rows: int | None = None,
         seed: int | None = None,
+        prefill_chunk: int | None = None,
+        backend: Callable[[RolloutEngine], GenerationBackend] | None = None,
     ):
         if max_new_tokens <= 0 or temperature < 0 or not 0 < top_p <= 1:
             raise ValueError(f"bad sampling settings: max_new_tokens={max_new_tokens}, temperature={temperature}, top_p={top_p}")
         self.policy, self.tokenizer = policy, tokenizer
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
-        self.max_tool_calls, self.max_batch_rows = max_tool_calls, max_batch_rows
+        self.max_tool_calls, self.max_batch_rows, self.prefill_chunk = max_tool_calls, max_batch_rows, prefill_chunk
+        self.seed = seed
         self.pad_id = tokenizer.pad_token_id
         self.tools: dict[int, Tool] = {}
         for tool in tools:
@@ -226,7 +235,16 @@ class RolloutEngine:
         self.answer_close_id = self._single_token(ANSWER_CLOSE, "answer close tag") if stop_at_answer else None
         self.eos_ids = {i for i in (tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids(ENDOFTEXT)) if i is not None}
         self.banned_token_ids = sorted({tokenizer.convert_tokens_to_ids(t) for t in TOOL_ONLY_TOKENS} | {self.pad_id} - self.eos_ids)
-        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        self.backend: GenerationBackend = (backend or _hf_backend)(self)
+
+    @property
+    def generator(self) -> SeededGenerator | None:
+        """The backend's seed (``generator.manual_seed(s)``); None when built without ``seed``."""
+        return self.backend.generator
+
+    def sync_weights(self) -> None:
+        """After an optimiser update: the backend generates with the policy's new weights."""
+        self.backend.sync_weights()
 
     def _single_token(self, text: str, what: str) -> int:
         ids = self.tokenizer(text, add_special_tokens=False).input_ids
@@ -260,16 +278,15 @@ class RolloutEngine:
         ts_rows = ts_tokens.repeat_interleave(g, 0) if ts_tokens is not None else None
         was_training = getattr(self.policy, "training", False)
         self.policy.eval()
+        self.backend.wake()
         try:
             active = list(range(len(rows)))
             while active:
-                calls: list[tuple[int, Tool]] = []
-                step = self.max_batch_rows or len(active)
-                for k in range(0, len(active), step):
-                    calls += self._phase(rows, active[k : k + step], ts_rows)
+                calls = self._phase(rows, active, ts_rows)
                 self._run_tools(rows, calls)
                 active = [i for i, _ in calls if rows[i].finish is None]
         finally:
+            self.backend.sleep()
             self.policy.train(was_training)
         return [
             Rollout(r.prompt_index, r.sample_index, r.sample_ref, r.segments, r.tool_calls, r.ids, r.mask,
@@ -278,42 +295,20 @@ class RolloutEngine:
         ]
 
     # ------------------------------------------------------------------ one phase
+    def _stop_ids(self, row: _Row) -> frozenset[int]:
+        """The tokens that end a phase of ``row``: its open tool close tags, ``</answer>``, EOS."""
+        tools = set(self.tools) if len(row.tool_calls) < self.max_tool_calls else set()
+        answer = {self.answer_close_id} if self.answer_close_id is not None else set()
+        return frozenset(tools | answer | self.eos_ids)
+
     def _phase(self, rows: list[_Row], idx: list[int], ts_rows: Tensor | None) -> list[tuple[int, Tool]]:
-        """Sample for rows ``idx`` until each stops; return the (row, tool) calls to execute."""
-        device = _device_of(self.policy)
-        ids, att, _ = pad_sequences([rows[i].ids for i in idx], self.pad_id, side="left")
-        ids, att = ids.to(device), att.to(device)
-        ts = ts_rows[idx].to(device) if ts_rows is not None else None
-        out = self.policy(ids, att, ts, use_cache=True, logits_to_keep=1)
-        budgets = [self.max_new_tokens - rows[i].n_gen for i in idx]
-        new: list[list[int]] = [[] for _ in idx]
-        lps: list[list[float]] = [[] for _ in idx]
-        stop: list[int | None] = [None] * len(idx)
-        done = [bud <= 0 for bud in budgets]
+        """Sample for rows ``idx`` until each stops (the backend); return the (row, tool) calls to execute."""
+        reqs = [PhaseRequest(tuple(rows[i].ids), None if ts_rows is None else ts_rows[i],
+                             self.max_new_tokens - rows[i].n_gen, self._stop_ids(rows[i])) for i in idx]
+        outs = self.backend.generate_phase(reqs)
         calls: list[tuple[int, Tool]] = []
-        while not all(done):
-            tok, lp = self._sample(out.logits[:, -1])
-            tok, lp = tok.tolist(), lp.tolist()  # one device sync per step
-            for j, i in enumerate(idx):
-                if done[j]:
-                    continue
-                t = tok[j]
-                new[j].append(t)
-                lps[j].append(lp[j])
-                is_tool = t in self.tools and len(rows[i].tool_calls) < self.max_tool_calls
-                if is_tool or t == self.answer_close_id or t in self.eos_ids:
-                    stop[j], done[j] = t, True
-                elif len(new[j]) >= budgets[j]:
-                    done[j] = True
-            if all(done):
-                break
-            # rows that stopped keep stepping on a masked pad so the batch stays rectangular
-            live = [not d for d in done]
-            feed = torch.tensor([new[j][-1] if live[j] else self.pad_id for j in range(len(idx))])
-            att = torch.cat([att, torch.tensor(live, dtype=att.dtype, device=device)[:, None]], dim=1)
-            out = self.policy(feed.to(device)[:, None], att, None, cache=out.cache, use_cache=True, logits_to_keep=1)
-        for j, i in enumerate(idx):
-            tool = self._commit(rows[i], new[j], lps[j], stop[j])
+        for i, out in zip(idx, outs, strict=True):
+            tool = self._commit(rows[i], list(out.token_ids), list(out.logprobs), out.stop_token_id)
             if tool is not None:
                 calls.append((i, tool))
         return calls
@@ -330,22 +325,6 @@ class RolloutEngine:
             return self.tools[stop]
         r.finish = "length" if stop is None else "answer" if stop == self.answer_close_id else "eos"
         return None
-
-    def _sample(self, logits: Tensor) -> tuple[Tensor, Tensor]:
-        """logits [n, V] -> (token [n], log-prob under the tempered, banned distribution [n])."""
-        logits = logits.float().clone()
-        logits[:, self.banned_token_ids] = float("-inf")
-        if self.temperature == 0:
-            tok = logits.argmax(-1)
-            return tok, torch.log_softmax(logits, -1).gather(-1, tok[:, None]).squeeze(-1)
-        logp = torch.log_softmax(logits / self.temperature, -1)
-        probs = logp.exp()
-        if self.top_p < 1:
-            sp, si = probs.sort(-1, descending=True)
-            drop = sp.cumsum(-1) - sp > self.top_p  # keep the smallest prefix with mass >= top_p
-            probs = probs.scatter(-1, si, sp.masked_fill(drop, 0.0))
-        tok = torch.multinomial(probs.cpu(), 1, generator=self.generator).squeeze(-1).to(logits.device)
-        return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
 
     def _decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
@@ -391,6 +370,9 @@ class RolloutEngine:
         return body[k + len(tool.open_tag) :] if k >= 0 else body
 
 
-def _device_of(module) -> torch.device:
-    p = next(module.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
+
+def _hf_backend(engine: RolloutEngine) -> GenerationBackend:
+    """The default backend: the HF decode loop over ``engine.policy`` with the engine's sampling."""
+    gen = SeededGenerator(engine.seed) if engine.seed is not None else None
+    sampler = TokenSampler(engine.temperature, engine.top_p, engine.banned_token_ids, gen)
+    return HFBackend(engine.policy, engine.pad_id, sampler, engine.max_batch_rows, engine.prefill_chunk)

@@ -34,8 +34,10 @@ from llm.qa.prompt import SYSTEM_PROMPT
 from llm.sft_config import SFTRunConfig, TrainConfig
 from llm.special_tokens import IM_END
 from llm.traces import Trace
-from stockr1.config import config_from_dict
+from stockr1.config import as_plain, config_from_dict, deep_update, dotted_overrides, load_yaml
 from stockr1.data.config import DataConfig
+from stockr1.distributed import launch_fabric, shard
+from stockr1.progress import progress
 from stockr1.types import train_only
 
 # --- batches ----------------------------------------------------------------------------------
@@ -210,13 +212,20 @@ def lr_lambda(cfg: TrainConfig):
 
 
 class SFTTrainer:
-    """Fabric loop with resume. ``fit(data)`` runs to ``cfg.max_steps``; state in ``run_dir/last.ckpt``."""
+    """Fabric loop with resume. ``fit(data)`` runs to ``cfg.max_steps``; state in ``run_dir/last.ckpt``.
 
-    def __init__(self, model: JointSFT, cfg: TrainConfig, run_dir: str | Path, logger=None) -> None:
-        from lightning.fabric import Fabric
+    Several devices or nodes (``cfg.devices``, ``num_nodes``, ``strategy``; stockr1/distributed.py):
+    every rank draws the same global batch of ``cfg.batch_size`` traces and trains on its shard, DDP
+    averages the gradients, rank 0 alone writes checkpoints and metrics. Pass ``fabric`` when it was
+    launched before the data were prepared (``run_sft`` does: every rank runs what follows the launch)."""
 
+    def __init__(self, model: JointSFT, cfg: TrainConfig, run_dir: str | Path, logger=None, fabric=None) -> None:
         self.cfg, self.run_dir, self.logger = cfg, Path(run_dir), logger
-        self.fabric = Fabric(accelerator=cfg.accelerator, devices=1, precision=cfg.precision)
+        self.fabric = fabric if fabric is not None else launch_fabric(cfg)
+        if "fsdp" in self.fabric.strategy.__class__.__name__.lower() and cfg.grad_clip_scope == "per_model":
+            raise ValueError("train.grad_clip_scope 'per_model' clips whole parameter groups, which FSDP shards; "
+                             "use grad_clip_scope 'all' with strategy fsdp")
+        shard(range(cfg.batch_size), 0, self.fabric.world_size)  # refuses a batch that does not split evenly
         opt = torch.optim.AdamW(param_groups(model, cfg), weight_decay=cfg.weight_decay)
         self.model, self.opt = self.fabric.setup(model, opt)
         self.sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg))
@@ -235,8 +244,10 @@ class SFTTrainer:
     def save(self) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.run_dir / "last.ckpt.tmp"
-        self.fabric.save(tmp, self.state())
-        os.replace(tmp, self.ckpt_path)  # atomic: a kill mid-save keeps the previous checkpoint
+        self.fabric.save(tmp, self.state())  # every rank calls it; the strategy decides who writes
+        if self.fabric.is_global_zero:
+            os.replace(tmp, self.ckpt_path)  # atomic: a kill mid-save keeps the previous checkpoint
+        self.fabric.barrier()
 
     def maybe_resume(self) -> bool:
         if not self.ckpt_path.exists():
@@ -279,11 +290,42 @@ class SFTTrainer:
         to ``run_dir/metrics.jsonl``. Lines past the step this run starts from (written after the last
         checkpoint of an interrupted run, or a torn last line) are dropped first, so a resumed run keeps
         one continuous file; ``sec`` continues from the restored history."""
-        cfg = self.cfg
-        rng = np.random.default_rng([cfg.seed, self.step])  # resumed runs draw fresh batches
+        cfg, fab = self.cfg, self.fabric
+        rng = np.random.default_rng([cfg.seed, self.step])  # resumed runs draw fresh batches; same on every rank
+        # dropout etc. differ per rank and per resume point (the weights are broadcast from rank 0 by setup)
+        torch.manual_seed(int(np.random.default_rng([cfg.seed, self.step, fab.global_rank]).integers(2**62)))
         t0 = time.time() - (self.history[-1]["sec"] if self.history else 0.0)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         mpath = self.run_dir / "metrics.jsonl"
+        if fab.is_global_zero:
+            self._trim_metrics(mpath)
+        fab.barrier()
+        t_run, first = time.time(), self.step  # this process's rate, for the progress line
+        while self.step < cfg.max_steps:
+            idx = shard(data.sample(rng, cfg.batch_size), fab.global_rank, fab.world_size)
+            loss = self.train_step(data.batch(idx))
+            # the logged losses are the global batch's: means over the ranks' equal shards
+            terms = fab.all_reduce(torch.stack([loss.total.detach(), loss.sft, loss.ts, loss.ts_weighted]).float(),
+                                   reduce_op="mean")
+            rec = {"step": self.step,
+                   **dict(zip(("loss", "l_sft", "l_ts", "l_ts_weighted"), map(float, terms), strict=True)),
+                   **self.grad_norms, "lr": self.sched.get_last_lr()[0], "sec": time.time() - t0}
+            self.history.append(rec)
+            if fab.is_global_zero:
+                with mpath.open("a") as f:
+                    f.write(json.dumps(rec) + "\n")
+                if self.logger is not None:
+                    self.logger.log(rec, step=self.step)
+            if self.step % cfg.log_every == 0:
+                fab.print(f"step {self.step}: loss {rec['loss']:.4f} (sft {rec['l_sft']:.4f}, ts {rec['l_ts']:.4f}, "
+                          f"lambda*ts {rec['l_ts_weighted']:.4f}) | "
+                          f"{progress(self.step, cfg.max_steps, time.time() - t_run, self.step - first)}", flush=True)
+            if self.step % cfg.ckpt_every == 0 or self.step == cfg.max_steps:
+                self.save()
+        return self.history
+
+    def _trim_metrics(self, mpath: Path) -> None:
+        """Drop lines past the step this run starts from (and torn lines), atomically."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         kept = []
         for line in (mpath.read_text().splitlines() if mpath.exists() else []):
             try:
@@ -294,23 +336,6 @@ class SFTTrainer:
         tmp = self.run_dir / "metrics.jsonl.tmp"
         tmp.write_text("".join(f"{line}\n" for line in kept))
         os.replace(tmp, mpath)  # a kill while trimming keeps the old file
-        while self.step < cfg.max_steps:
-            idx = data.sample(rng, cfg.batch_size)
-            loss = self.train_step(data.batch(idx))
-            rec = {"step": self.step, "loss": float(loss.total.detach()), "l_sft": float(loss.sft),
-                   "l_ts": float(loss.ts), "l_ts_weighted": float(loss.ts_weighted), **self.grad_norms,
-                   "lr": self.sched.get_last_lr()[0], "sec": time.time() - t0}
-            self.history.append(rec)
-            with mpath.open("a") as f:
-                f.write(json.dumps(rec) + "\n")
-            if self.logger is not None:
-                self.logger.log(rec, step=self.step)
-            if self.step % cfg.log_every == 0:
-                print(f"step {self.step}: loss {rec['loss']:.4f} (sft {rec['l_sft']:.4f}, ts {rec['l_ts']:.4f}, "
-                      f"lambda*ts {rec['l_ts_weighted']:.4f})", flush=True)
-            if self.step % cfg.ckpt_every == 0 or self.step == cfg.max_steps:
-                self.save()
-        return self.history
 
 
 def from_dict(cls, d: dict[str, Any]):
@@ -404,15 +429,6 @@ def run_fingerprint(run_dir: str | Path) -> str:
     return h.hexdigest()[:12]
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        return yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"cannot read SFT config {path}: {e}") from e
-
-
 def load_data(data: Mapping[str, Any] | DataConfig | None):
     """(windows with rendered context, context_fn) for the configured source (``DataConfig``: an
     unknown key or an impossible shape is refused here, before any work)."""
@@ -438,7 +454,7 @@ def build_decoder(dcfg: dict[str, Any]) -> nn.Module:
     if dcfg.get("checkpoint"):
         if dcfg.get("config") and not Path(dcfg["checkpoint"]).exists():  # name the command that writes it
             raise FileNotFoundError(
-                f"decoder checkpoint {dcfg['checkpoint']} does not exist; train it with `python -m forecast_action.train "
+                f"decoder checkpoint {dcfg['checkpoint']} does not exist; train it with `stockr1 decoder "
                 f"--config {dcfg['config']} --out {Path(dcfg['checkpoint']).parent}`")
         decoder = load_decoder(dcfg["checkpoint"])
         if "tool_samples" in dcfg:  # the SFT config sets what the tool of every later stage draws
@@ -544,29 +560,45 @@ def local_tokenizer(traces: Sequence[Trace], vocab_size: int, out: Path) -> Path
     return out
 
 
-def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = None,
-            out_root: str | Path = "checkpoints/sft") -> dict[str, Any]:
-    """The whole stage: data -> traces -> joint training (resumable) -> policy/ + decoder/."""
-
-    cfg = load_yaml(config)
+def load_sft_config(config: str | Path, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The SFT YAML with ``overrides`` merged in, checked against ``SFTRunConfig`` before any work (a
+    typo costs nothing): an error names the file, the key path and the nearest valid key."""
+    cfg = deep_update(load_yaml(config), overrides or {})
     try:
-        SFTRunConfig.from_dict(cfg)  # before any work, so a typo costs nothing
+        SFTRunConfig.from_dict(cfg)
     except ValueError as e:
         raise ValueError(f"{config}: {e}") from e
+    return cfg
+
+
+def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = None,
+            out_root: str | Path = "checkpoints/sft", overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The whole stage: data -> traces -> joint training (resumable) -> policy/ + decoder/."""
+    import yaml
+
+    cfg = load_sft_config(config, overrides)
     run = run or cfg.get("run", Path(config).stem)
     run_dir = Path(out_root) / run
     tcfg = from_dict(TrainConfig, {**cfg.get("train", {}), **({"max_steps": max_steps} if max_steps else {})})
-    torch.manual_seed(tcfg.seed)
-    windows, items, decoder, traces = prepare(cfg, run_dir)
-    (run_dir / "config.yaml").write_text(Path(config).read_text())
-    policy = build_policy(cfg, traces, run_dir)
+    fabric = launch_fabric(tcfg)  # before any work: with several devices every rank runs what follows
+    torch.manual_seed(tcfg.seed)  # the same initial weights on every rank
+    with fabric.rank_zero_first():  # rank 0 writes QA, decoder init, traces and tokenizer; the rest read them
+        windows, items, decoder, traces = prepare(cfg, run_dir)
+        policy = build_policy(cfg, traces, run_dir)
+    if fabric.is_global_zero:  # the config this run trained with: the file plus any command-line overrides
+        (run_dir / "config.yaml").write_text(Path(config).read_text() if not overrides else
+                                             yaml.safe_dump(cfg, sort_keys=False))
     data = sft_data(traces, items, windows, policy.tokenizer, tcfg)
-    logger = _logger(cfg, run, run_dir)
-    trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger)
+    logger = _logger(cfg, run, run_dir) if fabric.is_global_zero else None
+    trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger, fabric=fabric)
     resumed = trainer.maybe_resume()
-    print(f"SFT {run}: {len(data)} traces ({data.n_too_long} too long), "
-          f"{'resumed at step ' + str(trainer.step) if resumed else 'fresh start'}", flush=True)
+    fabric.print(f"SFT {run}: {len(data)} traces ({data.n_too_long} too long) on {fabric.world_size} rank(s), "
+                 f"{'resumed at step ' + str(trainer.step) if resumed else 'fresh start'}", flush=True)
     history = trainer.fit(data)
+    summary = {"run": run, "run_dir": str(run_dir), "steps": trainer.step, "n_traces": len(data),
+               "world_size": fabric.world_size, "rank": fabric.global_rank, "final": history[-1] if history else None}
+    if not fabric.is_global_zero:
+        return summary
     policy.save(run_dir / "policy")
     # joint SFT moved the decoder's weights: refit its U normaliser on train for the final weights, once;
     # from here on the saved decoder is the tool of GRPO and of every benchmark, and nothing refits it
@@ -576,8 +608,6 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
         _log_rollouts(logger, policy, decoder, windows, [it for it in items if it.split == "val"][:8],
                       cfg.get("max_context_chars"))
         logger.finish()
-    summary = {"run": run, "run_dir": str(run_dir), "steps": trainer.step, "n_traces": len(data),
-               "final": history[-1] if history else None}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 
@@ -594,8 +624,10 @@ def _log_rollouts(logger, policy, decoder, windows, items, max_context_chars: in
 
 
 def main(argv: list[str] | None = None) -> int:
-
-    ap = argparse.ArgumentParser(prog="stockr1 sft", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="stockr1 sft", description=__doc__.split("\n")[0],
+        epilog="Any config key can be overridden with its dotted path, e.g. --train.lr 1e-3 --train.devices 2 "
+               "--train.strategy ddp (values are YAML; the typed config checks them).")
     ap.add_argument("--config", required=True, help="YAML config (configs/sft/*.yaml)")
     ap.add_argument("--run", default=None, help="run name (default: config's run)")
     ap.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
@@ -603,13 +635,28 @@ def main(argv: list[str] | None = None) -> int:
                                                 "a temporary directory)")
     ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
                                                           "2 random layers, short sequences (llm/smoke.py)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--print_config", "--print-config", action="store_true",
+                    help="print the resolved config (every key, defaults included) and exit")
+    args, rest = ap.parse_known_args(argv)
+    try:
+        overrides = dotted_overrides(rest)
+    except ValueError as e:
+        ap.error(str(e))
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump(as_plain(SFTRunConfig.from_dict(load_sft_config(args.config, overrides))),
+                             sort_keys=False), end="")
+        return 0
     if args.smoke:
+        if overrides:
+            ap.error("--smoke runs the config file as written; drop the overrides")
         from llm.smoke import sft_smoke
 
         sft_smoke(args.config, args.out)
         return 0
     args.out = args.out or "checkpoints/sft"
-    summary = run_sft(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out)
-    print(json.dumps(summary, indent=1))
+    summary = run_sft(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out, overrides=overrides)
+    if summary["rank"] == 0:
+        print(json.dumps(summary, indent=1))
     return 0

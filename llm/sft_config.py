@@ -18,6 +18,7 @@ from llm.qa.generator import QAConfig
 from llm.traces import TraceConfig
 from stockr1.config import config_from_dict
 from stockr1.data.config import DataConfig
+from stockr1.distributed import check_distributed
 from ts_encoder.config import TSEncoderConfig
 
 
@@ -48,8 +49,14 @@ class TrainConfig:
     grad_clip_scope: str = "all"
     precision: str = "32-true"
     accelerator: str = "auto"
+    # several devices / nodes (stockr1/distributed.py, docs/scale.md): batch_size is the GLOBAL batch,
+    # split evenly over devices x num_nodes ranks, so a run's batches do not depend on the world size
+    devices: int | str = 1
+    num_nodes: int = 1
+    strategy: str = "auto"
 
     def __post_init__(self) -> None:
+        check_distributed(self.devices, self.num_nodes, self.strategy)
         if not self.lr > 0 or not self.decoder_lr >= 0 or self.warmup_steps < 0:
             raise ValueError(f"train.lr must be > 0, train.decoder_lr >= 0 and train.warmup_steps >= 0, got "
                              f"{self.lr}, {self.decoder_lr}, {self.warmup_steps}")

@@ -20,7 +20,6 @@ benchmark (e.g. ``{"train": {"uncertainty": {"enabled": False}}}`` for GRPO with
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import shutil
@@ -33,17 +32,11 @@ import numpy as np
 import torch
 
 from rl.logging import RunLogger
-from rl.run_config import GRPORunConfig
+from rl.run_config import GRPORunConfig, RolloutConfig
+from rl.soft_tokens import SoftTokenSource
 from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
+from stockr1.config import as_plain, config_from_dict, deep_update, dotted_overrides, load_yaml
 from stockr1.types import train_only
-
-
-def deep_update(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``over`` merged in, recursively for nested mappings."""
-    out = copy.deepcopy(dict(base))
-    for k, v in over.items():
-        out[k] = deep_update(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
-    return out
 
 
 def load_config(config: str | Path | Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> dict:
@@ -52,8 +45,6 @@ def load_config(config: str | Path | Mapping[str, Any], overrides: Mapping[str, 
     if isinstance(config, Mapping):
         cfg = dict(config)
     else:
-        from llm.sft import load_yaml
-
         cfg = load_yaml(config)
     cfg = deep_update(cfg, overrides or {})
     try:
@@ -91,26 +82,25 @@ def prepare_fresh_decoder(decoder, windows) -> None:
 
 
 @torch.no_grad()
-def encoder_features(decoder, windows, idx: np.ndarray, batch: int = 256) -> tuple[torch.Tensor, np.ndarray]:
-    """h_ts [n, K, d] (the encoder's, action-free) and U_q [n]: the decoder's normalised uncertainty of
-    the no-action forecast, the number the tool prints before the policy acts. Reads the decoder's
-    fitted normaliser and never fits it (``ActionConditionedDecoder.fit_uncertainty`` is called only
-    where the decoder is prepared); ValueError when it is unfitted."""
+def query_uncertainty(decoder, windows, idx: np.ndarray, batch: int = 256) -> np.ndarray:
+    """U_q [n]: the decoder's normalised uncertainty of the no-action forecast, the number the tool
+    prints before the policy acts. Reads the decoder's fitted normaliser and never fits it
+    (``ActionConditionedDecoder.fit_uncertainty`` is called only where the decoder is prepared);
+    ValueError when it is unfitted."""
     if not bool(decoder.normalizer.fitted):
         raise ValueError("the decoder's uncertainty normaliser is not fitted: prepare the decoder first "
                          "(llm.sft prepare / forecast_action training call fit_uncertainty on train)")
-    h, u = [], []
-    for i in range(0, len(idx), batch):
-        w = windows.select(idx[i:i + batch])
-        h.append(decoder.encoder(torch.as_tensor(w.x)).h_ts)
-        u.append(decoder.normalizer(decoder.no_action_uncertainty(w)))
-    return torch.cat(h), torch.cat(u).double().numpy()
+    u = []
+    with torch.no_grad():
+        for i in range(0, len(idx), batch):
+            u.append(decoder.normalizer(decoder.no_action_uncertainty(windows.select(idx[i:i + batch]))))
+    return torch.cat(u).double().cpu().numpy()
 
 
 def build_samples(items, windows, thresholds, decoder, tokenizer,
                   max_context_chars: int | None = None) -> list[GRPOSample]:
-    """One GRPOSample per QA item: the shared prompt (as SFT and the QA benchmark build it), soft
-    tokens, reward columns, U_q."""
+    """One GRPOSample per QA item: the shared prompt (as SFT and the QA benchmark build it), reward
+    columns, U_q, and the soft tokens' source (computed per batch: ``rl.soft_tokens``)."""
     from forecast_action.derive import actions_from_windows
     from llm.qa.prompt import SYSTEM_PROMPT, user_message
     from llm.special_tokens import ts_placeholders
@@ -118,9 +108,10 @@ def build_samples(items, windows, thresholds, decoder, tokenizer,
     from stockr1.types import CLOSE, VOLUME
 
     idx = np.array([it.window for it in items], dtype=int)
-    h_ts, u = encoder_features(decoder, windows, idx)
+    u = query_uncertainty(decoder, windows, idx)
     targets = actions_from_windows(windows.select(idx), thresholds)
-    ph = ts_placeholders(h_ts.shape[1])
+    ph = ts_placeholders(decoder.ts_cfg.n_tokens)
+    source = SoftTokenSource(decoder, windows)
     ctx = windows.context
     out = []
     for j, it in enumerate(items):
@@ -131,7 +122,7 @@ def build_samples(items, windows, thresholds, decoder, tokenizer,
                 "choices": tuple(it.choices), "target_action": targets[j],
                 "true_close": windows.future[w, :, CLOSE], "true_volume": windows.future[w, :, VOLUME],
                 "start_close": float(windows.last_close[w])}
-        out.append(GRPOSample(prompt, int(w), cols, h_ts[j], float(u[j])))
+        out.append(GRPOSample(prompt, int(w), cols, None, float(u[j]), ts_source=source))
     return out
 
 
@@ -150,14 +141,15 @@ class GRPOSetup:
     rollout: dict[str, Any]
 
     def engine(self, policy=None, decoder=None, **over):
-        """A rollout engine over ``policy`` (default: the setup's) with the run's rollout settings and
-        the frozen tool of ``decoder`` (default: the setup's)."""
+        """A rollout engine over ``policy`` (default: the setup's) with the run's rollout settings (its
+        ``rollout.backend``: hf or vllm) and the frozen tool of ``decoder`` (default: the setup's)."""
         from llm.rollout import RolloutEngine
         from llm.tools import ForecastTool
 
         policy = policy or self.policy
         tool = ForecastTool(decoder or self.decoder, self.windows)
-        return RolloutEngine(policy, policy.tokenizer, [tool], **{**self.rollout, **over})
+        rollout = config_from_dict(RolloutConfig, {**self.rollout, **over}, "grpo.rollout")
+        return RolloutEngine(policy, policy.tokenizer, [tool], **rollout.engine_kwargs())
 
 
 def train_config(cfg: Mapping[str, Any], max_steps: int | None = None) -> GRPOTrainConfig:
@@ -239,6 +231,7 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
     if logger is not None:
         logger.finish()
     summary: dict[str, Any] = {"run": run, "out_dir": str(out), "steps": trainer.step, "sft_dir": str(sft) if sft else None,
+                               "world_size": fabric.world_size, "rank": fabric.global_rank,
                                "n_train_queries": len(st.samples), "warnings": logger.warnings if logger else [],
                                "final": {k: v for k, v in (history[-1] if history else {}).items()
                                          if not (isinstance(v, float) and math.isnan(v))}}
@@ -275,7 +268,10 @@ def probe_run(config: str | Path | Mapping[str, Any], run_dir: str | Path | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="stockr1 grpo", description="uncertainty-aware GRPO (Stock-R1 §3.5)")
+    ap = argparse.ArgumentParser(
+        prog="stockr1 grpo", description="uncertainty-aware GRPO (Stock-R1 §3.5)",
+        epilog="Any config key can be overridden with its dotted path, e.g. --train.lr 3e-5 --rollout.temperature "
+               "0.8 --train.devices 8 --train.strategy ddp (values are YAML; the typed config checks them).")
     ap.add_argument("--config", required=True, help="YAML config (configs/grpo/*.yaml)")
     ap.add_argument("--run", default=None, help="run name (default: the config's run)")
     ap.add_argument("--sft", default=None, help="SFT run directory with policy/ and decoder/ (overrides sft.run_dir)")
@@ -286,14 +282,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-weight", action="store_true", help="plain GRPO: w(U) = 1 (ablation)")
     ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
                                                           "2 random layers, short rollouts (rl/smoke.py)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--print_config", "--print-config", action="store_true",
+                    help="print the resolved config (every key, defaults included) and exit")
+    args, rest = ap.parse_known_args(argv)
+    try:
+        over = dotted_overrides(rest)
+    except ValueError as e:
+        ap.error(str(e))
+    if args.no_weight:
+        over = deep_update(over, {"train": {"uncertainty": {"enabled": False}}})
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump(as_plain(GRPORunConfig.from_dict(load_config(args.config, over))), sort_keys=False), end="")
+        return 0
     if args.smoke:
+        if over:
+            ap.error("--smoke runs the config file as written; drop the overrides")
         from rl.smoke import grpo_smoke
 
         grpo_smoke(args.config, args.out)
         return 0
-    over = {"train": {"uncertainty": {"enabled": False}}} if args.no_weight else None
     summary = run_grpo(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out or "checkpoints/grpo",
-                       resume=args.resume, sft_dir=args.sft, overrides=over)
-    print(json.dumps(summary, indent=1, default=str))
+                       resume=args.resume, sft_dir=args.sft, overrides=over or None)
+    if summary.get("rank", 0) == 0:
+        print(json.dumps(summary, indent=1, default=str))
     return 0

@@ -122,6 +122,18 @@ def collapse_warnings(s: Mapping[str, float], n_answers: int, th: CollapseThresh
     return out
 
 
+def step_line(s: Mapping[str, Any]) -> str:
+    """The one-line summary of a GRPO step printed beside its progress: reward (and its answer / action
+    parts), KL to the reference, parse rates."""
+    def f(key: str, fmt: str = ".3f", scale: float = 1.0, unit: str = "") -> str:
+        v = s.get(key)
+        return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(scale * v, fmt) + unit
+
+    return (f"reward {f('reward/total')} (ans {f('reward/r_ans')}, act {f('reward/r_act')}), KL {f('policy/kl', '.4f')}, "
+            f"action ok {f('rollout/action_success_rate', '.0f', 100, '%')}, answer parses "
+            f"{f('rollout/answer_parse_rate', '.0f', 100, '%')}")
+
+
 class RunLogger:
     """W&B (offline unless WANDB_MODE says otherwise) + ``metrics.jsonl`` / ``samples.jsonl`` in out_dir.
 

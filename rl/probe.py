@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from rl.rewards import PENALTY, REWARD_NAMES, RewardWeights
+from rl.soft_tokens import soft_tokens
 from rl.trainer import GRPOSample, StockR1Scorer
 
 
@@ -32,7 +33,7 @@ def probe_rewards(engine, samples: Sequence[GRPOSample], thresholds: Any, group_
     torch.manual_seed(seed)
     if getattr(engine, "generator", None) is not None:
         engine.generator.manual_seed(seed)
-    ts = torch.stack([s.ts_tokens for s in samples]) if samples[0].ts_tokens is not None else None
+    ts = soft_tokens(samples)
     with torch.no_grad():
         rollouts = engine.generate([s.prompt for s in samples], ts, [s.sample_ref for s in samples],
                                    num_return_sequences=group_size)

@@ -15,6 +15,7 @@ from typing import Any
 from llm.policy import PolicyConfig
 from llm.qa.generator import QAConfig
 from llm.sft_config import DecoderSection, WandbSection
+from llm.vllm_config import VLLMConfig, vllm_import_error
 from rl.trainer import GRPOTrainConfig
 from stockr1.config import config_from_dict
 from stockr1.data.config import DataConfig
@@ -28,9 +29,17 @@ class GRPOQAConfig(QAConfig):
     max_train_queries: int | None = None
 
 
+ROLLOUT_BACKENDS = ("hf", "vllm")
+
+
 @dataclass(frozen=True)
 class RolloutConfig:
-    """``llm.rollout.RolloutEngine`` sampling settings of the training rollouts."""
+    """``llm.rollout.RolloutEngine`` settings of the training rollouts.
+
+    backend: ``hf`` (the policy's own decode loop: CPU, tests, the reference) or ``vllm``
+    (`llm.vllm_backend`, settings in ``vllm``; unverified, docs/scale.md "Rollout backends").
+    prefill_chunk: prefill prompts longer than this many tokens in pieces (hf backend; None = at once).
+    """
 
     max_new_tokens: int = 512
     temperature: float = 1.0
@@ -38,15 +47,30 @@ class RolloutConfig:
     max_tool_calls: int = 1
     stop_at_answer: bool = True
     max_batch_rows: int | None = None
+    prefill_chunk: int | None = None
+    backend: str = "hf"
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1 or self.temperature < 0 or not 0 < self.top_p <= 1 or self.max_tool_calls < 0:
             raise ValueError(f"rollout: max_new_tokens >= 1, temperature >= 0, 0 < top_p <= 1 and max_tool_calls >= 0 "
                              f"are required, got {self.max_new_tokens}, {self.temperature}, {self.top_p}, "
                              f"{self.max_tool_calls}")
+        if self.prefill_chunk is not None and self.prefill_chunk < 1:
+            raise ValueError(f"rollout.prefill_chunk must be >= 1 (or null: no chunking), got {self.prefill_chunk}")
+        if self.backend not in ROLLOUT_BACKENDS:
+            raise ValueError(f"rollout.backend must be one of {list(ROLLOUT_BACKENDS)}, got {self.backend!r}")
+        if self.backend == "vllm" and self.vllm.mode == "colocate" and (err := vllm_import_error()) is not None:
+            raise ValueError(f"rollout.backend: vllm needs vllm importable here ({err}); use rollout.backend: hf")
 
     def engine_kwargs(self) -> dict[str, Any]:
-        return asdict(self)
+        """``RolloutEngine`` keyword arguments (the backend builder included)."""
+        kw = {k: v for k, v in asdict(self).items() if k not in ("backend", "vllm")}
+        if self.backend == "vllm":
+            from llm.vllm_backend import VLLMBackend
+
+            kw["backend"] = VLLMBackend.factory(self.vllm)
+        return kw
 
 
 @dataclass(frozen=True)

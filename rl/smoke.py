@@ -21,8 +21,9 @@ from llm.smoke import (
     work_dir,
 )
 from llm.tokenizer import build_or_load_tokenizer
-from rl.cli import build_setup, deep_update, load_config
+from rl.cli import build_setup, load_config
 from rl.trainer import GRPOTrainer, StockR1Scorer, make_fabric, query_indices
+from stockr1.config import deep_update
 
 
 def grpo_smoke(config: str | Path, out: str | Path | None = None) -> dict[str, Any]:

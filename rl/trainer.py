@@ -9,7 +9,9 @@ One step::
     -> clip gradients, AdamW step; every ``ckpt_every`` steps ``out_dir/last.ckpt``     (step)
 
 What is simplified relative to TRL / verl (on purpose, for a readable engine):
-- No vLLM, no async generation, no reward/model servers: the policy samples with its own KV cache.
+- Generation is synchronous (no async rollouts, no reward/model servers): the engine samples through its
+  backend (`llm.generation`: the HF loop with the policy's own KV cache, or vLLM, which gets the merged
+  weights after every update; docs/scale.md, "Rollout backends").
 - One optimisation pass per generation batch by default (``num_iterations=1``), so the ratio is 1
   at the sampled point and ``old_logp`` is the detached current log-prob, as in TRL's default.
   ``num_iterations > 1`` reuses the batch, with ``old_logp`` taken before the first pass.
@@ -55,9 +57,12 @@ from torch import Tensor
 
 from llm.logprobs import keep_for_mask, pad_sequences, token_logprobs, token_logprobs_and_entropy
 from rl.grpo import GRPOLossConfig, UncertaintyWeightConfig, group_advantages, grpo_loss, uncertainty_weight
-from rl.logging import RunLogger, step_metrics
+from rl.logging import RunLogger, step_line, step_metrics
 from rl.rewards import REWARD_NAMES, RewardBreakdown, RewardWeights, combine_rewards, compute_rewards
+from rl.soft_tokens import soft_tokens
 from stockr1.config import config_from_dict
+from stockr1.distributed import check_distributed, launch_fabric
+from stockr1.progress import progress
 
 
 @dataclass(frozen=True)
@@ -68,8 +73,10 @@ class GRPOSample:
     sample_ref:  what the tools get (an int row of the tool's ``Windows``)
     columns:     reward columns of this query (``rl.rewards`` docstring): answer, answer_type,
                  tolerance, choices, target_action, true_close, true_volume, start_close
-    ts_tokens:   [K, d_ts] encoder tokens for the soft-token slots, or None
+    ts_tokens:   [K, d_ts] encoder tokens for the soft-token slots, precomputed; or None
     uncertainty: U_q, the encoder's normalised uncertainty in [0, 1]; NaN = unknown
+    ts_source:   computes the soft tokens from ``sample_ref`` when a batch needs them (``rl.soft_tokens``;
+                 used when ``ts_tokens`` is None). Read them with ``rl.soft_tokens.soft_tokens(samples)``.
     """
 
     prompt: str
@@ -77,6 +84,7 @@ class GRPOSample:
     columns: Mapping[str, Any] = field(default_factory=dict)
     ts_tokens: Tensor | None = None
     uncertainty: float = math.nan
+    ts_source: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -102,11 +110,13 @@ class GRPOTrainConfig:
     log_every: int = 1
     n_table_rows: int = 4
     accelerator: str = "auto"
-    devices: int | str = 1
+    devices: int | str = 1  # per node; stockr1/distributed.py, docs/scale.md
+    num_nodes: int = 1
     strategy: str = "auto"
     precision: str = "32-true"
 
     def __post_init__(self) -> None:
+        check_distributed(self.devices, self.num_nodes, self.strategy)
         if self.group_size < 2:
             raise ValueError(f"train.group_size must be >= 2 (advantages are relative to the group), got {self.group_size}")
         for name in ("queries_per_step", "max_steps", "num_iterations", "micro_batch"):
@@ -205,16 +215,14 @@ def query_weights(samples: Sequence[GRPOSample], rollouts: Sequence[Any], cfg: U
 
 def make_fabric(cfg: GRPOTrainConfig):
     """A launched Fabric for ``cfg`` ("ddp" on several devices re-runs the script once per device)."""
-    from lightning.fabric import Fabric
-
-    fabric = Fabric(accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy, precision=cfg.precision)
-    fabric.launch()
-    return fabric
+    return launch_fabric(cfg)
 
 
 def rollout_batch(rollouts: Sequence[Any], samples: Sequence[GRPOSample], pad_id: int,
-                  device: torch.device | str = "cpu") -> dict[str, Tensor | None]:
+                  device: torch.device | str = "cpu", prompt_ts: Tensor | None = None) -> dict[str, Tensor | None]:
     """Right-padded ``ids``/``att``/``gen`` [N, T] and ``ts`` [N, K, d_ts] (None without soft tokens).
+    ``prompt_ts`` [Q, K, d_ts]: the soft tokens the rollouts were generated with (default: computed from
+    ``samples``), so the loss sees exactly the rollouts' inputs.
 
     ``gen`` is the rollouts' gen_mask: prompt, tool observations and padding are 0, so they get no
     gradient in `grpo_loss`.
@@ -222,8 +230,9 @@ def rollout_batch(rollouts: Sequence[Any], samples: Sequence[GRPOSample], pad_id
     ids, att, gen = pad_sequences([r.token_ids for r in rollouts], pad_id, [r.gen_mask for r in rollouts],
                                   side="right")
     ts = None
-    if samples[0].ts_tokens is not None:
-        ts = torch.stack([samples[r.prompt_index].ts_tokens for r in rollouts]).to(device)
+    prompt_ts = soft_tokens(samples) if prompt_ts is None else prompt_ts
+    if prompt_ts is not None:
+        ts = prompt_ts[torch.tensor([r.prompt_index for r in rollouts], device=prompt_ts.device)].to(device)
     return {"ids": ids.to(device), "att": att.to(device), "gen": gen.to(device), "ts": ts}
 
 
@@ -342,7 +351,7 @@ class GRPOTrainer:
                             fab.world_size)
         samples = [self.samples[i] for i in idx]
         t0 = time.perf_counter()
-        ts = torch.stack([s.ts_tokens for s in samples]) if samples[0].ts_tokens is not None else None
+        ts = soft_tokens(samples)
         rollouts = self.engine.generate([s.prompt for s in samples], ts, [s.sample_ref for s in samples],
                                         num_return_sequences=cfg.group_size)
         t_roll = time.perf_counter() - t0
@@ -351,7 +360,7 @@ class GRPOTrainer:
         adv = group_advantages(total, cfg.group_size).float()
         u, w_q = query_weights(samples, rollouts, cfg.uncertainty, cfg.group_size)
         w = w_q.float().repeat_interleave(cfg.group_size)
-        b = rollout_batch(rollouts, samples, self.engine.pad_id, self.fabric.device)
+        b = rollout_batch(rollouts, samples, self.engine.pad_id, self.fabric.device, ts)
         n = len(rollouts)
         chunks = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
         old = ref = None
@@ -390,6 +399,7 @@ class GRPOTrainer:
             self.opt.step()
         stats["lr"] = self.sched.get_last_lr()[0]
         self.sched.step()
+        self._push_weights()
         tok = max(acc["tok"], 1.0)
         stats.update({"loss": acc["loss"], "policy/entropy": acc["entropy"] / tok, "policy/kl": acc["kl"] / tok,
                       "policy/clip_low": acc["clip_low"] / tok, "policy/clip_high": acc["clip_high"] / tok,
@@ -398,15 +408,26 @@ class GRPOTrainer:
         self.step += 1
         return step_metrics(self.step, rollouts, samples, rewards, adv, cfg.group_size, u, w_q, stats)
 
+    def _push_weights(self) -> None:
+        """After the optimiser updates: a serving-engine rollout backend (vLLM) loads the new merged
+        weights; the HF backend generates with the trained module itself (a no-op there)."""
+        push = getattr(self.engine, "sync_weights", None)
+        if push is not None:
+            push()
+
     # ------------------------------------------------------------------ loop
     def fit(self, resume: bool = False) -> list[dict[str, float]]:
         """Train to ``cfg.max_steps``; with ``resume`` continue from ``last.ckpt`` when present."""
         if resume:
             self.resume()
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        t_run, first = time.time(), self.step  # this process's rate, for the progress line
         while self.step < self.cfg.max_steps:
             metrics = self.train_step()
             self.history.append(metrics["scalars"])
+            if self.step % self.cfg.log_every == 0:
+                self.fabric.print(f"{progress(self.step, self.cfg.max_steps, time.time() - t_run, self.step - first)} | "
+                                  f"{step_line(metrics['scalars'])}", flush=True)
             if self.logger is not None and self.fabric.is_global_zero and self.step % self.cfg.log_every == 0:
                 self.logger.log(self.step, metrics, n_rows=self.cfg.n_table_rows)
             if self.step % self.cfg.ckpt_every == 0 or self.step == self.cfg.max_steps:

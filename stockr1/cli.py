@@ -16,11 +16,14 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "data": ("stockr1.data.cli:main", "build / inspect point-in-time datasets"),
     "ts": ("ts_encoder.cli:main", "TS encoder: fit | validate | test | predict (Lightning CLI)"),
     "forecast": ("forecast_action.forecast_cli:main", "forecast the next business days of your own OHLCV CSV"),
+    "decoder": ("forecast_action.train:main", "train the action-conditioned decoder (the forecast tool)"),
+    "ask": ("llm.ask_cli:main", "ask a trained policy about the days after the end of your own data"),
     "tokenizer": ("llm.tokenizer_cli:main", "build the offline tokenizer and tiny policy"),
     "sft": ("llm.sft:main", "joint SFT of policy, projector and decoder"),
     "grpo": ("rl.cli:main", "uncertainty-aware GRPO"),
     "curriculum": ("rl.methods.trading_r1.curriculum:main", "Trading-R1 three-stage curriculum"),
     "bench": ("benchmarks.cli:main", "benchmarks: forecast | action | qa | backtest | ablation | compare"),
+    "release": ("stockr1.release:main", "pack / verify the shipped tiny SFT run (release/tiny)"),
     "demo": ("stockr1.pipeline:main", "end-to-end offline demo: data -> encoder -> SFT -> GRPO -> report"),
 }
 

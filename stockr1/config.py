@@ -17,12 +17,15 @@ through; each config keeps its own ``__post_init__`` / ``from_dict`` checks on t
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import dataclasses
 import difflib
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
 
 T = TypeVar("T")
@@ -112,3 +115,70 @@ def _number(text: str, kind: type, where: str, key: str) -> int | float:
     if not (math.isfinite(x) and x.is_integer()):
         raise ValueError(f"{where}: {key!r} must be an integer, got the string {text!r}")
     return int(x)
+
+
+# --- YAML run configs: read, merge, override from the command line, print --------------------------
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """A run config file as a mapping ({} for an empty file); an unreadable file or bad YAML names the file."""
+    import yaml
+
+    try:
+        return yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"cannot read config {path}: {e}") from e
+
+
+def deep_update(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` merged in, recursively for nested mappings (``base`` is not modified)."""
+    out = copy.deepcopy(dict(base))
+    for k, v in over.items():
+        out[k] = deep_update(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
+    return out
+
+
+def dotted_overrides(args: Sequence[str]) -> dict[str, Any]:
+    """Command-line overrides ``--train.lr 1e-3`` / ``--train.devices=2`` -> ``{"train": {"lr": 0.001,
+    "devices": 2}}``. Values are read as YAML (``null``, ``[1, 2]``, ``{a: 1}``, ``true``); the typed
+    config checks keys and values afterwards, so a misspelled path is refused with a suggestion."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if not tok.startswith("--") or len(tok) <= 2:
+            raise ValueError(f"unexpected argument {tok!r}: overrides look like --section.key VALUE or --key=VALUE")
+        key, eq, value = tok[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                raise ValueError(f"override --{key} needs a value (--{key} VALUE or --{key}=VALUE)")
+            value, i = args[i + 1], i + 1
+        parts = key.replace("-", "_").split(".")
+        if not all(parts):
+            raise ValueError(f"bad override path --{key}")
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"override --{key} conflicts with an earlier override of {p}")
+        parsed = yaml.safe_load(value)
+        if isinstance(parsed, str):  # YAML 1.1 reads "1e-3" as a string; on a command line it is a number
+            with contextlib.suppress(ValueError):
+                parsed = float(parsed) if parsed.strip().lower() not in ("nan", "inf", "-inf", "infinity") else parsed
+        node[parts[-1]] = parsed
+        i += 1
+    return out
+
+
+def as_plain(cfg: Any) -> Any:
+    """A config dataclass (or anything inside one) as plain YAML-safe data: dataclasses -> dicts, tuples ->
+    lists. ``--print_config`` prints this: every key with its resolved value, defaults included."""
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        return {f.name: as_plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.init}
+    if isinstance(cfg, Mapping):
+        return {k: as_plain(v) for k, v in cfg.items()}
+    if isinstance(cfg, (list, tuple)):
+        return [as_plain(v) for v in cfg]
+    return cfg

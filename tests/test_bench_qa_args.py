@@ -87,3 +87,18 @@ def test_bad_qa_file_is_named(run) -> None:
                                   if '"split": "train"' in line))
     with pytest.raises(SystemExit, match="has no test-split questions"):
         main(["--checkpoint", str(run_dir), "--out", str(root / "x"), "--qa", str(only_train)])
+
+
+def test_compare_grades_a_second_policy_on_the_same_questions_with_a_paired_difference(run) -> None:
+    run_dir, own, _, root = run
+    out = root / "compare"
+    assert main(["--checkpoint", str(run_dir), "--compare", str(run_dir), "--compare-name", "again", "--n", "2",
+                 "--max-new-tokens", "4", "--threads", "1", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert {"stock-r1-sft", "again", "majority"} <= set(metrics)
+    iv = json.loads((out / "intervals.json").read_text())
+    assert "vs_policy" not in iv["stock-r1-sft"]
+    d = iv["again"]["vs_policy"]["stock-r1-sft"]  # the same weights on the same questions: exactly no difference
+    assert (d["diff"], d["ci_lo"], d["ci_hi"], d["verdict"]) == (0.0, 0.0, 0.0, "tie")
+    assert "- again − stock-r1-sft: +0.0 [+0.0, +0.0] tie" in (out / "README.md").read_text()
+    assert questions(out) == [it.question for it in own if it.split == "test"][:2] * 2

@@ -14,6 +14,7 @@ from llm.special_tokens import EOS_TOKEN
 from llm.tokenizer import chat_prompt, train_tokenizer
 from rl.methods.env import DecisionEnv
 from rl.methods.stock_r1.adapter import decision_samples as stock_r1_samples
+from rl.soft_tokens import soft_tokens
 from stockr1.data import load_source, synthetic_windows
 from stockr1.data.context import synthetic_store
 from stockr1.data.quality import check_frames
@@ -93,7 +94,7 @@ def test_stock_r1_scripted_through_the_forecast_tool(env, tok):
                              "action": {"cond_dim": 8, "emb_dim": 4, "hidden": 16}}).eval()
     prepare_fresh_decoder(decoder, env.windows)  # a decoder is prepared (U normaliser on train) before use
     samples = stock_r1_samples(env, decoder, tok)
-    assert samples[0].ts_tokens.shape[-1] == 8  # soft tokens from the decoder's encoder
+    assert soft_tokens(samples).shape[-1] == 8  # soft tokens from the decoder's encoder
     scripts = {s.prompt: (["Trend looks up. " + ACT, " <answer>1.0</answer>"] if k else ["Hmm. " + BAD, " <answer>0</answer>"])
                for k, s in enumerate(samples)}
     pol = ScriptedPolicy(tok, scripts)

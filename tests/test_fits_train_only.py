@@ -225,6 +225,7 @@ def grpo_setup(policy: dict[str, Any], data: Data) -> dict[str, Any]:
     """``stockr1 grpo``'s setup without an SFT run: QA items, thresholds, the fresh decoder prepared
     on train (input scaling, U normaliser), and one GRPO sample per train query."""
     from rl.cli import build_setup
+    from rl.soft_tokens import soft_tokens
 
     cfg = {"seed": 0, "data": DATA, "max_context_chars": 200, "qa": {"n_train": 6, "n_val": 2, "n_test": 2, "seed": 0},
            "decoder": DECODER, "policy": policy, "rollout": {"max_new_tokens": 8},
@@ -232,7 +233,8 @@ def grpo_setup(policy: dict[str, Any], data: Data) -> dict[str, Any]:
     with reading(data):
         st = build_setup(cfg, None)
     return {"thresholds": st.thresholds.to_dict(), "decoder": dict(st.decoder.state_dict()),
-            "samples": [{"prompt": s.prompt, "ref": s.sample_ref, "U_q": s.uncertainty, "ts_tokens": s.ts_tokens,
+            "soft_tokens": soft_tokens(st.samples),
+            "samples": [{"prompt": s.prompt, "ref": s.sample_ref, "U_q": s.uncertainty,
                          "columns": {k: v for k, v in s.columns.items() if k != "target_action"},
                          "target_action": s.columns["target_action"].model_dump()} for s in st.samples],
             "_read": {"future": st.windows.future}}  # may move: not compared

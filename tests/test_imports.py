@@ -25,6 +25,18 @@ def test_cli_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["no-such-command"]) == 2
 
 
+def test_every_subcommand_target_exists_and_answers_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from stockr1.cli import SUBCOMMANDS, main
+
+    for target, _ in SUBCOMMANDS.values():
+        module, func = target.split(":")
+        assert callable(getattr(importlib.import_module(module), func)), target
+    for name in ("decoder", "ask", "sft", "grpo"):
+        with pytest.raises(SystemExit) as e:
+            main([name, "--help"])
+        assert e.value.code == 0 and f"stockr1 {name}" in capsys.readouterr().out
+
+
 def test_cli_bad_input_is_one_line_on_stderr_and_debug_shows_the_traceback(tmp_path, capsys) -> None:
     import pytest
 

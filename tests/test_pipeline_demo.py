@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stockr1.config import deep_update
 from stockr1.pipeline.demo import REPO, load_config, main, stage_configs
 from stockr1.pipeline.invoke import StageFailed, run_command
 from stockr1.pipeline.report import write_report
 from stockr1.pipeline.runner import DONE, StageContext
-from stockr1.pipeline.stages import DEMO_STAGES, deep_update, derived_config, flags
+from stockr1.pipeline.stages import DEMO_STAGES, SCRATCH_STAGES, derived_config, flags
 
 
 def _walk_keys(d, prefix=""):
@@ -25,7 +26,7 @@ def _walk_keys(d, prefix=""):
 
 def test_demo_config_matches_stages_and_is_step_budgeted() -> None:
     cfg = load_config("configs/demo.yaml")
-    names = {s.name for s in DEMO_STAGES}
+    names = {s.name for s in DEMO_STAGES} | {s.name for s in SCRATCH_STAGES}
     sections = {k for k, v in cfg.items() if isinstance(v, dict)}
     assert sections <= names, f"sections without a stage: {sections - names}"
     for name in sections:
@@ -36,21 +37,23 @@ def test_demo_config_matches_stages_and_is_step_budgeted() -> None:
     assert stage_configs(cfg, DEMO_STAGES)["ts"]["threads"] == cfg["threads"]
 
 
-def test_stage_chain_is_consistent() -> None:
-    """Every input of a stage is an output of an earlier stage."""
+@pytest.mark.parametrize("stages", [DEMO_STAGES, SCRATCH_STAGES], ids=["release", "scratch"])
+def test_stage_chain_is_consistent(stages) -> None:
+    """Every input of a stage is an output of an earlier stage; both chains end in the same stages."""
     produced: set[str] = set()
-    for st in DEMO_STAGES:
+    for st in stages:
         for rel in st.inputs:
             assert any(rel == o or rel.startswith(o + "/") for o in produced), (st.name, rel)
         produced |= set(st.outputs)
+    assert [s.name for s in stages][-6:] == ["grpo", "bench_forecast", "bench_action", "bench_qa", "bench_backtest",
+                                             "report"]
 
 
 def test_only_with_missing_inputs_names_them(tmp_path: Path, capsys) -> None:
-    rc = main(["--out", str(tmp_path), "--only", "sft"])
+    rc = main(["--out", str(tmp_path), "--from-scratch", "--only", "sft"])
     err = capsys.readouterr().err
     assert rc == 2
-    assert str(tmp_path / "action" / "decoder.ckpt") in err and "stage 'action'" in err
-    assert "stage 'tokenizer'" in err
+    assert str(tmp_path / "tokenizer" / "tokenizer") in err and "stage 'tokenizer'" in err
     assert not (tmp_path / "sft").exists()
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["seed"] == 0 and man["stages"] == {} and man["data_hash"] is None
@@ -100,17 +103,33 @@ def test_report_merges_stage_outputs(tmp_path: Path) -> None:
         (run / st.name / DONE).write_text(json.dumps({"wall_s": 10.0, "cpu_s": 4.0}))
     bf = run / "bench_forecast"
     bf.mkdir()
-    (bf / "metrics.json").write_text("{}")
     (bf / "table.md").write_text("| model | crps |\n|---|---|\n| enc | 0.1 |\n")
     (bf / "fan.png").write_bytes(b"png")
-    for arm, acc in (("sft", 0.4), ("grpo", 0.5)):
-        (run / "bench_qa" / arm).mkdir(parents=True)
-        (run / "bench_qa" / arm / "metrics.json").write_text(json.dumps(
-            {"majority": {"overall": 0.3}, "stock-r1-sft": {"overall": acc, "action_success_rate": 1.0}}))
+    (bf / "metrics.json").write_text(json.dumps({"stockr1_ts": {"crps": 0.0102, "cov_close90": 0.89}}))
+    (bf / "differences.json").write_text(json.dumps([
+        {"reference": "stockr1_ts", "baseline": b, "metric": "crps", "baseline_value": v, "diff": 0.0102 - v,
+         "ci_lo": 0.0102 - v - 0.0001, "ci_hi": 0.0102 - v + 0.0001, "verdict": verdict}
+        for b, v, verdict in (("random_walk", 0.0104, "win"), ("garch11", 0.0099, "loss"))]))
+    qa = run / "bench_qa"
+    qa.mkdir()
+    (qa / "metrics.json").write_text(json.dumps(
+        {"majority": {"overall": 0.3}, "stock-r1-sft": {"overall": 0.4, "action_success_rate": 1.0, "action_and_answer_rate": 96.0},
+         "stock-r1-grpo": {"overall": 0.5, "action_success_rate": 1.0, "action_and_answer_rate": 94.5}}))
+    tie = {"diff": -1.5, "ci_lo": -6.1, "ci_hi": 3.6, "verdict": "tie"}
+    (qa / "intervals.json").write_text(json.dumps({
+        "stock-r1-sft": {"accuracy": {"forecast": {"n": 120}, "event": {"n": 80},
+                                      "overall": {"acc": 40.3, "ci_lo": 35.4, "ci_hi": 45.0}},
+                         "action_and_answer_wilson": [94.0, 97.5], "minus": {"majority": tie}},
+        "stock-r1-grpo": {"vs_policy": {"stock-r1-sft": {"diff": 0.5, "ci_lo": -2.0, "ci_hi": 3.0, "verdict": "tie"}}}}))
     text = write_report(run, DEMO_STAGES).read_text()
-    assert "seed 4" in text and "| enc | 0.1 |" in text and "![fan](bench_forecast/fan.png)" in text
+    assert "seed 4" in text and "![fan](bench_forecast/fan.png)" in text
     assert "| Stock-R1 SFT | 0.4 | 1 |" in text and "| Stock-R1 u-GRPO | 0.5 | 1 |" in text
-    assert text.count("| majority | 0.3 | – |") == 1  # baselines once, from the SFT evaluation
+    assert text.count("| majority | 0.3 | – |") == 1  # baselines once
+    head = text.split("## What was learned", 1)[1].split("## Stages", 1)[0]  # opens the report
+    assert "best baseline (garch11, 0.990×10⁻²)" in head and "so it loses to it" in head
+    assert "on 200 held-out questions" in head and "96.0% [94.0, 97.5]" in head and "40.3% [35.4, 45.0]" in head
+    assert "majority -1.50 [-6.10, +3.60]" in head and "**It beats none of them**" in head
+    assert "u-GRPO (? steps) − SFT on the same questions: +0.50 [-2.00, +3.00] points (tie)" in head.replace("**", "")
     assert f"| **total** |  | 3/{len(DEMO_STAGES)} | 30 | 12 |" in text
     assert "_not run (`stockr1 demo --only bench_action`)_" in text
     assert "| [report](report/) | report.md with tables, plots and links | this page |" in text

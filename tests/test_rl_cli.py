@@ -12,7 +12,9 @@ from llm.qa.generator import QAConfig, QAGenerator
 from llm.sft import build_decoder, load_data
 from llm.special_tokens import TS_PLACEHOLDER
 from llm.tokenizer import train_tokenizer
-from rl.cli import build_samples, deep_update, load_config, prepare_fresh_decoder
+from rl.cli import build_samples, load_config, prepare_fresh_decoder
+from rl.soft_tokens import soft_tokens
+from stockr1.config import deep_update
 from stockr1.types import CLOSE, train_only
 
 DECODER = {"seed": 0, "ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1,
@@ -36,10 +38,12 @@ def test_samples_are_causal_and_labels_are_the_realised_future(setup) -> None:
     windows, items, th, decoder, tok, _ = setup
     samples = build_samples(items, windows, th, decoder, tok)
     assert len(samples) == len(items) > 0
-    k = samples[0].ts_tokens.shape[0]
+    ts = soft_tokens(samples)
+    k = ts.shape[1]
+    assert ts.shape == (len(samples), k, 8) and all(s.ts_tokens is None for s in samples)  # computed per batch
     for s, it in zip(samples, items, strict=True):
         assert s.prompt.count(TS_PLACEHOLDER) == k and it.question in s.prompt
-        assert s.ts_tokens.shape == (k, 8) and 0.0 <= s.uncertainty <= 1.0
+        assert 0.0 <= s.uncertainty <= 1.0
         assert s.columns["answer"] == it.answer and s.sample_ref == it.window
         np.testing.assert_array_equal(s.columns["true_close"], windows.future[it.window, :, CLOSE])
     idx = np.array([it.window for it in items])
@@ -50,8 +54,9 @@ def test_samples_are_causal_and_labels_are_the_realised_future(setup) -> None:
     future[:, :, :4] *= 1.37
     moved = dataclasses.replace(windows, future=future, y=windows.y + 0.5)
     again = build_samples(items, moved, th, decoder, tok)
+    assert torch.equal(ts, soft_tokens(again))
     for a, b in zip(samples, again, strict=True):
-        assert a.prompt == b.prompt and torch.equal(a.ts_tokens, b.ts_tokens) and a.uncertainty == b.uncertainty
+        assert a.prompt == b.prompt and a.uncertainty == b.uncertainty
         assert not np.array_equal(a.columns["true_close"], b.columns["true_close"])
 
 
@@ -109,3 +114,37 @@ def test_load_models_prefers_the_sft_run(setup, tmp_path) -> None:
     assert all(torch.equal(a, b) for a, b in zip(dec.state_dict().values(), decoder.state_dict().values(), strict=True))
     fresh, _ = load_models(cfg, tmp_path / "missing")  # no SFT run: the configured tiny policy
     assert not torch.equal(fresh.projector.net[0].weight, trained.projector.net[0].weight)
+
+
+def test_soft_tokens_computed_per_batch_train_exactly_as_precomputed_ones(setup, tmp_path) -> None:
+    """GRPO queries hold a window row, not h_ts (40k queries x K x d_llm would not fit in host memory at
+    4B width); one step on lazily computed soft tokens moves every weight exactly as one on the same
+    tokens precomputed, and the batch's tokens are the encoder's output for those rows."""
+    from llm.policy import Policy, PolicyConfig
+    from llm.rollout import RolloutEngine
+    from llm.tools import ForecastTool
+    from rl.trainer import FuncScorer, GRPOSample, GRPOTrainConfig, GRPOTrainer
+
+    windows, items, th, decoder, tok, tok_dir = setup
+    lazy = build_samples(items[:2], windows, th, decoder, tok, max_context_chars=200)
+    with torch.no_grad():
+        expect = decoder.encoder(torch.as_tensor(windows.select(np.array([s.sample_ref for s in lazy])).x)).h_ts
+    assert torch.equal(soft_tokens(lazy), expect)
+    eager = [GRPOSample(s.prompt, s.sample_ref, s.columns, expect[i], s.uncertainty) for i, s in enumerate(lazy)]
+    before, after = [], []
+    for k, samples in enumerate((lazy, eager)):
+        torch.manual_seed(0)
+        pol = Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tok_dir), tiny_hidden=32, tiny_layers=1,
+                                  tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64, lora_r=0, d_ts=8))
+        before.append(pol.projector.net[0].weight.detach().clone())
+        eng = RolloutEngine(pol, pol.tokenizer, [ForecastTool(decoder, windows, n_samples=4)], max_new_tokens=6)
+        cfg = GRPOTrainConfig(group_size=4, queries_per_step=2, max_steps=1, lr=1e-2, accelerator="cpu", ckpt_every=10)
+        GRPOTrainer(pol, eng, samples, FuncScorer({"len": _length}), cfg, tmp_path / str(k)).fit()
+        after.append({n: p.detach().clone() for n, p in pol.named_parameters()})
+    assert torch.equal(before[0], before[1]) and not torch.equal(before[0], after[0]["projector.net.0.weight"])
+    for n in after[0]:
+        assert torch.equal(after[0][n], after[1][n]), n
+
+
+def _length(prompts, completions, **kw) -> list[float]:
+    return [float(len(c)) for c in completions]  # differs within a group, so advantages are not all zero

@@ -12,9 +12,10 @@ import yaml
 from benchmarks.ablation import VARIANTS, AblationConfig, resolved_grpo, resolved_sft
 from llm.sft import load_yaml, run_sft
 from llm.sft_config import SFTRunConfig
-from rl.cli import deep_update, load_config
+from rl.cli import load_config
 from rl.run_config import GRPORunConfig
 from stockr1.cli import main as stockr1_main
+from stockr1.config import deep_update, dotted_overrides
 
 ROOT = Path(__file__).parents[1]
 SFT = sorted((ROOT / "configs" / "sft").glob("*.yaml"))
@@ -85,3 +86,29 @@ def test_the_sft_command_refuses_a_typo_before_any_work(tmp_path: Path, capsys) 
     assert stockr1_main(["sft", "--config", str(path), "--out", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err
     assert "typo.yaml" in err and "did you mean 'train'" in err and "Traceback" not in err
+
+
+def test_dotted_overrides_build_nested_sections_with_yaml_values() -> None:
+    got = dotted_overrides(["--train.lr", "1e-3", "--train.devices=2", "--rollout.stop", "[a, b]", "--run", "x",
+                            "--train.grad-clip", "null"])
+    assert got == {"train": {"lr": 1e-3, "devices": 2, "grad_clip": None}, "rollout": {"stop": ["a", "b"]}, "run": "x"}
+    for bad, msg in ((["train.lr", "1"], "unexpected argument"), (["--train.lr"], "needs a value"),
+                     (["--train..lr", "1"], "bad override path"), (["--train", "1", "--train.lr", "2"], "conflicts")):
+        with pytest.raises(ValueError, match=msg):
+            dotted_overrides(bad)
+
+
+@pytest.mark.parametrize("stage", ["sft", "grpo"])
+def test_print_config_resolves_overrides_and_defaults(stage: str, capsys) -> None:
+    cfg = ROOT / "configs" / stage / "tiny.yaml"
+    assert stockr1_main([stage, "--config", str(cfg), "--print_config", "--train.devices", "2",
+                         "--train.strategy", "ddp", "--train.num_nodes", "3"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["train"]["devices"] == 2 and printed["train"]["num_nodes"] == 3
+    assert printed["train"]["strategy"] == "ddp"
+    file_train = load_yaml(cfg)["train"]
+    assert printed["train"]["lr"] == pytest.approx(float(file_train["lr"]))  # the file's value
+    assert set(printed["train"]) > set(file_train)  # and every default the file leaves out
+    # a misspelled dotted path is refused with the nearest key, before any work
+    assert stockr1_main([stage, "--config", str(cfg), "--print_config", "--train.strategi", "ddp"]) == 2
+    assert "did you mean 'strategy'" in capsys.readouterr().err

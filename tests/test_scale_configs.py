@@ -150,6 +150,6 @@ def test_smoke_settings_and_refusals(tmp_path: Path) -> None:
     PolicyConfig.from_dict(sec)  # a valid policy config
     with pytest.raises(ValueError, match="real-scale"):
         policy_section(_yaml("configs/sft/tiny.yaml"), tmp_path, dev)
-    with pytest.raises(FileNotFoundError, match="forecast_action.train --config configs/forecast_action/qwen3-4b.yaml"):
+    with pytest.raises(FileNotFoundError, match="stockr1 decoder --config configs/forecast_action/qwen3-4b.yaml"):
         build_decoder({"checkpoint": str(tmp_path / "missing" / "decoder.ckpt"),
                        "config": "configs/forecast_action/qwen3-4b.yaml"})

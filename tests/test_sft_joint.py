@@ -34,8 +34,8 @@ def Decoder() -> ActionConditionedDecoder:
     return ActionConditionedDecoder(TS_CFG, ActionEncoderConfig(cond_dim=8, emb_dim=4, hidden=16))
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def tiny_traces(tok_dir):
+    """Windows, 30 train traces and a tokenizer trained on them (saved in ``tok_dir``); deterministic."""
     rng = np.random.default_rng(0)
     w = make_windows(120)
     w = dataclasses.replace(w, x=rng.normal(0, 0.01, w.x.shape).astype(np.float32),
@@ -45,8 +45,13 @@ def setup(tmp_path_factory):
     traces, _ = TraceWriter(w, tool, ActionThresholds.fit(train_only(w)), context_fn=context_fn,
                             ts_placeholder=ts_placeholders(TS_CFG.n_tokens),
                             cfg=TraceConfig(drop_trivial=False)).write(items)
-    tok = train_tokenizer([t.user + t.completion for t in traces], 600, tmp_path_factory.mktemp("tok"))
+    tok = train_tokenizer([t.user + t.completion for t in traces], 600, tok_dir)
     return w, traces, tok
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    return tiny_traces(tmp_path_factory.mktemp("tok"))
 
 
 def make_model(tok, lora_r: int = 4) -> JointSFT:

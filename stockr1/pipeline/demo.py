@@ -1,8 +1,12 @@
-"""``stockr1 demo [--out DIR] [--seed N] [--only STAGE] [--from STAGE] [--fresh] [--config FILE]``.
+"""``stockr1 demo [--from-scratch [--release DIR]] [--out DIR] [--seed N] [--only STAGE] [--from STAGE]
+[--fresh] [--config FILE]``.
 
-The whole offline pipeline into one run directory (default ``runs/demo-<seed>/``): data -> TS encoder
--> action-conditioned decoder -> tokenizer + tiny policy -> joint SFT -> u-GRPO -> benchmarks ->
-``report.md``. Budgets and settings of every stage are in ``configs/demo.yaml``; docs/pipeline.md
+The whole offline pipeline into one run directory: data -> TS encoder -> action-conditioned decoder ->
+SFT policy -> u-GRPO -> benchmarks -> ``report.md``. By default the SFT run (tokenizer, policy, its
+decoder with its fitted statistics, QA items) is the shipped, validation-picked one in ``release/tiny``
+(hashes checked), so the demo takes minutes (``runs/demo-<seed>/``); ``--from-scratch`` trains the
+tokenizer and the SFT run too (``runs/demo-scratch-<seed>/``), and with ``--release DIR`` packs that run
+as the new release. Budgets and settings of every stage are in ``configs/demo.yaml``; docs/pipeline.md
 describes the stages, the run layout and resuming.
 """
 
@@ -39,9 +43,9 @@ def load_config(path: str) -> dict[str, Any]:
     return cfg
 
 
-def stage_configs(cfg: dict[str, Any], stages: Sequence[Stage]) -> dict[str, dict[str, Any]]:
-    """Each stage's section plus the shared ``threads`` / ``wandb`` settings."""
-    shared = {"threads": cfg.get("threads", 2), "wandb": bool(cfg.get("wandb", False))}
+def stage_configs(cfg: dict[str, Any], stages: Sequence[Stage], from_scratch: bool = False) -> dict[str, dict[str, Any]]:
+    """Each stage's section plus the shared ``threads`` / ``wandb`` / ``from_scratch`` settings."""
+    shared = {"threads": cfg.get("threads", 2), "wandb": bool(cfg.get("wandb", False)), "from_scratch": from_scratch}
     return {st.name: {**shared, **(cfg.get(st.name) or {})} for st in stages}
 
 
@@ -57,11 +61,26 @@ def write_run_manifest(run_dir: Path, seed: int, cfg: dict[str, Any], config_pat
         total_cpu_s=round(sum(t["cpu_s"] or 0 for t in timings.values()), 1))
 
 
+def scratch_estimate(release: str) -> str:
+    """What ``--from-scratch`` costs, from the SFT log of the release it would replace (measured there)."""
+    from stockr1.pipeline.stages import REPO
+
+    log = (Path(release) if Path(release).is_absolute() else REPO / release) / "sft" / "metrics.jsonl"
+    try:
+        last = json.loads(log.read_text().splitlines()[-1])
+        return (f"the shipped SFT run took {last['sec'] / 60:.0f} min for {last['step']} steps on the machine that "
+                f"made it ({log}); the other stages add a few minutes")
+    except (OSError, IndexError, KeyError, json.JSONDecodeError):
+        return "the SFT stage alone takes about an hour on 2 CPU cores"
+
+
 def main(argv: list[str] | None = None) -> int:
-    from stockr1.pipeline.stages import DEMO_STAGES
+    from stockr1.pipeline.stages import DEFAULT_RELEASE, DEMO_STAGES, SCRATCH_STAGES
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    names = [s.name for s in DEMO_STAGES]
+    scratch = "--from-scratch" in argv
+    stages = SCRATCH_STAGES if scratch else DEMO_STAGES
+    names = [s.name for s in stages]
     ap = argparse.ArgumentParser(prog="stockr1 demo", description=__doc__.split("\n")[0],
                                  epilog="stages: " + ", ".join(names))
     ap.add_argument("--out", default=None, help="run directory (default: runs/demo-<seed>)")
@@ -71,34 +90,47 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--from", dest="start", choices=names, default=None, help="rerun this stage and all later ones")
     ap.add_argument("--fresh", action="store_true", help="rerun the selected stages from scratch (no resume)")
     ap.add_argument("--config", default=DEFAULT_CONFIG, help=f"pipeline config (default {DEFAULT_CONFIG})")
+    ap.add_argument("--from-scratch", action="store_true",
+                    help="train the tokenizer and the SFT run too instead of starting from release/tiny")
+    ap.add_argument("--release", default=None, metavar="DIR",
+                    help="with --from-scratch: afterwards, pack the run's SFT stage as the release in DIR")
     ap.add_argument("--export", default=None, metavar="DIR",
                     help="afterwards, copy report.md and the small files it links to DIR (e.g. results/demo)")
     args = ap.parse_args(argv)
+    if args.release and not scratch:
+        ap.error("--release packs a run trained here: add --from-scratch")
     cfg = load_config(args.config)
     seed = int(args.seed if args.seed is not None else cfg.get("seed", 0))
     cfg["seed"] = seed
-    run_dir = Path(args.out or f"runs/demo-{seed}")
+    run_dir = Path(args.out or (f"runs/demo-scratch-{seed}" if scratch else f"runs/demo-{seed}"))
+    if scratch:
+        print(f"[demo] --from-scratch: {scratch_estimate((cfg.get('release') or {}).get('dir', DEFAULT_RELEASE))}")
     run_dir.mkdir(parents=True, exist_ok=True)
     # W&B: the demo config decides unless the user set WANDB_MODE
     os.environ.setdefault("WANDB_MODE", "offline" if cfg.get("wandb") else "disabled")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     def on_stage(_results) -> None:
-        write_run_manifest(run_dir, seed, cfg, args.config, DEMO_STAGES, argv)
+        write_run_manifest(run_dir, seed, cfg, args.config, stages, argv)
 
-    runner = StageRunner(DEMO_STAGES, run_dir, seed, stage_configs(cfg, DEMO_STAGES), on_stage=on_stage)
-    print(f"[demo] run dir {run_dir}; stages: {', '.join(s.name for s in select(DEMO_STAGES, args.only, args.start))}")
+    runner = StageRunner(stages, run_dir, seed, stage_configs(cfg, stages, scratch), on_stage=on_stage)
+    print(f"[demo] run dir {run_dir}; stages: {', '.join(s.name for s in select(stages, args.only, args.start))}")
     try:
         runner.run(only=args.only, start=args.start, fresh=args.fresh)
     except StageInputError as e:
         print(f"stockr1 demo: {e}", file=sys.stderr)
         return 2
     finally:
-        man = write_run_manifest(run_dir, seed, cfg, args.config, DEMO_STAGES, argv)
+        man = write_run_manifest(run_dir, seed, cfg, args.config, stages, argv)
     print(f"[demo] total {man['total_wall_s']:.0f}s wall, {man['total_cpu_s']:.0f}s CPU over finished stages; "
           f"report: {run_dir / 'report.md'}")
     if args.export and (run_dir / "report.md").exists():
         from stockr1.pipeline.report import export_report
 
         print(f"[demo] exported {len(export_report(run_dir, args.export))} files to {args.export}")
+    if args.release:
+        from stockr1.release import pack
+
+        rel = pack(run_dir / "sft", args.release, "stockr1 demo " + " ".join(argv), man.get("data_hash"))
+        print(f"[demo] packed the SFT run as {args.release} ({rel['total_mb']} MB, {len(rel['files'])} files)")
     return 0

@@ -65,17 +65,65 @@ def _bench_section(run_dir: Path, rel: str, title: str) -> list[str]:
     return out
 
 
+QA_GRPO = "stock-r1-grpo"  # the demo's --compare-name for the u-GRPO run
+
+
 def qa_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """Baselines and the SFT row from ``bench_qa/sft``, the u-GRPO row from ``bench_qa/grpo``."""
-    rows = []
-    for arm, label in (("sft", "SFT"), ("grpo", "u-GRPO")):
-        m = _json(run_dir / "bench_qa" / arm / "metrics.json") or {}
-        for name, vals in m.items():
-            if name == QA_MODEL:
-                rows.append({"model": f"Stock-R1 {label}", **vals})
-            elif arm == "sft":
-                rows.append({"model": name, **vals})
-    return rows
+    """Baselines, the SFT and the u-GRPO row of ``bench_qa/metrics.json`` (one ``bench qa`` call)."""
+    m = _json(run_dir / "bench_qa" / "metrics.json") or {}
+    label = {QA_MODEL: "Stock-R1 SFT", QA_GRPO: "Stock-R1 u-GRPO"}
+    return [{"model": label.get(name, name), **vals} for name, vals in m.items()]
+
+
+def _ci(d: dict[str, float], unit: str = "") -> str:
+    return f"{d['diff']:+.2f}{unit} [{d['ci_lo']:+.2f}, {d['ci_hi']:+.2f}]"
+
+
+def learned(run_dir: Path) -> list[str]:
+    """The report's opening: what the run learned, each claim with its interval, and where a tiny model
+    does not beat a baseline, a plain sentence saying so. Reads only the benches' own files."""
+    out = ["## What was learned", ""]
+    diffs = _json(run_dir / "bench_forecast" / "differences.json")
+    fm = _json(run_dir / "bench_forecast" / "metrics.json") or {}
+    if isinstance(diffs, list) and "stockr1_ts" in fm:
+        crps = [d for d in diffs if d.get("metric") == "crps" and d.get("reference") == "stockr1_ts"]
+        if crps:
+            best = min(crps, key=lambda d: d["baseline_value"])
+            word = {"win": "beats", "loss": "loses to", "tie": "ties"}.get(best["verdict"], best["verdict"])
+            out.append(f"- **Forecaster**: CRPS {fm['stockr1_ts']['crps'] * 100:.3f}×10⁻² against the best baseline "
+                       f"({best['baseline']}, {best['baseline_value'] * 100:.3f}×10⁻²): difference "
+                       f"{best['diff'] * 100:+.3f}×10⁻² [{best['ci_lo'] * 100:+.3f}, {best['ci_hi'] * 100:+.3f}], "
+                       f"so it {word} it; 90% interval coverage {fm['stockr1_ts'].get('cov_close90', float('nan')) * 100:.1f}%.")
+    am = _json(run_dir / "bench_action" / "metrics.json") or {}
+    if "oracle_full" in am:
+        o = am["oracle_full"]
+        out.append(f"- **Decoder**: conditioning on the realised action a* cuts return RMSE by "
+                   f"{o['return_rmse_reduction'] * 100:.0f}% and CRPS by {o['crps_reduction'] * 100:.0f}% (oracle "
+                   f"gain; the action carries information the decoder uses).")
+    iv = _json(run_dir / "bench_qa" / "intervals.json") or {}
+    qm = _json(run_dir / "bench_qa" / "metrics.json") or {}
+    if QA_MODEL in iv:
+        sft, n = iv[QA_MODEL], sum(f.get("n", 0) for k, f in iv[QA_MODEL]["accuracy"].items() if k != "overall")
+        acc, lo_hi = sft["accuracy"]["overall"], sft["action_and_answer_wilson"]
+        out.append(f"- **SFT policy** on {n} held-out questions: writes a complete action and a parseable answer in "
+                   f"{qm[QA_MODEL]['action_and_answer_rate']:.1f}% [{lo_hi[0]:.1f}, {lo_hi[1]:.1f}] of rollouts; "
+                   f"accuracy {acc['acc']:.1f}% [{acc['ci_lo']:.1f}, {acc['ci_hi']:.1f}] (mean over families).")
+        vs = sft["minus"]
+        beaten = [b for b, d in vs.items() if d["ci_lo"] > 0]
+        rest = ", ".join(f"{b} {_ci(d)}" for b, d in vs.items())
+        out.append(f"  Against the baselines (points): {rest}. " + (
+            f"It beats {', '.join(beaten)}." if beaten else
+            "**It beats none of them**: the tiny policy has learned the protocol, not yet the reasoning."))
+    if QA_GRPO in iv and "vs_policy" in iv[QA_GRPO]:
+        d = iv[QA_GRPO]["vs_policy"][QA_MODEL]
+        g = _json(run_dir / "grpo" / "summary.json") or {}
+        out.append(f"- **u-GRPO** ({g.get('steps', '?')} steps) − SFT on the same questions: {_ci(d)} points "
+                   f"({d['verdict']}); protocol rate {qm[QA_GRPO]['action_and_answer_rate']:.1f}%.")
+    man = _json(run_dir / "manifest.json") or {}
+    if man.get("total_wall_s") is not None:
+        out.append(f"- This run: {man['total_wall_s'] / 60:.1f} min wall over its finished stages "
+                   f"({len(man.get('stages') or {})} stages; the table below).")
+    return out + [""] if len(out) > 2 else []
 
 
 SFT_LOG_LINE = re.compile(r"^step (\d+): loss \S+ \(sft (\S+), ts (\S+)\)")  # llm.sft's progress line
@@ -179,8 +227,8 @@ def write_report(run_dir: str | Path, stages: Sequence[Stage]) -> Path:
         f"# stockr1 demo report — seed {man.get('seed', '?')}", "",
         f"Generated {time.strftime('%Y-%m-%d %H:%M')} by `stockr1 demo`; git commit `{man.get('git_commit', '?')}`; "
         f"data hash `{data.get('content_hash', '?')[:16]}`; [manifest.json](manifest.json).", "",
-        "Tiny models on 2 CPU cores with demo budgets (configs/demo.yaml): the numbers show the pipeline "
-        "works end to end, not the paper's results.", "",
+        "Tiny models on 2 CPU cores with demo budgets (configs/demo.yaml), not the paper's scale.", "",
+        *learned(run_dir),
         "## Stages", "", _table(timing_rows(run_dir, stages), ["stage", "what", "status", "wall s", "CPU s"]),
         "## Data", "",
         f"{summ.get('source', '?')}: {summ.get('n_tickers', '?')} tickers, {summ.get('days', '?')} days "
@@ -194,8 +242,8 @@ def write_report(run_dir: str | Path, stages: Sequence[Stage]) -> Path:
     if qa:
         cols = ["model"] + [c for c in ("forecast", "event", "fundamental", "news", "multi_signal", "overall",
                                         "action_success_rate", "answer_parse_rate") if any(c in r for r in qa)]
-        lines += [_table(qa, cols), "Files: [SFT](bench_qa/sft/metrics.json), [u-GRPO](bench_qa/grpo/metrics.json), "
-                  "samples: [SFT](bench_qa/sft/samples.json), [u-GRPO](bench_qa/grpo/samples.json)", ""]
+        lines += [_table(qa, cols), "Files: [README](bench_qa/README.md) (intervals), [metrics.json](bench_qa/metrics.json), "
+                  "[intervals.json](bench_qa/intervals.json), [samples.json](bench_qa/samples.json)", ""]
     else:
         lines += ["_not run (`stockr1 demo --only bench_qa`)_", ""]
     lines += _training_section(run_dir)

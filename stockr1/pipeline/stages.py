@@ -9,6 +9,7 @@ paths (checkpoints of earlier stages, seed). Nothing of the stages' own logic is
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from stockr1.config import deep_update
 from stockr1.pipeline.invoke import run_command
 from stockr1.pipeline.runner import Stage, StageContext
 
@@ -28,14 +30,8 @@ TOKENIZER = "tokenizer/tokenizer"
 POLICY_TINY = "tokenizer/policy_tiny"
 SFT = "sft"
 GRPO = "grpo"
-
-
-def deep_update(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``over`` merged in, recursively for nested mappings."""
-    out = copy.deepcopy(dict(base))
-    for k, v in over.items():
-        out[k] = deep_update(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
-    return out
+DEFAULT_RELEASE = "release/tiny"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def flags(args: Mapping[str, Any] | None) -> list[str]:
@@ -126,20 +122,28 @@ def run_tokenizer(ctx: StageContext) -> list[str]:
 
 
 def run_sft(ctx: StageContext) -> list[str]:
-    """Joint SFT from the tiny policy and the trained decoder; rerunning the same command resumes
-    from ``sft/last.ckpt``."""
-    import torch
-
-    # mmap: reads the hyper-parameters without loading the weights
-    hp = torch.load(ctx.path(ACTION_CKPT), map_location="cpu", weights_only=False, mmap=True)["hyper_parameters"]
-    d_llm = int(hp["encoder"]["d_llm"])
+    """Joint SFT as ``configs/sft/tiny.yaml`` says (its own fresh decoder, warmed up on L_TS: the recipe
+    ``bench sft_recipe`` picked on validation), with the tokenizer stage's tokenizer; rerunning the same
+    command resumes from ``sft/last.ckpt``. This is what ``release/tiny`` ships."""
     cfg = derived_config(ctx, {
-        "decoder": {"checkpoint": str(ctx.path(ACTION_CKPT)), "warmup_steps": 0},
-        "policy": {"name_or_path": str(ctx.path(POLICY_TINY)), "tokenizer_path": str(ctx.path(TOKENIZER)), "d_ts": d_llm},
+        "policy": {"tokenizer_path": str(ctx.path(TOKENIZER))},
         "train": {"seed": ctx.seed},
         "wandb": {"mode": "offline" if ctx.cfg.get("wandb") else "disabled"},
     })
     return _cli(ctx, ["sft", "--config", cfg, "--out", ctx.run_dir, "--run", SFT], isolate=True)
+
+
+def run_release(ctx: StageContext) -> list[str]:
+    """The shipped SFT run (``release/tiny``, hashes checked) copied to ``<run>/sft``, where GRPO and
+    ``bench qa`` read it; ``--release`` after ``--from-scratch`` packs a fresh one instead."""
+    from stockr1.release import install
+
+    src = ctx.cfg.get("dir", DEFAULT_RELEASE)
+    src = src if Path(src).is_absolute() else str(REPO / src)
+    man = install(src, ctx.path(SFT))
+    (ctx.stage_dir / "manifest.json").write_text(json.dumps({k: v for k, v in man.items() if k != "files"}, indent=1))
+    ctx.log(f"[release] {src}: SFT run of commit {man['git_commit'][:10]} ({man['created']}), {man['sft_steps']} steps")
+    return ["(stockr1.release.install)", src, str(ctx.path(SFT))]
 
 
 def run_grpo(ctx: StageContext) -> list[str]:
@@ -170,13 +174,11 @@ def run_bench_action(ctx: StageContext) -> list[str]:
 
 
 def run_bench_qa(ctx: StageContext) -> list[str]:
-    """The same held-out questions for the SFT and the u-GRPO policy (one ``bench qa`` call each)."""
-    argv: list[str] = []
-    for name in ("sft", "grpo"):
-        argv += _cli(ctx, ["bench", "qa", "--checkpoint", ctx.path(name), "--config", ctx.path(SFT) / "config.yaml",
-                           "--out", ctx.stage_dir / name, "--threads", ctx.cfg.get("threads", 2),
-                           *flags(ctx.cfg.get("args"))]) + [";"]
-    return argv[:-1]
+    """The SFT and the u-GRPO policy on the same held-out questions in one ``bench qa`` call, so the
+    baselines, the resamples and the paired u-GRPO − SFT difference are shared."""
+    return _cli(ctx, ["bench", "qa", "--checkpoint", ctx.path(SFT), "--compare", ctx.path(GRPO), "--compare-name",
+                      "stock-r1-grpo", "--config", ctx.path(SFT) / "config.yaml", "--out", ctx.stage_dir,
+                      "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))])
 
 
 def run_bench_backtest(ctx: StageContext) -> list[str]:
@@ -187,18 +189,18 @@ def run_bench_backtest(ctx: StageContext) -> list[str]:
 def run_report(ctx: StageContext) -> list[str]:
     from stockr1.pipeline.report import write_report
 
-    write_report(ctx.run_dir, DEMO_STAGES)
+    write_report(ctx.run_dir, SCRATCH_STAGES if ctx.cfg.get("from_scratch") else DEMO_STAGES)
     return ["(stockr1.pipeline.report.write_report)"]
 
 
-DEMO_STAGES: tuple[Stage, ...] = (
+_SFT_OUT = (f"{SFT}/policy", f"{SFT}/decoder/", f"{SFT}/qa.jsonl", f"{SFT}/config.yaml")
+_BEFORE_SFT: tuple[Stage, ...] = (
     Stage("data", run_data, (), (f"{DATA}/manifest.json",), "build windows + context from the offline sample"),
     Stage("ts", run_ts, (f"{DATA}/manifest.json",), (TS_BEST, TS_LAST), "pretrain the tiny TS encoder (Lightning CLI)"),
     Stage("action", run_action, (f"{DATA}/manifest.json", TS_BEST), (ACTION_CKPT,),
           "action-conditioned decoder, initialised from the encoder"),
-    Stage("tokenizer", run_tokenizer, (), (TOKENIZER, POLICY_TINY), "offline tokenizer + tiny Qwen3 policy"),
-    Stage("sft", run_sft, (ACTION_CKPT, TOKENIZER, POLICY_TINY),
-          (f"{SFT}/policy", f"{SFT}/decoder/", f"{SFT}/qa.jsonl", f"{SFT}/config.yaml"), "joint SFT (L_SFT + λ L_TS)"),
+)
+_AFTER_SFT: tuple[Stage, ...] = (
     Stage("grpo", run_grpo, (f"{SFT}/policy", f"{SFT}/decoder/", f"{SFT}/config.yaml"),
           (f"{GRPO}/policy", f"{GRPO}/decoder/", f"{GRPO}/summary.json"), "uncertainty-weighted GRPO"),
     Stage("bench_forecast", run_bench_forecast, (f"{DATA}/manifest.json", TS_BEST), ("bench_forecast/metrics.json",),
@@ -206,8 +208,21 @@ DEMO_STAGES: tuple[Stage, ...] = (
     Stage("bench_action", run_bench_action, (ACTION_CKPT,), ("bench_action/metrics.json",),
           "oracle gain + controllability of the decoder"),
     Stage("bench_qa", run_bench_qa, (f"{SFT}/policy", f"{GRPO}/policy", f"{SFT}/qa.jsonl"),
-          ("bench_qa/sft/metrics.json", "bench_qa/grpo/metrics.json"), "QA accuracy per family, SFT vs u-GRPO"),
+          ("bench_qa/metrics.json", "bench_qa/intervals.json"), "QA accuracy per family, SFT vs u-GRPO"),
     Stage("bench_backtest", run_bench_backtest, (f"{DATA}/manifest.json", TS_BEST), ("bench_backtest/metrics.json",),
           "z-score signal backtest (Table 6)"),
     Stage("report", run_report, ("data/manifest.json",), ("report.md",), "report.md with tables, plots and links"),
+)
+# `stockr1 demo` (default): the SFT run comes from the shipped release
+DEMO_STAGES: tuple[Stage, ...] = (
+    *_BEFORE_SFT,
+    Stage("release", run_release, (), _SFT_OUT, "the shipped SFT run (release/tiny, hashes checked)"),
+    *_AFTER_SFT,
+)
+# `stockr1 demo --from-scratch`: tokenizer and SFT trained here (what `--release DIR` packs)
+SCRATCH_STAGES: tuple[Stage, ...] = (
+    *_BEFORE_SFT,
+    Stage("tokenizer", run_tokenizer, (), (TOKENIZER, POLICY_TINY), "offline tokenizer + tiny Qwen3 policy"),
+    Stage("sft", run_sft, (TOKENIZER,), _SFT_OUT, "joint SFT (L_SFT + λ L_TS)"),
+    *_AFTER_SFT,
 )

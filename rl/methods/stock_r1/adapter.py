@@ -74,7 +74,7 @@ def warm_start_sft(ws: Mapping[str, Any], seed: int, max_context_chars: int | No
     import yaml
 
     from llm.sft import load_yaml, run_sft
-    from rl.cli import deep_update
+    from stockr1.config import deep_update
 
     over = deep_update({"run": "sft", "max_context_chars": max_context_chars, "train": {"seed": seed},
                         "wandb": {"mode": "disabled"}},

@@ -1,0 +1,111 @@
+"""`HFBackend`: a phase on the policy's own forward with its KV cache (the reference backend).
+
+A phase left-pads the rows, prefills them once (the policy replaces ``<ts>`` placeholders with the
+soft tokens here) and samples token by token with the cache until every row has stopped. Rows that
+stopped keep stepping on a masked pad so the batch stays rectangular.
+
+``prefill_chunk=C`` prefills prompts longer than C tokens in C-token pieces through the cache, so
+the attention of a long prompt never materialises at once; the input embeddings (soft tokens
+included) are built once for the whole prompt and fed piece by piece, so the logits equal the
+unchunked prefill's within floating-point tolerance (``tests/test_rollout_sampling.py``). It needs a
+policy with ``embed`` and an ``inputs_embeds`` forward (`llm.policy.Policy`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from llm.generation import PhaseOutput, PhaseRequest
+from llm.logprobs import pad_sequences
+from llm.sampling import SeededGenerator, TokenSampler
+
+
+class HFBackend:
+    """policy: ``forward(input_ids, attention_mask, ts_tokens, cache=, use_cache=, logits_to_keep=)
+    -> .logits [B, T, V], .cache`` (`llm.policy.Policy` or a scripted fake). ``max_batch_rows`` caps
+    rows per forward."""
+
+    def __init__(self, policy, pad_id: int, sampler: TokenSampler, max_batch_rows: int | None = None,
+                 prefill_chunk: int | None = None):
+        if prefill_chunk is not None and prefill_chunk < 1:
+            raise ValueError(f"prefill_chunk must be >= 1 (None = unchunked), got {prefill_chunk}")
+        self.policy, self.pad_id, self.sampler = policy, pad_id, sampler
+        self.max_batch_rows, self.prefill_chunk = max_batch_rows, prefill_chunk
+
+    @property
+    def generator(self) -> SeededGenerator | None:
+        return self.sampler.generator
+
+    def wake(self) -> None:
+        """Nothing to do: the policy is the generator."""
+
+    def sleep(self) -> None:
+        """Nothing to do: the policy is the generator."""
+
+    def sync_weights(self) -> None:
+        """Nothing to do: generation uses the trained module itself."""
+
+    def generate_phase(self, requests: Sequence[PhaseRequest]) -> list[PhaseOutput]:
+        step = self.max_batch_rows or len(requests) or 1
+        out: list[PhaseOutput] = []
+        for k in range(0, len(requests), step):
+            out += self._batch(requests[k : k + step])
+        return out
+
+    # ------------------------------------------------------------------ one batch of rows
+    def _batch(self, reqs: Sequence[PhaseRequest]) -> list[PhaseOutput]:
+        device = _device_of(self.policy)
+        ids, att, _ = pad_sequences([r.token_ids for r in reqs], self.pad_id, side="left")
+        ids, att = ids.to(device), att.to(device)
+        ts = torch.stack([r.ts_tokens for r in reqs]).to(device) if reqs[0].ts_tokens is not None else None
+        out = self.prefill(ids, att, ts)
+        n = len(reqs)
+        new: list[list[int]] = [[] for _ in reqs]
+        lps: list[list[float]] = [[] for _ in reqs]
+        stop: list[int | None] = [None] * n
+        done = [r.max_new_tokens <= 0 for r in reqs]
+        while not all(done):
+            tok, lp = self.sampler(out.logits[:, -1])
+            tok, lp = tok.tolist(), lp.tolist()  # one device sync per step
+            for j, r in enumerate(reqs):
+                if done[j]:
+                    continue
+                new[j].append(tok[j])
+                lps[j].append(lp[j])
+                if tok[j] in r.stop_token_ids:
+                    stop[j], done[j] = tok[j], True
+                elif len(new[j]) >= r.max_new_tokens:
+                    done[j] = True
+            if all(done):
+                break
+            live = [not d for d in done]
+            feed = torch.tensor([new[j][-1] if live[j] else self.pad_id for j in range(n)])
+            att = torch.cat([att, torch.tensor(live, dtype=att.dtype, device=device)[:, None]], dim=1)
+            out = self.policy(feed.to(device)[:, None], att, None, cache=out.cache, use_cache=True, logits_to_keep=1)
+        return [PhaseOutput(tuple(new[j]), tuple(lps[j]), stop[j]) for j in range(n)]
+
+    def prefill(self, ids: Tensor, att: Tensor, ts: Tensor | None) -> Any:
+        """ids, att [B, T] (left-padded), ts [B, K, d_ts] -> the policy output of the last position
+        (``.logits [B, 1, V]``, ``.cache`` over all T positions), in ``prefill_chunk`` pieces if set."""
+        c = self.prefill_chunk
+        if not c or ids.shape[1] <= c:
+            return self.policy(ids, att, ts, use_cache=True, logits_to_keep=1)
+        if not hasattr(self.policy, "embed"):
+            raise TypeError(f"prefill_chunk needs a policy with embed() and inputs_embeds (llm.policy.Policy), "
+                            f"got {type(self.policy).__name__}")
+        emb = self.policy.embed(ids, ts)  # [B, T, H]: soft tokens placed once, over the whole prompt
+        out = None
+        for s in range(0, ids.shape[1], c):
+            e = min(s + c, ids.shape[1])
+            out = self.policy(ids[:, s:e], att[:, :e], None, cache=None if out is None else out.cache,
+                              use_cache=True, logits_to_keep=1, inputs_embeds=emb[:, s:e])
+        return out
+
+
+def _device_of(module) -> torch.device:
+    p = next(module.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")

@@ -1,0 +1,136 @@
+"""The shipped tiny artefacts: a validation-picked SFT run, small enough to live in the repository.
+
+``release/tiny/`` holds what the demo would otherwise spend most of an hour training: the SFT policy
+(``policy/``: safetensors weights, its tokenizer, config), the decoder it was trained with and whose
+uncertainty normaliser was fitted on train (``decoder/``), the QA items and action thresholds of that run
+(GRPO and ``bench qa`` reuse them), its config and training log. ``manifest.json`` lists every file with
+its size and SHA-256, the data's content hash, the git commit and the command that made it.
+
+    stockr1 release pack --sft checkpoints/sft/tiny --out release/tiny --command "..."   # package a run
+    stockr1 release verify [--dir release/tiny]                                          # check hashes
+    stockr1 demo --from-scratch --release release/tiny                                   # regenerate
+
+``install(release_dir, sft_dir)`` checks every hash and copies the run into place; a changed or missing
+file is an error naming it (a release is never half-trusted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from stockr1.artifact import sha256_file
+
+FORMAT = "stockr1.release"
+VERSION = 1
+MANIFEST = "manifest.json"
+DEFAULT_DIR = "release/tiny"
+# what a finished SFT run needs downstream (GRPO, bench qa, ask); checkpoints and traces stay behind
+SFT_DIRS = ("policy", "decoder")
+SFT_FILES = ("qa.jsonl", "thresholds.json", "config.yaml", "summary.json", "metrics.jsonl", "qa_report.json",
+             "trace_report.json")
+MAX_MB = 20.0
+
+
+class ReleaseError(ValueError):
+    """A release that cannot be trusted: a missing, changed or unlisted file, or a wrong format."""
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST)
+
+
+def pack(sft_dir: str | Path, out: str | Path, command: str, data_hash: str | None = None,
+         max_mb: float = MAX_MB) -> dict[str, Any]:
+    """Copy the finished SFT run ``sft_dir`` into ``out/sft`` and write ``out/manifest.json``. ``out`` is
+    replaced as a whole (written beside it, then renamed), so a failed pack leaves the old release."""
+    from stockr1.manifest import git_commit, package_versions
+
+    sft_dir, out = Path(sft_dir), Path(out)
+    missing = [n for n in (*SFT_DIRS, "qa.jsonl", "thresholds.json", "config.yaml") if not (sft_dir / n).exists()]
+    if missing:
+        raise ReleaseError(f"{sft_dir} is not a finished stockr1 sft run: missing {missing}")
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for name in SFT_DIRS:
+        shutil.copytree(sft_dir / name, tmp / "sft" / name)
+    for name in SFT_FILES:
+        if (sft_dir / name).exists():
+            shutil.copy2(sft_dir / name, tmp / "sft" / name)
+    files = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in _files(tmp)}
+    total = sum(f["bytes"] for f in files.values()) / 2**20
+    if total > max_mb:
+        shutil.rmtree(tmp)
+        raise ReleaseError(f"the release would be {total:.1f} MB, over the {max_mb:.0f} MB a repository should carry")
+    summary = json.loads((sft_dir / "summary.json").read_text()) if (sft_dir / "summary.json").exists() else {}
+    manifest = {"format": FORMAT, "version": VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "git_commit": git_commit(), "command": command, "data_hash": data_hash,
+                "sft_steps": summary.get("steps"), "total_mb": round(total, 2), "versions": package_versions(),
+                "files": files}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return manifest
+
+
+def verify(release: str | Path = DEFAULT_DIR) -> dict[str, Any]:
+    """The manifest, after checking that every listed file exists with its hash and nothing else is there."""
+    root = Path(release)
+    mpath = root / MANIFEST
+    if not mpath.exists():
+        raise ReleaseError(f"{root} holds no release ({MANIFEST} missing); regenerate it with "
+                           f"`stockr1 demo --from-scratch --release {root}`")
+    try:
+        man = json.loads(mpath.read_text())
+    except json.JSONDecodeError as e:
+        raise ReleaseError(f"{mpath} is not valid JSON: {e}") from e
+    if man.get("format") != FORMAT or int(man.get("version", 0)) > VERSION:
+        raise ReleaseError(f"{mpath}: format {man.get('format')!r} version {man.get('version')!r}, expected {FORMAT} "
+                           f"<= {VERSION}")
+    listed = man["files"]
+    for rel, meta in listed.items():
+        p = root / rel
+        if not p.is_file():
+            raise ReleaseError(f"{p} is listed in {mpath} but missing")
+        if sha256_file(p) != meta["sha256"]:
+            raise ReleaseError(f"{p} does not match its SHA-256 in {mpath} (changed after packing)")
+    extra = [str(p.relative_to(root)) for p in _files(root) if str(p.relative_to(root)) not in listed]
+    if extra:
+        raise ReleaseError(f"{root} holds files its manifest does not list: {extra[:5]}")
+    return man
+
+
+def install(release: str | Path, sft_dir: str | Path) -> dict[str, Any]:
+    """Verify ``release`` and copy its SFT run to ``sft_dir`` (replaced); returns the manifest."""
+    man = verify(release)
+    dst = Path(sft_dir)
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(Path(release) / "sft", dst)
+    return man
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="stockr1 release", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("pack", help="package a finished SFT run as the release")
+    p.add_argument("--sft", required=True, help="finished stockr1 sft run directory")
+    p.add_argument("--out", default=DEFAULT_DIR)
+    p.add_argument("--command", required=True, help="the command that trained the run (recorded in the manifest)")
+    p.add_argument("--data-hash", default=None, help="content hash of the data it was trained on")
+    v = sub.add_parser("verify", help="check every file of a release against its manifest")
+    v.add_argument("--dir", default=DEFAULT_DIR)
+    a = ap.parse_args(argv)
+    if a.cmd == "pack":
+        man = pack(a.sft, a.out, a.command, a.data_hash)
+        print(f"wrote {len(man['files'])} files ({man['total_mb']} MB) and {MANIFEST} to {a.out}")
+    else:
+        man = verify(a.dir)
+        print(f"{a.dir}: {len(man['files'])} files match {MANIFEST} (commit {man['git_commit'][:10]}, {man['created']})")
+    return 0
