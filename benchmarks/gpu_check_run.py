@@ -99,7 +99,9 @@ def run_check(args: argparse.Namespace, scale: Scale, work: Path, rec: Recorder,
     from llm.smoke import prepared_decoder
     from llm.tools import ForecastTool
     from rl.cli import build_samples
+    from rl.run_config import RolloutConfig
     from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer
+    from stockr1.config import config_from_dict
 
     s, dev = rec.summary, args.device
     torch.manual_seed(0)
@@ -170,7 +172,9 @@ def run_check(args: argparse.Namespace, scale: Scale, work: Path, rec: Recorder,
                                       "group_size": args.group, "max_steps": args.grpo_steps, "ckpt_every": 10**9})
     rollout = {**grpo_cfg.get("rollout", {}), "max_new_tokens": args.new_tokens}
     rollout["max_batch_rows"] = max(int(rollout.get("max_batch_rows") or 0), args.queries * args.group)
-    engine = RecordingEngine(RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows)], seed=0, **rollout))
+    rcfg = config_from_dict(RolloutConfig, rollout, "grpo.rollout")  # as rl.cli builds it: the hf backend by default
+    engine = RecordingEngine(RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows)], seed=0,
+                                           **rcfg.engine_kwargs()))
     grpo = GRPOTrainer(policy, engine, samples, StockR1Scorer(thresholds, gcfg.rewards, gcfg.reward_components),
                        gcfg, work / "grpo")
     setup["grpo_setup"] = time.monotonic() - t0
@@ -188,6 +192,6 @@ def run_check(args: argparse.Namespace, scale: Scale, work: Path, rec: Recorder,
                 "gen_tokens_per_s": gen / max(float(m["time/rollout_s"]), 1e-9), "loss": float(m["loss"])}
 
     s["grpo"] = run_phase("grpo", args.grpo_steps, budget_end, grpo_step, meter, rec, peak)
-    s["grpo"].update(queries=args.queries, group=args.group, new_tokens=args.new_tokens, kl_reference=kl,
+    s["grpo"].update(backend=rcfg.backend, queries=args.queries, group=args.group, new_tokens=args.new_tokens, kl_reference=kl,
                      num_iterations=gcfg.num_iterations, micro_batch=gcfg.micro_batch)
     rec.write()
