@@ -127,8 +127,8 @@ def run_check(args: argparse.Namespace, scale: Scale, work: Path, rec: Recorder,
     setup["data_traces_tokenizer"] = time.monotonic() - t0
 
     d_ts = int(decoder.ts_cfg.d_llm)
-    tcfg = from_dict(TrainConfig, {**sft_cfg["train"], "accelerator": dev, "precision": precision,
-                                   "max_steps": args.sft_steps})
+    tcfg = from_dict(TrainConfig, {**sft_cfg["train"], "accelerator": dev, "precision": precision, "devices": 1,
+                                   "num_nodes": 1, "strategy": "auto", "max_steps": args.sft_steps})
     t0 = time.monotonic()
     sec = policy_section(scfg, scale, tok, dtype, d_ts)
     with torch.device(dev):  # weights are created on the device: no CPU copy of the 4B
@@ -167,7 +167,8 @@ def run_check(args: argparse.Namespace, scale: Scale, work: Path, rec: Recorder,
     thresholds = ActionThresholds.load(work / "prep" / "thresholds.json")
     train_items = [it for it in items if it.split == "train"]
     samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer, args.max_context_chars)
-    gcfg = GRPOTrainConfig.from_dict({**grpo_cfg["train"], "accelerator": dev, "devices": 1, "strategy": "auto",
+    gcfg = GRPOTrainConfig.from_dict({**grpo_cfg["train"], "accelerator": dev, "devices": 1, "num_nodes": 1,
+                                      "strategy": "auto",
                                       "precision": precision, "queries_per_step": args.queries,
                                       "group_size": args.group, "max_steps": args.grpo_steps, "ckpt_every": 10**9})
     rollout = {**grpo_cfg.get("rollout", {}), "max_new_tokens": args.new_tokens}
