@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=default_out)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--scale", choices=tuple(SCALES), default="4b")
+    ap.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                    help="auto: bf16 weights + bf16-mixed on cuda, fp32 on cpu; bf16 on cpu exercises the dtype path")
     ap.add_argument("--budget-s", type=float, default=540.0, help="whole run, setup included (9 minutes)")
     ap.add_argument("--reserve-s", type=float, default=15.0, help="kept back from the budget for writing results")
     ap.add_argument("--sft-share", type=float, default=0.5, help="share of the time left after setup for SFT")

@@ -107,7 +107,8 @@ def run_check(args: argparse.Namespace, scale: Scale, work: Path, rec: Recorder,
     torch.manual_seed(0)
     if dev == "cpu":
         torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
-    precision, dtype = ("bf16-mixed", "bfloat16") if dev == "cuda" else ("32-true", "float32")
+    bf16 = args.precision == "bf16" or (args.precision == "auto" and dev == "cuda")
+    precision, dtype = ("bf16-mixed", "bfloat16") if bf16 else ("32-true", "float32")
     sft_cfg, grpo_cfg = read_yaml(CONFIGS / scale.sft_config), read_yaml(CONFIGS / scale.grpo_config)
     data = {"source": "synthetic", "lookback": sft_cfg["data"]["lookback"], "horizon": sft_cfg["data"]["horizon"]}
     setup: dict[str, float] = {}

@@ -91,3 +91,16 @@ def test_unfit_machine_stops_with_a_message(tmp_path) -> None:
     assert main(["--device", "cuda", "--out", str(tmp_path)]) == 2
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["status"] == "unfit" and "cuda" in s["error"]
+
+
+@pytest.mark.slow
+def test_gpu_check_bf16_path_on_cpu(tmp_path) -> None:
+    """The GPU's dtype path (bf16 weights, bf16-mixed Fabric, fp32 adapter) runs at tiny width on CPU."""
+    from benchmarks.gpu_check import main
+
+    out = tmp_path / "acc"
+    assert main(["--device", "cpu", "--scale", "tiny", "--precision", "bf16", "--out", str(out), "--sft-steps", "2",
+                 "--grpo-steps", "1", "--queries", "2", "--group", "2", "--new-tokens", "8", "--qa-items", "8",
+                 "--work", str(tmp_path)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["precision"] == "bf16-mixed" and s["sft"]["steps_done"] == 2 and s["grpo"]["steps_done"] == 1
