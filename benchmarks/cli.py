@@ -18,7 +18,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "sft_recipe": ("benchmarks.sft_recipe:main", "which tiny SFT recipe learns the protocol (val parse rate by step)"),
     "index": ("benchmarks.index:main", "results/README.md: every result folder, the command that wrote it"),
     "sft_speed": ("benchmarks.sft_speed:main", "joint SFT s/step: 1 thread vs 2 threads vs 2 DDP processes"),
-    "accelerator": ("benchmarks.accelerator:main", "GPU check: TS encoder, SFT, rollout and GRPO steps at 4B scale"),
+    "accelerator": ("benchmarks.accelerator:main", "TS encoder, SFT, rollout and GRPO steps at 4B scale (needs arch)"),
+    "gpu_check": ("benchmarks.gpu_check:main", "the prepared GPU check: 4B on the GPU, ~300 SFT + 3 u-GRPO steps in 9 min"),
+    "cost_model": ("benchmarks.accelerator_readme:main", "results/accelerator/README.md: FLOPs and memory of the 4B/8B recipes"),
 }
 
 

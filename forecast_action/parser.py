@@ -26,10 +26,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
 from forecast_action.derive import timing_bin
-from forecast_action.schema import ACTION_CLOSE, ACTION_OPEN, FIELD_SPECS, ForecastAction
+from forecast_action.schema import ACTION_CLOSE, ACTION_OPEN, FIELD_SPECS, ForecastAction, ValidationError
 
 log = logging.getLogger(__name__)
 MAX_CHARS = 20_000  # an action is ~600 characters; longer blocks are truncated (and noted)

@@ -24,7 +24,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+try:
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError  # noqa: F401 (the parser's)
+except ImportError:  # GPU images ship without pydantic and cannot install it (docs/scale.md): a tested stand-in
+    from forecast_action._standin import BaseModel, ConfigDict, Field, ValidationError  # noqa: F401
 
 ACTION_OPEN, ACTION_CLOSE = "<forecast_action>", "</forecast_action>"
 

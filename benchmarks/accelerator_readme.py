@@ -1,0 +1,240 @@
+"""`stockr1 bench cost_model`: write ``results/accelerator/README.md`` from the cost model.
+
+    stockr1 bench cost_model --out results/accelerator --run-smoke      # runs the 4B SFT smoke first (~2 min, 7 GiB)
+    stockr1 bench cost_model --out results/accelerator --smoke DIR      # a `stockr1 sft ... --smoke --out DIR` run
+
+Tables for the 4B and 8B recipes (configs/{sft,grpo}/qwen3-{4b,8b}.yaml): parameters, FLOPs per token
+and per step, memory per component, and the cost model against the CPU smoke at 2 layers (parameter
+count exactly, peak memory roughly). When ``--out`` holds a ``summary.json`` of a CUDA run of
+``benchmarks.gpu_check``, its measured numbers are added; otherwise the README says it has not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks import cost_model as cm
+from benchmarks.gpu_check_env import read_yaml
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+RECIPES = {"4B": "qwen3-4b", "8B": "qwen3-8b"}
+SFT_TOKENS, SFT_KEPT = 2048, 512  # per trace: tokens, and logit positions (the model-written span)
+PROMPT = 1024  # GRPO prompt tokens
+H200, H200_HBM = cm.PEAK_BF16_TFLOPS["H200"], cm.HBM_TBPS["H200"]
+# what benchmarks.gpu_check trains on (its defaults: 64 QA items, 1,000 context characters), measured by the
+# same command at tiny width on the CPU (same data, QA items and tokenizer; the tiny decoder's tool text):
+# median trace 1,466 tokens, GRPO prompts 697 tokens (so ~769 model-written tokens per trace carry logits)
+CHECK_TRACE, CHECK_PROMPT = 1466, 697
+
+
+def recipe(name: str) -> dict[str, Any]:
+    from llm.arch import QWEN3_ARCHS
+
+    sft, grpo = read_yaml(CONFIGS / f"sft/{name}.yaml"), read_yaml(CONFIGS / f"grpo/{name}.yaml")
+    pol = sft["policy"]
+    arch = cm.Arch.from_config(QWEN3_ARCHS[pol["name_or_path"]])
+    ad = cm.Adapter(lora_r=int(pol["lora_r"]), d_ts=int(pol["d_ts"]))
+    return {"name": pol["name_or_path"], "arch": arch, "ad": ad, "sft": sft, "grpo": grpo,
+            "decoder_params": decoder_params(sft["decoder"]["config"])}
+
+
+def decoder_params(config: str) -> int:
+    from llm.smoke import fresh_decoder
+
+    return sum(p.numel() for p in fresh_decoder({"config": str(CONFIGS.parent / config)}).parameters())
+
+
+def fmt(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1e3 or x == int(x) else f"{x:.3g}"
+
+
+def gib(x: float) -> str:
+    return f"{x / cm.GIB:.2f}"
+
+
+def table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows] + [""]
+
+
+def params_section(rs: dict[str, dict]) -> list[str]:
+    keys = ["base", "base_non_embedding", "lora", "trainable_tokens", "projector", "trainable", "total"]
+    pcs = {k: cm.param_counts(r["arch"], r["ad"]) for k, r in rs.items()}
+    rows = [[k] + [fmt(pcs[n][k]) for n in rs] for k in keys]
+    rows.append(["decoder (separate model)"] + [fmt(r["decoder_params"]) for r in rs.values()])
+    return ["## Parameters", ""] + table(["count", *rs], rows)
+
+
+def flops_section(rs: dict[str, dict]) -> list[str]:
+    out = ["## FLOPs", "", f"Per token of a {SFT_TOKENS}-token causal sequence (mean {cm.causal_keys(SFT_TOKENS):.1f} keys), "
+           "LM head on every position, in GFLOPs (one multiply-add = 2 FLOPs):", ""]
+    rows = []
+    for n, r in rs.items():
+        a, ad = r["arch"], r["ad"]
+        f = cm.sequence_flops(a, ad, SFT_TOKENS, SFT_TOKENS, train=False)["model"] / SFT_TOKENS
+        lt = cm.sequence_flops(a, ad, SFT_TOKENS, SFT_TOKENS)
+        full = cm.sequence_flops(a, ad, SFT_TOKENS, SFT_TOKENS, full_finetune=True, checkpointing=False)["model"]
+        n2 = 2 * cm.param_counts(a, ad)["total"]
+        rows.append([n, fmt(n2 / 1e9), f"{f / 1e9:.2f}", f"{lt['model'] / SFT_TOKENS / 1e9:.2f}",
+                     f"{lt['hardware'] / SFT_TOKENS / 1e9:.2f}", f"{full / SFT_TOKENS / 1e9:.2f}",
+                     f"{lt['model'] / SFT_TOKENS / f:.2f}"])
+    out += ["(2N counts the input embedding, a lookup, so an untied model's forward is below 2N.)", ""]
+    out += table(["recipe", "2N", "forward", "LoRA train (model)", "+ checkpoint recompute (hardware)",
+                  "full fine-tune (6N-like)", "LoRA train / forward"], rows)
+    out += [f"Per step (SFT: batch 8 x {SFT_TOKENS} tokens, logits on {SFT_KEPT} per trace; u-GRPO: the config's "
+            f"queries x G rows, {PROMPT} prompt + the config's new tokens, mu passes, KL reference), and the time "
+            f"it would take at 100% / 40% of an H200's bf16 peak ({H200} TFLOP/s):", ""]
+    rows = []
+    for n, r in rs.items():
+        a, ad, t = r["arch"], r["ad"], r["grpo"]["train"]
+        sft = 8 * cm.sequence_flops(a, ad, SFT_TOKENS, SFT_KEPT)["model"]
+        q, g, new = int(t["queries_per_step"]), int(t["group_size"]), int(r["grpo"]["rollout"]["max_new_tokens"])
+        gr = cm.grpo_step_flops(a, ad, q * g, PROMPT, new, int(t["num_iterations"]), t["loss"]["beta"] != 0)
+        for what, fl in ((f"SFT step ({8 * SFT_TOKENS:,} tokens)", sft),
+                         (f"u-GRPO step ({q}x{g} rows, {new} new): generation", gr["generation"]),
+                         ("u-GRPO step: total", gr["model"])):
+            rows.append([n, what, f"{fl / 1e12:.1f}", f"{fl / H200 / 1e12:.2f}", f"{fl / (0.4 * H200 * 1e12):.2f}"])
+    return out + table(["recipe", "step", "TFLOPs", "s at 100%", "s at 40%"], rows)
+
+
+def check_section(rs: dict[str, dict]) -> list[str]:
+    """What ``benchmarks.gpu_check --scale 4b`` should see on an H200, by the cost model."""
+    a, ad = rs["4B"]["arch"], rs["4B"]["ad"]
+    sft = 8 * cm.sequence_flops(a, ad, CHECK_TRACE, CHECK_TRACE - CHECK_PROMPT)["model"]
+    gr = cm.grpo_step_flops(a, ad, 64, CHECK_PROMPT, 512, 2, True)
+    dec = cm.decode_seconds_lower_bound(a, ad, 64, CHECK_PROMPT, 512, H200_HBM)
+    mem_sft = cm.training_memory(a, ad, 8 * CHECK_TRACE, 8 * (CHECK_TRACE - CHECK_PROMPT),
+                                 decoder_params=rs["4B"]["decoder_params"])["total"]
+    mem_grpo = cm.grpo_memory(a, ad, 64, CHECK_PROMPT, 512, 2)["peak"]
+    rows = [["SFT step: 8 traces x ~1,466 tokens", f"{sft / 1e12:.0f}", f"{sft / (0.4 * H200 * 1e12):.2f}", "-",
+             gib(mem_sft)],
+            ["u-GRPO step: 8 x G=8 rows x (697 + 512), mu = 2, KL", f"{gr['model'] / 1e12:.0f}",
+             f"{(gr['model'] - gr['generation']) / (0.4 * H200 * 1e12):.2f}", f"{dec:.2f}", gib(mem_grpo)]]
+    return ["## What the GPU check should see (4B, H200, by the cost model)", "",
+            "Its defaults: 64 QA items from the synthetic source, 1,000 context characters, SFT batch 8, "
+            "u-GRPO as configs/grpo/qwen3-4b.yaml with 8 queries x 8 rollouts x 512 new tokens. Loss passes at "
+            f"40% MFU; generation at least its bytes over {H200_HBM} TB/s of HBM (a Python decode loop adds its "
+            "launch overhead per token, which the model does not know):", ""] + table(
+        ["step", "model TFLOPs", "s at 40% MFU (loss passes)", "s decode lower bound", "peak GiB"], rows)
+
+
+def memory_section(rs: dict[str, dict]) -> list[str]:
+    out = ["## Memory per component (GiB)", "",
+           f"SFT step: bf16 base, fp32 adapter + gradients + AdamW states, batch 8 x {SFT_TOKENS} tokens, logits on "
+           f"{SFT_KEPT} per trace, the decoder trained beside it (fp32, 16 bytes per parameter):", ""]
+    keys = ["weights", "adapter", "gradients", "adam", "activations", "logits", "decoder", "total"]
+    cols, mems = [], []
+    for n, r in rs.items():
+        for ck in (True, False):
+            cols.append(f"{n} {'checkpointing' if ck else 'no checkpointing'}")
+            mems.append(cm.training_memory(r["arch"], r["ad"], 8 * SFT_TOKENS, 8 * SFT_KEPT, checkpointing=ck,
+                                           decoder_params=r["decoder_params"]))
+    out += table(["component", *cols], [[k] + [gib(m[k]) for m in mems] for k in keys])
+    out += ["Activations per token per layer (bf16, LoRA dropout on): " + ", ".join(
+        f"{n} {cm.activation_bytes_per_token_layer(r['arch']) / 1024:.0f} KiB" for n, r in rs.items()) +
+        "; with checkpointing each layer keeps only its bf16 input (hidden x 2 bytes) and one layer is live "
+        "during its recompute.", "",
+        f"u-GRPO step: generation of every row at once (KV cache of {PROMPT} prompt + new tokens per row) or one "
+        "loss micro-batch (checkpointing), whichever is larger; the decoder serves the tool on the CPU:", ""]
+    keys = ["weights", "adapter", "gradients", "adam", "kv_cache", "generation_logits", "loss_activations",
+            "loss_logits", "peak_generation", "peak_loss", "peak"]
+    cols, mems = [], []
+    for n, r in rs.items():
+        t = r["grpo"]["train"]
+        rows = int(t["queries_per_step"]) * int(t["group_size"])
+        for new in (512, int(r["grpo"]["rollout"]["max_new_tokens"])):
+            cols.append(f"{n}, {rows} rows x {new} new")
+            mems.append(cm.grpo_memory(r["arch"], r["ad"], rows, PROMPT, new, int(t["micro_batch"]),
+                                       decoder_params=r["decoder_params"]))
+    return out + table(["component", *cols], [[k] + [gib(m[k]) for m in mems] for k in keys])
+
+
+def smoke_section(smoke_dir: Path | None, out: Path) -> list[str]:
+    head = ["## The cost model against the CPU smoke (2 layers, full width)", ""]
+    if smoke_dir is None or not (smoke_dir / "smoke.json").exists():
+        return head + ["No smoke run was given (`--smoke DIR` or `--run-smoke`).", ""]
+    from benchmarks.smoke_compare import compare
+
+    shutil.copy(smoke_dir / "smoke.json", out / "smoke_sft.json")
+    if (smoke_dir / "baseline.json").exists():
+        shutil.copy(smoke_dir / "baseline.json", out / "smoke_baseline.json")
+    c = compare(smoke_dir)
+    rows = [["parameters, total", fmt(c["measured_total"]), fmt(c["predicted_total"]), "exact" if c["total_equal"] else "DIFFER"],
+            ["parameters, trainable", fmt(c["measured_trainable"]), fmt(c["predicted_trainable"]),
+             "exact" if c["trainable_equal"] else "DIFFER"],
+            ["peak memory (GiB)", f"{c['measured_gib']:.2f} ({c['memory_kind']})",
+             f"{c['predicted_gib']:.2f} training state + {c['baseline_gib']:.2f} process baseline",
+             f"{c['measured_gib'] / (c['predicted_gib'] + c['baseline_gib']):.2f}x"]]
+    return head + [f"`stockr1 sft --config configs/sft/qwen3-4b.yaml --smoke` on this CPU ({c['tokens']} tokens, "
+                   f"logits on {c['kept']}, fp32; its smoke.json is copied to `smoke_sft.json`, the baseline to "
+                   "`smoke_baseline.json`). Predicted training state: "
+                   + ", ".join(f"{k} {v:.2f}" for k, v in c["predicted_parts_gib"].items()) + " GiB. The process "
+                   "baseline is the peak RSS of importing the stack and building the data, decoder and tokenizer "
+                   "without the policy (measured in the same command).", ""] + table(
+        ["quantity", "smoke (measured)", "cost model", "ratio / agreement"], rows)
+
+
+def gpu_section(out: Path) -> list[str]:
+    s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+    if s.get("gpu_check_has_run_on") != "cuda" or s.get("status") != "ok":
+        return ["**The GPU check has not run yet** (`bash benchmarks/gpu_check.sh` on a GPU machine, "
+                "docs/scale.md \"The prepared GPU check\"): every number below is the cost model's, none is a GPU "
+                "measurement.", ""]
+    rows = [[ph, str(s[ph]["steps_done"]), s[ph]["stop_reason"], f"{s[ph].get('median_step_s', 0):.2f}",
+             f"{s[ph].get('median_tokens_per_s', 0):,.0f}", f"{s[ph].get('peak_memory_gib', 0):.1f}",
+             f"{s[ph].get('median_mfu') or float('nan'):.3f}"] for ph in ("sft", "grpo") if ph in s]
+    return [f"The GPU check ran on {s['environment'].get('device_name')} (`steps.jsonl`, `summary.json`):", ""] + table(
+        ["phase", "steps", "stop", "median s/step", "tokens/s", "peak GiB", "MFU"], rows)
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=CONFIGS.parent, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def write_readme(out: Path, smoke_dir: Path | None, command: str = "stockr1 bench cost_model --out results/accelerator "
+                 "--run-smoke") -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    rs = {k: recipe(v) for k, v in RECIPES.items()}
+    lines = ["# Accelerator: cost model of the 4B and 8B recipes", "",
+             f"Generated by `{command}` at commit `{git_commit()}` on {datetime.date.today().isoformat()} "
+             "(benchmarks/accelerator_readme.py, from benchmarks/cost_model.py); do not edit by hand.", ""]
+    lines += gpu_section(out) + params_section(rs) + flops_section(rs) + memory_section(rs) + check_section(rs)
+    lines += smoke_section(smoke_dir, out)
+    lines += ["Activations, logits and the KV cache are estimates (the tensors each op saves); weights, adapter, "
+              "gradients and optimiser states are exact byte counts. MFU counts model FLOPs only (no recompute, no "
+              "decoder).", ""]
+    path = out / "README.md"
+    path.write_text("\n".join(lines))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="stockr1 bench cost_model", description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("results/accelerator"))
+    ap.add_argument("--smoke", type=Path, default=None, help="the --out dir of a 4B `stockr1 sft --smoke` run")
+    ap.add_argument("--run-smoke", action="store_true", help="run that smoke first, in a temporary directory")
+    args = ap.parse_args(argv)
+    command = "stockr1 bench cost_model " + " ".join(sys.argv[1:] if argv is None else argv)
+    if not args.run_smoke:
+        print(f"wrote {write_readme(args.out, args.smoke, command)}")
+        return 0
+    from benchmarks.smoke_compare import run_smoke
+
+    with tempfile.TemporaryDirectory(prefix="cost_model-smoke-") as d:
+        print(f"wrote {write_readme(args.out, run_smoke(Path(d)), command)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,208 @@
+"""`stockr1 bench gpu_check`: the one prepared GPU check (``benchmarks/gpu_check.sh`` runs it).
+
+    bash benchmarks/gpu_check.sh                                    # on a fresh clone of a GPU machine
+    python -m benchmarks.gpu_check --device cuda --scale 4b         # the same, without the shell entry
+    python -m benchmarks.gpu_check --device cpu --scale tiny --sft-steps 3 --grpo-steps 1 --new-tokens 8
+
+Needs nothing a fresh clone lacks: no weights, no wheel folder, no prepared recipe, no tokenizer, no
+network. It (1) prints the versions it found and stops with a message when the machine is unfit
+(transformers < 5, no CUDA or no bf16 on ``--device cuda``, a missing package, too little GPU memory
+for the cost model's peak); (2) builds a RANDOM-INIT policy of the real shape (``--scale 4b``: the
+architecture of Qwen/Qwen3-4B-Instruct-2507 from ``llm.arch`` at full depth, width and vocabulary,
+LoRA and the rest of configs/sft/qwen3-4b.yaml's policy section) directly on the device (built under
+``torch.device``: no CPU copy), with the offline tokenizer trained in-process on the run's traces; the
+data are the synthetic source (the embedded sample needs ``arch``, which GPU images lack); (3) runs
+``--sft-steps`` joint-SFT steps through ``SFTTrainer.train_step`` and ``--grpo-steps`` u-GRPO steps of
+``--queries`` queries x G = ``--group`` rollouts x ``--new-tokens`` new tokens through
+``GRPOTrainer.train_step`` (configs/grpo/qwen3-4b.yaml's train section), each phase stopped early by
+a deadline guard when its share of ``--budget-s`` is used (the next step would not fit); (4) writes
+under ``--out`` (default ``$OUT/accelerator`` when ``OUT`` is set, else results/accelerator)
+``steps.jsonl`` (one row per step: phase, step, seconds, tokens/s, peak memory, model FLOPs, MFU) and
+``summary.json`` (versions, shapes, parameter counts measured and predicted, per-phase medians, stop
+reasons), rewritten after every step so a kill keeps what was measured.
+
+MFU = the cost model's model FLOPs of the step (``benchmarks.cost_model``; the decoder's and the
+checkpoint recompute's FLOPs are not counted) / seconds / the chip's bf16 dense peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks import cost_model as cm
+from benchmarks.gpu_check_env import Unfit, check_environment, read_yaml
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+TINY_POLICY = {"name_or_path": "tiny", "tiny_hidden": 64, "tiny_layers": 2, "tiny_heads": 4, "tiny_kv_heads": 2,
+               "tiny_intermediate": 128}
+TINY_DECODER = read_yaml(CONFIGS / "sft" / "tiny.yaml")["decoder"]
+
+
+@dataclass(frozen=True)
+class Scale:
+    sft_config: str
+    grpo_config: str
+    tiny: bool = False  # the tiny random Qwen3 and the tiny decoder (what the CPU test runs)
+
+
+SCALES = {"4b": Scale("sft/qwen3-4b.yaml", "grpo/qwen3-4b.yaml"), "8b": Scale("sft/qwen3-8b.yaml", "grpo/qwen3-8b.yaml"),
+          "tiny": Scale("sft/qwen3-4b.yaml", "grpo/qwen3-4b.yaml", tiny=True)}
+
+
+def finite(x: Any) -> Any:
+    """``x`` with NaN / inf floats as None (strict JSON; MFU is NaN where the chip's peak is unknown)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x
+
+
+class Recorder:
+    """steps.jsonl + summary.json under ``out``, rewritten as the run goes."""
+
+    def __init__(self, out: Path, summary: dict[str, Any]):
+        self.out, self.summary = out, summary
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "steps.jsonl").write_text("")
+
+    def step(self, row: dict[str, Any]) -> None:
+        with (self.out / "steps.jsonl").open("a") as f:
+            f.write(json.dumps(finite(row)) + "\n")
+        print(f"[{row['phase']} {row['step']}] {row['seconds']:.2f} s, {row['tokens_per_s']:.0f} tok/s, "
+              f"peak {row['peak_memory_gib']:.2f} GiB, MFU {row['mfu']:.3f}", flush=True)
+
+    def write(self) -> None:
+        (self.out / "summary.json").write_text(json.dumps(finite(self.summary), indent=1, default=str))
+
+
+class Meter:
+    def __init__(self, device: str):
+        import torch
+
+        self.torch, self.cuda = torch, device == "cuda"
+
+    def reset(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+            self.torch.cuda.reset_peak_memory_stats()
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def peak_gib(self) -> float:
+        from llm.smoke import peak_memory_gib
+
+        return peak_memory_gib("cuda" if self.cuda else "cpu")[0]
+
+
+def run_phase(name: str, steps: int, deadline: float, step_fn: Callable[[int], dict[str, Any]], meter: Meter,
+              rec: Recorder, peak_tflops: float | None) -> dict[str, Any]:
+    """Up to ``steps`` calls of ``step_fn`` (-> tokens, model_flops, extra metrics); stops when the
+    next step, as long as the last one, would pass ``deadline``."""
+    times: list[float] = []
+    rows: list[dict[str, Any]] = []
+    reason = "done"
+    for k in range(steps):
+        now = time.monotonic()
+        if (times and now + times[-1] > deadline) or now > deadline:
+            reason = "deadline"
+            break
+        meter.reset()
+        t0 = time.perf_counter()
+        m = step_fn(k)
+        meter.sync()
+        dt = time.perf_counter() - t0
+        times.append(dt)
+        row = {"phase": name, "step": k + 1, "seconds": dt, "tokens": m.pop("tokens"),
+               "model_flops": m.pop("model_flops"), "peak_memory_gib": meter.peak_gib(), **m}
+        row["tokens_per_s"] = row["tokens"] / dt
+        row["mfu"] = cm.mfu(row["model_flops"], dt, peak_tflops)
+        rows.append(row)
+        rec.step(row)
+    later = rows[1:] or rows
+    out = {"steps_requested": steps, "steps_done": len(rows), "stop_reason": reason if rows else "no time"}
+    if rows:
+        out.update({"first_step_s": rows[0]["seconds"], "median_step_s": statistics.median(r["seconds"] for r in later),
+                    "median_tokens_per_s": statistics.median(r["tokens_per_s"] for r in later),
+                    "median_mfu": statistics.median(r["mfu"] for r in later),
+                    "peak_memory_gib": max(r["peak_memory_gib"] for r in rows), "total_s": sum(times)})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    t_start = time.monotonic()
+    ap = argparse.ArgumentParser(prog="stockr1 bench gpu_check", description=__doc__.split("\n")[0])
+    default_out = Path(os.environ["OUT"]) / "accelerator" if os.environ.get("OUT") else Path("results/accelerator")
+    ap.add_argument("--out", type=Path, default=default_out)
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--scale", choices=tuple(SCALES), default="4b")
+    ap.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                    help="auto: bf16 weights + bf16-mixed on cuda, fp32 on cpu; bf16 on cpu exercises the dtype path")
+    ap.add_argument("--budget-s", type=float, default=540.0, help="whole run, setup included (9 minutes)")
+    ap.add_argument("--reserve-s", type=float, default=15.0, help="kept back from the budget for writing results")
+    ap.add_argument("--sft-share", type=float, default=0.5, help="share of the time left after setup for SFT")
+    ap.add_argument("--sft-steps", type=int, default=300)
+    ap.add_argument("--grpo-steps", type=int, default=3)
+    ap.add_argument("--queries", type=int, default=8, help="GRPO queries per step")
+    ap.add_argument("--group", type=int, default=8, help="G: rollouts per query")
+    ap.add_argument("--new-tokens", type=int, default=512, help="new tokens per rollout")
+    ap.add_argument("--qa-items", type=int, default=64, help="QA train items -> SFT traces and GRPO queries")
+    ap.add_argument("--max-context-chars", type=int, default=1000, help="context characters per prompt (sets tokens per step)")
+    ap.add_argument("--tokenizer-vocab", type=int, default=2000)
+    ap.add_argument("--work", type=Path, default=None, help="scratch dir (default: a temporary directory)")
+    args = ap.parse_args(argv)
+    for k, v in (("HF_HUB_OFFLINE", "1"), ("WANDB_MODE", "disabled"), ("TOKENIZERS_PARALLELISM", "false")):
+        os.environ.setdefault(k, v)
+    summary: dict[str, Any] = {"status": "starting", "args": {k: str(v) for k, v in vars(args).items()},
+                               "gpu_check_has_run_on": args.device,
+                               "memory_kind": "torch.cuda.max_memory_allocated per step" if args.device == "cuda"
+                               else "process peak RSS (monotone)"}
+    rec = Recorder(args.out, summary)
+    try:
+        summary["environment"] = check_environment(args.device)
+    except Unfit as e:
+        summary.update(status="unfit", error=str(e))
+        rec.write()
+        print(f"gpu_check: this machine is unfit: {e}", file=sys.stderr, flush=True)
+        return 2
+    rec.write()
+    import tempfile
+
+    from benchmarks.gpu_check_run import run_check
+
+    try:
+        with tempfile.TemporaryDirectory(dir=args.work, prefix="gpu_check-") as work:
+            run_check(args, SCALES[args.scale], Path(work), rec, Meter(args.device), t_start)
+        summary["status"] = "ok"
+    except Unfit as e:
+        summary.update(status="unfit", error=str(e))
+        print(f"gpu_check: unfit: {e}", file=sys.stderr, flush=True)
+    except Exception as e:  # keep what was measured
+        summary.update(status="error", error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc(limit=12))
+        print(summary["traceback"], file=sys.stderr, flush=True)
+    summary["total_s"] = time.monotonic() - t_start
+    gc.collect()
+    rec.write()
+    print(json.dumps({k: summary.get(k) for k in ("status", "total_s", "sft", "grpo", "error")}, indent=1, default=str))
+    return {"ok": 0, "unfit": 2}.get(summary["status"], 1)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The one prepared GPU check (docs/scale.md, "The prepared GPU check"): on a fresh clone of a GPU
+# machine, with no network, no weights and nothing prepared by hand, run from the repository root:
+#   bash benchmarks/gpu_check.sh            # results under $OUT/accelerator, else results/accelerator
+# It prints the versions found (and stops if the machine is unfit), builds a random-init Qwen3-4B of the
+# real shape on the GPU, runs ~300 SFT steps and 3 u-GRPO steps (8 queries x G = 8 x 512 new tokens)
+# under a 9-minute deadline guard, and writes steps.jsonl + summary.json (benchmarks/gpu_check.py).
+# Extra arguments go to the check, e.g. `bash benchmarks/gpu_check.sh --scale 8b`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 WANDB_MODE=disabled PYTHONUNBUFFERED=1 \
+  TOKENIZERS_PARALLELISM=false
+out="${OUT:-results}/accelerator"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$out/nvidia-smi.txt" || true
+# the Python deadline guard stops each phase inside --budget-s (540 s); timeout is the backstop
+timeout -k 10 "${GPU_CHECK_TIMEOUT:-570}" python3 -m benchmarks.gpu_check --out "$out" "$@" 2>&1 | tee "$out/log.txt"
+rc=${PIPESTATUS[0]}
+echo "gpu_check exit $rc"; ls -la "$out"
+exit "$rc"
