@@ -46,9 +46,10 @@ def _files(root: Path) -> list[Path]:
 
 
 def pack(sft_dir: str | Path, out: str | Path, command: str, data_hash: str | None = None,
-         max_mb: float = MAX_MB) -> dict[str, Any]:
+         max_mb: float = MAX_MB, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Copy the finished SFT run ``sft_dir`` into ``out/sft`` and write ``out/manifest.json``. ``out`` is
-    replaced as a whole (written beside it, then renamed), so a failed pack leaves the old release."""
+    replaced as a whole (written beside it, then renamed), so a failed pack leaves the old release.
+    ``extra``: more manifest fields (e.g. the validation check the run passed before it was shipped)."""
     from stockr1.manifest import git_commit, package_versions
 
     sft_dir, out = Path(sft_dir), Path(out)
@@ -71,7 +72,7 @@ def pack(sft_dir: str | Path, out: str | Path, command: str, data_hash: str | No
     manifest = {"format": FORMAT, "version": VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "git_commit": git_commit(), "command": command, "data_hash": data_hash,
                 "sft_steps": summary.get("steps"), "total_mb": round(total, 2), "versions": package_versions(),
-                "files": files}
+                "files": files, **(extra or {})}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     if out.exists():
         shutil.rmtree(out)

@@ -129,8 +129,10 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"[demo] exported {len(export_report(run_dir, args.export))} files to {args.export}")
     if args.release:
+        from benchmarks.release_check import validation_metrics
         from stockr1.release import pack
 
-        rel = pack(run_dir / "sft", args.release, "stockr1 demo " + " ".join(argv), man.get("data_hash"))
+        check = validation_metrics(run_dir / "sft")  # on validation questions, recorded in the manifest
+        rel = pack(run_dir / "sft", args.release, "stockr1 demo " + " ".join(argv), check.pop("data_hash"), extra=check)
         print(f"[demo] packed the SFT run as {args.release} ({rel['total_mb']} MB, {len(rel['files'])} files)")
     return 0
