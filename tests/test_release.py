@@ -74,6 +74,7 @@ def test_the_shipped_release_verifies_and_loads_in_a_fresh_process() -> None:
     man = verify(SHIPPED)
     assert man["total_mb"] < 20 and man["command"].startswith("stockr1 ") and man["data_hash"]
     assert man["sft_steps"] == 2000  # the validation-picked step count (results/sft_recipe)
+    assert man["validation"]["n_questions"] == 40  # checked on validation questions before it was shipped
     code = ("import sys, json; from llm.ask import load_run; from llm.qa import load_items; "
             "p, d = load_run(sys.argv[1]); items = load_items(sys.argv[1] + '/qa.jsonl'); "
             "print(json.dumps({'params': sum(x.numel() for x in p.parameters()), 'fitted': bool(d.normalizer.fitted), "
