@@ -97,3 +97,32 @@ def test_demo_ts_stage_keeps_the_configs_checkpoint_callbacks(tmp_path: Path) ->
         else:
             assert new == old
     assert shipped[0]["init_args"]["dirpath"] == "checkpoints/ts_encoder/tiny"  # the input is not modified
+
+
+def test_a_second_fit_into_a_used_dirpath_is_refused_unless_overwrite(tmp_path: Path) -> None:
+    """Lightning alone would write best-v1.ckpt beside the stale best.ckpt every doc points to."""
+    cfg = str(_config(tmp_path, 1))
+    assert main(["fit", "--config", cfg]) == 0
+    first = (tmp_path / "ckpt" / "best.ckpt").read_bytes()
+    with pytest.raises(ValueError, match=r"best\.ckpt.*already exist.*--ckpt_path.*--overwrite true"):
+        main(["fit", "--config", cfg])
+    assert sorted(p.name for p in (tmp_path / "ckpt").glob("*.ckpt")) == ["best.ckpt", "last.ckpt"]
+    assert (tmp_path / "ckpt" / "best.ckpt").read_bytes() == first  # the refused run touched nothing
+
+    assert main(["fit", "--config", cfg, "--overwrite", "true"]) == 0
+    assert sorted(p.name for p in (tmp_path / "ckpt").glob("*.ckpt")) == ["best.ckpt", "last.ckpt"]  # no -v1
+
+
+def test_evaluating_a_checkpoint_with_another_architecture_names_the_mismatch(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, 1)
+    assert main(["fit", "--config", str(cfg)]) == 0
+    ckpt = str(tmp_path / "ckpt" / "best.ckpt")
+    wider = yaml.safe_load(cfg.read_text())
+    wider["model"]["encoder"]["d_model"] = 32
+    other = tmp_path / "wider.yaml"
+    other.write_text(yaml.safe_dump(wider))
+    with pytest.raises(ValueError, match=r"does not match the config's model \(encoder\.d_model: checkpoint 16 != config 32"):
+        main(["test", "--config", str(other), "--ckpt_path", ckpt])
+    with pytest.raises(ValueError, match="no such checkpoint file"):
+        main(["test", "--config", str(cfg), "--ckpt_path", str(tmp_path / "missing.ckpt")])
+    assert main(["test", "--config", str(cfg), "--ckpt_path", ckpt]) == 0  # its own config loads it
