@@ -11,6 +11,7 @@ import sys
 
 from stockr1 import __version__
 from stockr1.commands import dispatch
+from stockr1.progress import silence_known_noise
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "data": ("stockr1.data.cli:main", "build / inspect point-in-time datasets"),
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = os.environ.get("STOCKR1_DEBUG", "") not in ("", "0")
     if argv[:1] == ["--debug"]:
         debug, argv = True, argv[1:]
+    silence_known_noise()
     try:
         return dispatch(SUBCOMMANDS, argv, _usage())
     except USER_ERRORS as e:

@@ -1,6 +1,10 @@
-"""One progress line format for every long loop: ``step 50/2000 (2.5%) 1.21 s/step, ETA 39m``."""
+"""One progress line format for every long loop: ``step 50/2000 (2.5%) 1.21 s/step, ETA 39m``; and the
+filters that keep known third-party start-up noise out of a command's console output."""
 
 from __future__ import annotations
+
+import logging
+import warnings
 
 
 def eta(seconds: float) -> str:
@@ -20,3 +24,16 @@ def progress(step: int, total: int, elapsed_s: float, steps_done: int) -> str:
     left = (total - step) * rate if steps_done > 0 else float("nan")
     tail = f"{rate:.2f} s/step, ETA {eta(left)}" if steps_done > 0 else "measuring"
     return f"step {step}/{total} ({100 * step / max(total, 1):.1f}%) {tail}"
+
+
+def _not_litlogger_tip(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("💡 Tip: For seamless cloud logging")
+
+
+def silence_known_noise() -> None:
+    """Narrow filters for third-party start-up messages that say nothing about the run, so a command's
+    first lines are its own. Each names one message; nothing else is hidden."""
+    # Lightning 2.6's utilities/_pytree.py builds torch's LeafSpec, deprecated since torch 2.9: their code, not ours.
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+    # Lightning advertises its hosted LitLogger at every Trainer start that uses another logger.
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_not_litlogger_tip)

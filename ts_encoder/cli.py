@@ -21,11 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from jsonargparse import ArgumentError
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from stockr1.progress import silence_known_noise
 from ts_encoder.datamodule import WindowDataModule
 from ts_encoder.module import TSForecastModule
+
+SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
 
 def _differences(saved: Any, wanted: Any, path: str = "") -> list[str]:
@@ -50,12 +54,24 @@ class TSCLI(LightningCLI):
         sub = self.config.get("subcommand")
         model = self.config[sub].get("model") if sub else None
         self._configured_model = model.as_dict() if hasattr(model, "as_dict") else dict(model or {})
+        if sub in ("validate", "test", "predict"):
+            self._check_architecture(sub)  # here, before the Trainer's start-up lines, so the error stands alone
 
-    def _ckpt_path(self) -> str | None:
-        return self.config[self.subcommand].get("ckpt_path")
+    def after_instantiate_classes(self) -> None:
+        # W&B looks for a git repository from its save_dir and warns when that directory does not exist yet.
+        for lg in self.trainer.loggers:
+            if lg.save_dir:
+                Path(lg.save_dir).mkdir(parents=True, exist_ok=True)
+
+    def after_fit(self) -> None:
+        if self.trainer.is_global_zero:
+            dirs = sorted({str(cb.dirpath) for cb in self.trainer.callbacks
+                           if isinstance(cb, ModelCheckpoint) and cb.dirpath is not None})
+            logs = sorted({str(Path(lg.log_dir).resolve()) for lg in self.trainer.loggers if getattr(lg, "log_dir", None)})
+            print(f"wrote checkpoints to {', '.join(dirs) or '-'}; logs to {', '.join(logs) or '-'}", flush=True)
 
     def before_fit(self) -> None:
-        if self._ckpt_path() is not None:
+        if self.config["fit"].get("ckpt_path") is not None:
             return  # resuming: the directory is supposed to hold the run
         dirs = sorted({Path(cb.dirpath) for cb in self.trainer.callbacks
                        if isinstance(cb, ModelCheckpoint) and cb.dirpath is not None})
@@ -71,8 +87,8 @@ class TSCLI(LightningCLI):
         for d in dirs:
             shutil.rmtree(d / "pretrained", ignore_errors=True)
 
-    def _check_architecture(self) -> None:
-        ckpt = self._ckpt_path()
+    def _check_architecture(self, sub: str) -> None:
+        ckpt = self.config[sub].get("ckpt_path")
         if ckpt is None or ckpt in ("best", "last", "hpc"):
             return  # Lightning resolves these names from this config's own callbacks
         if not Path(ckpt).is_file():
@@ -84,18 +100,30 @@ class TSCLI(LightningCLI):
             raise ValueError(f"--ckpt_path {ckpt} does not match the config's model ({'; '.join(diffs[:4])}"
                              f"{' …' if len(diffs) > 4 else ''}): pass the config it was trained with")
 
-    before_validate = before_test = before_predict = _check_architecture
+
+def _one_line(message: str) -> str:
+    """jsonargparse's multi-line type errors as one line: the key, the reason and the given value."""
+    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
+    return "; ".join(lines if len(lines) <= 3 else [*lines[:2], lines[-1]]).replace(":;", ":")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Bad arguments or config keys raise ValueError (one line from ``stockr1``); ``--help`` is Lightning's."""
     os.environ.setdefault("WANDB_MODE", "offline")
-    TSCLI(
-        TSForecastModule,
-        WindowDataModule,
-        args=sys.argv[1:] if argv is None else argv,
-        save_config_kwargs={"overwrite": True},
-        seed_everything_default=0,
-    )
+    silence_known_noise()
+    args = sys.argv[1:] if argv is None else list(argv)
+    # LightningCLI reads the command line itself (passing args= while sys.argv holds ours makes it warn);
+    # ours is `stockr1 ts <args>`, so it gets exactly that, restored afterwards.
+    saved_argv, sys.argv = sys.argv, ["stockr1 ts", *args]
+    no_exit = {"exit_on_error": False}  # errors raise, so the caller prints one line instead of the usage
+    try:
+        TSCLI(TSForecastModule, WindowDataModule, save_config_kwargs={"overwrite": True}, seed_everything_default=0,
+              parser_kwargs={**no_exit, **{sub: dict(no_exit) for sub in SUBCOMMANDS}})
+    except ArgumentError as e:
+        sub = next((a for a in args if a in SUBCOMMANDS), "")
+        raise ValueError(f"{_one_line(str(e))} (options: stockr1 ts {sub} --help)".replace("  ", " ")) from e
+    finally:
+        sys.argv = saved_argv
     return 0
 
 

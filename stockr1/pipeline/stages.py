@@ -88,7 +88,7 @@ def run_ts(ctx: StageContext) -> list[str]:
     callbacks = run_local_callbacks(deep_update(base, ctx.cfg.get("overrides") or {}), d / "checkpoints")
     loggers = [{"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(d), "name": "logs"}}]
     if ctx.cfg.get("wandb"):
-        loggers.append({"class_path": "lightning.pytorch.loggers.WandbLogger",
+        loggers.append({"class_path": "ts_encoder.loggers.WandbLogger",
                         "init_args": {"project": "stockr1-ts-encoder", "name": f"demo-{ctx.seed}", "save_dir": str(d)}})
     over = deep_update(ctx.cfg.get("overrides") or {}, {
         "seed_everything": ctx.seed,
