@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        cmd = argv[0] if argv else "stockr1"
+        cmd = " ".join(argv[:2] if len(argv) > 1 and argv[1].isidentifier() else argv[:1])  # e.g. `data build`
         print(f"stockr1 {cmd}: error: {msg} (--debug for the traceback)", file=sys.stderr)
         return 2
 

@@ -6,8 +6,17 @@ import json
 import numpy as np
 import pandas as pd
 
+from stockr1.cli import main as stockr1_main
 from stockr1.data import content_hash, load_windows, sample_windows
 from stockr1.data.cli import main
+
+
+def fails(argv: list[str], capsys, lines: int = 1) -> str:
+    """``stockr1 <argv>`` exits 2 with ``lines`` lines on stderr and nothing on stdout; returns them."""
+    assert stockr1_main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == lines, err
+    return err
 
 
 def test_build_sample_reads_back_exactly_and_hash_is_deterministic(tmp_path, capsys):
@@ -53,14 +62,18 @@ def test_build_plain_csv(tmp_path, capsys):
 
 def test_build_errors_are_clear(tmp_path, capsys):
     (tmp_path / "BAD.csv").write_text("Date,Open,High,Low,Close\n2022-01-03,1,1,1,1\n")
-    assert main(["build", "--source", "csv", "--path", str(tmp_path / "BAD.csv"), "--out", str(tmp_path / "o")]) == 1
-    assert "missing columns ['volume']" in capsys.readouterr().out
+    err = fails(["data", "build", "--source", "csv", "--path", str(tmp_path / "BAD.csv"), "--out", str(tmp_path / "o")],
+                capsys)
+    assert err.startswith("stockr1 data build: error: ") and "BAD.csv:BAD: missing columns ['volume']" in err
     df = pd.DataFrame({"Date": pd.bdate_range("2022-01-03", periods=200), "Open": 1.0, "High": 1.0, "Low": 1.0,
                        "Close": 1.0, "Volume": 1.0})
     df.loc[50, "Close"] = -1.0
     df.to_csv(tmp_path / "NEG.csv", index=False)
-    assert main(["build", "--source", "csv", "--path", str(tmp_path / "NEG.csv"), "--out", str(tmp_path / "o")]) == 1
-    assert "NEG 2022-03-14 nonpositive_price" in capsys.readouterr().out
+    assert "NEG 2022-03-14 nonpositive_price" in fails(
+        ["data", "build", "--source", "csv", "--path", str(tmp_path / "NEG.csv"), "--out", str(tmp_path / "o")], capsys,
+        lines=2)  # a data-quality error lists one issue per line
+    assert not (tmp_path / "o").exists()
+    assert "nowhere is not a built dataset" in fails(["data", "info", str(tmp_path / "nowhere")], capsys)
 
 
 def test_build_synthetic_with_context(tmp_path, capsys):

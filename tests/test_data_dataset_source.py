@@ -68,7 +68,8 @@ def test_a_missing_or_corrupt_file_is_one_line_naming_it(tmp_path: Path) -> None
         load_data(cfg)
     with pytest.raises(DatasetError, match="not a built dataset"):
         load_data({"source": "dataset", "path": str(tmp_path / "nowhere")})
-    assert data_main(["info", str(ds)]) == 1
+    with pytest.raises(DatasetError, match="corrupt dataset manifest"):
+        data_main(["info", str(ds)])  # `stockr1 data info` turns it into one line on stderr, exit 2
 
 
 def test_rebuilt_store_renders_the_built_context(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from stockr1.data import build_windows, load_source
+from stockr1.data.build import BuildConfig, build_dataset
 from stockr1.data.context import PointInTimeStore, yfinance_store
 from stockr1.data.leakage import check_context_invariance, check_windows_invariance
 from stockr1.data.providers.yfinance import (
@@ -18,8 +19,9 @@ from stockr1.data.providers.yfinance import (
     yf_profiles,
     yf_treasury,
 )
-from stockr1.data.sources.yfinance import DataFetchError, fetch, sp500_constituents
+from stockr1.data.sources.yfinance import FAIL_FAST, DataFetchError, fetch, sp500_constituents, yahoo_probe
 from stockr1.data.splits import SplitSpec
+from stockr1.data.throttle import requests_policy
 
 FIX = Path(__file__).parent / "fixtures" / "data" / "yfinance"
 SPLIT = SplitSpec(val_start="2020-10-01", test_start="2020-11-16")
@@ -158,3 +160,58 @@ def test_yfinance_context_point_in_time(tmp_path):
         leaky = check_context_invariance(lambda fr, **tb: PointInTimeStore(fr, profiles=store.profiles, leak_days=1, **tb),
                                          frames, t, tables)
         assert leaky, t
+
+
+def _offline(*_a) -> None:
+    raise ConnectionError("https://query1.finance.yahoo.com/: [Errno -2] Name or service not known")
+
+
+def test_unreachable_yahoo_fails_before_any_download(tmp_path):
+    """No network: one line saying so, before a single download or retry sleep, and nothing written."""
+    calls, sleeps = [], []
+    cfg = BuildConfig(source="yfinance", tickers=("AAPL", "MSFT"), cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(DataFetchError, match=r"^cannot reach Yahoo Finance \(.*Name or service not known\)") as e:
+        build_dataset(cfg, tmp_path / "out", downloader=lambda *a: calls.append(a), probe=_offline,
+                      requests=requests_policy(sleep=sleeps.append))
+    assert "\n" not in str(e.value) and "delisted" not in str(e.value)
+    assert calls == [] and sleeps == [] and not (tmp_path / "out").exists()
+
+
+def test_first_tickers_all_failing_stop_the_fetch_when_yahoo_went_away(tmp_path):
+    """The probe passed, then every download fails (yfinance calls that "possibly delisted"): after the first
+    FAIL_FAST tickers the probe is asked again and the fetch stops, instead of retrying all 503."""
+    probes, calls, sleeps = [], [], []
+
+    def probe() -> None:
+        probes.append(1)
+        if len(probes) > 1:
+            _offline()
+
+    def download(tk, s, e):
+        calls.append(tk)
+        raise RuntimeError(f"${tk}: possibly delisted; no price data found")
+
+    tickers = sp500_constituents()["ticker"].tolist()
+    with pytest.raises(DataFetchError, match="^cannot reach Yahoo Finance"):
+        fetch(tickers, tmp_path, downloader=download, probe=probe, retries=1, sleep=sleeps.append, progress=False)
+    assert len(probes) == 2 and len(calls) == FAIL_FAST * 2 and len(sleeps) == FAIL_FAST  # 1 retry each
+
+    probes.clear(), calls.clear()  # Yahoo still answers: those tickers really are missing; one line names them
+    with pytest.raises(DataFetchError, match=r"^5 ticker\(s\) failed after 0 retries .*: A: .*; and 2 more$"):
+        fetch(list("ABCDE"), tmp_path, downloader=download, probe=lambda: probes.append(1), retries=0,
+              progress=False)
+    assert len(probes) == 2 and calls == list("ABCDE")
+
+
+def test_yahoo_probe_is_bounded_and_names_the_url():
+    """The real probe against a listener that never answers: ConnectionError within its timeout."""
+    import socket
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+        with pytest.raises(ConnectionError, match="127.0.0.1"):
+            yahoo_probe(timeout=0.5, url=url)
+    with pytest.raises(ConnectionError, match="nowhere.invalid"):
+        yahoo_probe(timeout=5, url="https://nowhere.invalid/")  # RFC 6761: never resolves

@@ -90,7 +90,7 @@ def content_hash(w: Windows) -> str:
     return h.hexdigest()
 
 
-def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, requests=None):
+def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, requests=None, probe=None):
     from stockr1.data.throttle import requests_policy
 
     tickers = cfg.universe()
@@ -107,7 +107,7 @@ def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, re
     elif cfg.source == "yfinance":
         kw = {k: v for k, v in (("start", cfg.start), ("end", cfg.end)) if v}
         frames = load_source("yfinance", tickers=tickers, cache_dir=cfg.cache_dir, downloader=downloader,
-                             requests=requests, skip_missing=cfg.skip_missing, **kw)
+                             requests=requests, skip_missing=cfg.skip_missing, probe=probe, **kw)
     else:
         raise ValueError(f"unknown source {cfg.source!r}")
     if not frames:
@@ -126,11 +126,13 @@ def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, re
     return frames, report, store
 
 
-def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_factory=None, requests=None) -> dict:
+def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_factory=None, requests=None,
+                  probe=None) -> dict:
     """Build, write and return the manifest (whose ``summary`` the CLI prints). ``requests``
-    (stockr1.data.throttle.Requests) overrides the throttle/retry policy of cfg (tests: a fake clock)."""
+    (stockr1.data.throttle.Requests) overrides the throttle/retry policy of cfg (tests: a fake clock);
+    ``probe`` the yfinance reachability check (stockr1.data.sources.yfinance.fetch)."""
     member = Membership.read(cfg.membership) if cfg.membership else None
-    frames, report, store = _frames_and_store(cfg, downloader, ticker_factory, requests)
+    frames, report, store = _frames_and_store(cfg, downloader, ticker_factory, requests, probe)
     split = PAPER_SPLIT if cfg.source == "yfinance" else SAMPLE_SPLIT
     w = build_windows(frames, cfg.lookback, cfg.horizon, split=split, stride=cfg.stride, context=store,
                       start=cfg.start if cfg.source != "yfinance" else None, end=cfg.end if cfg.source != "yfinance" else None,

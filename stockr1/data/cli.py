@@ -6,8 +6,7 @@ import argparse
 import json
 
 from stockr1.data.build import BuildConfig, build_dataset
-from stockr1.data.dataset_io import DatasetError, read_manifest
-from stockr1.data.quality import DataQualityError
+from stockr1.data.dataset_io import read_manifest
 from stockr1.data.throttle import DataFetchError
 
 
@@ -55,23 +54,18 @@ def main(argv: list[str] | None = None) -> int:
     i = sub.add_parser("info", help="print the summary of a built dataset")
     i.add_argument("dir")
     a = p.parse_args(argv)
-    if a.cmd == "info":
-        try:
-            print(_summary_text(read_manifest(a.dir)))
-        except DatasetError as e:
-            print(f"stockr1 data info: {e}")
-            return 1
+    if a.cmd == "info":  # a DatasetError (a ValueError) becomes one line on stderr in stockr1.cli
+        print(_summary_text(read_manifest(a.dir)))
         return 0
     cfg = BuildConfig(source=a.source, path=a.path, tickers=tuple(a.tickers) if a.tickers else None,
                       tickers_file=a.tickers_file, membership=a.membership, start=a.start, end=a.end,
                       lookback=a.lookback, horizon=a.horizon, stride=a.stride, context=not a.no_context, seed=a.seed,
                       n_days=a.n_days, cache_dir=a.cache_dir, jump_policy=a.jump_policy, min_interval=a.min_interval,
                       retries=a.retries, skip_missing=a.skip_missing)
-    try:
+    try:  # bad data (DataQualityError) and bad arguments are ValueErrors: one line on stderr in stockr1.cli
         man = build_dataset(cfg, a.out)
-    except (DataQualityError, DataFetchError, ValueError, FileNotFoundError) as e:
-        print(f"stockr1 data build: {e}")
-        return 1
+    except DataFetchError as e:  # the network or Yahoo, not a bug: reported the same way
+        raise ValueError(str(e)) from e
     print(_summary_text(man))
     print(f"wrote      {a.out}")
     return 0

@@ -11,14 +11,21 @@
 - Throttled (``min_interval`` seconds between request starts) and retried with exponential backoff
   (``stockr1.data.throttle.Requests``, shared with the text-context calls of a build); resumable (tickers already in the manifest with the same range
   are skipped); the manifest is rewritten after each ticker; a tqdm progress bar.
-- The downloader is injected (``downloader=``): tests pass recorded fixtures, never the network.
+- Fails fast without a network: before the first download a time-bounded probe (``yahoo_probe``) must
+  reach Yahoo, and when the first ``FAIL_FAST`` tickers all fail it is asked again; an unreachable Yahoo
+  ends the build in seconds with one line, not hours of per-ticker retries blamed on "delisted" tickers.
+- The downloader and the probe are injected (``downloader=``, ``probe=``): tests pass recorded fixtures
+  and fake probes, never the network.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
+import urllib.error
+import urllib.request
 import warnings
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -34,6 +41,10 @@ from stockr1.data.throttle import DataFetchError, Requests, requests_policy
 DEFAULT_START, DEFAULT_END = "2015-01-01", "2025-10-01"
 DEFAULT_CACHE = Path("data/yfinance")
 Downloader = Callable[[str, str, str], pd.DataFrame]
+Probe = Callable[[], None]  # returns if Yahoo answers, raises ConnectionError if not
+YAHOO_URL = "https://query1.finance.yahoo.com/"
+PROBE_TIMEOUT_S = 10.0
+FAIL_FAST = 3  # the first this many tickers all failing: ask the probe again before going on
 
 
 def sp500_constituents() -> pd.DataFrame:
@@ -48,6 +59,40 @@ def yf_download(ticker: str, start: str, end: str) -> pd.DataFrame:
 
     return yf.Ticker(ticker).history(start=start, end=end, interval="1d", auto_adjust=False, actions=True,
                                      raise_errors=True)
+
+
+def yahoo_probe(timeout: float = PROBE_TIMEOUT_S, url: str = YAHOO_URL) -> None:
+    """Raise ConnectionError unless ``url`` answers (any HTTP status counts) within ``timeout`` seconds.
+    Runs in a daemon thread because a DNS lookup has no timeout of its own; honours HTTPS_PROXY."""
+    outcome: list[BaseException | None] = []
+
+    def ask() -> None:
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout).close()
+            outcome.append(None)
+        except urllib.error.HTTPError:
+            outcome.append(None)  # Yahoo answered, if only with 404 or 429
+        except Exception as e:  # noqa: BLE001 - URLError, socket timeouts, SSL errors: all mean unreachable
+            outcome.append(e)
+
+    worker = threading.Thread(target=ask, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not outcome:
+        raise ConnectionError(f"no answer from {url} within {timeout:.0f} s")
+    if outcome[0] is not None:
+        err = outcome[0]
+        raise ConnectionError(f"{url}: {getattr(err, 'reason', err)}")
+
+
+def _check_reachable(probe: Probe | None) -> None:
+    if probe is None:
+        return
+    try:
+        probe()
+    except ConnectionError as e:
+        raise DataFetchError(f"cannot reach Yahoo Finance ({e}): check the network or proxy, or build from "
+                             "your own files with --source csv") from e
 
 
 def unadjust_yahoo_splits(frame: pd.DataFrame) -> pd.DataFrame:
@@ -81,11 +126,13 @@ def _history(download: Downloader, tk: str, start: str, end: str) -> pd.DataFram
 def fetch(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, start: str = DEFAULT_START, end: str = DEFAULT_END,
           downloader: Downloader | None = None, retries: int = 4, backoff: float = 2.0,
           sleep: Callable[[float], None] = time.sleep, progress: bool = True, min_interval: float = 0.0,
-          requests: Requests | None = None, skip_missing: bool = False) -> dict:
+          requests: Requests | None = None, skip_missing: bool = False, probe: Probe | None = None) -> dict:
     """Download missing tickers into ``cache_dir/<ticker>.parquet``; returns the manifest dict.
-    Raises DataFetchError listing every ticker that still failed (the others stay cached), unless
+    Raises DataFetchError naming the tickers that still failed (the others stay cached), unless
     ``skip_missing`` (a membership universe: Yahoo lacks most delisted tickers), which only warns.
-    ``requests`` (else one made from retries, backoff, sleep, min_interval) throttles and retries."""
+    ``requests`` (else one made from retries, backoff, sleep, min_interval) throttles and retries.
+    ``probe`` checks that Yahoo is reachable before the first download and again when the first
+    FAIL_FAST tickers all failed; default ``yahoo_probe`` with the real downloader, none with an injected one."""
     from tqdm.auto import tqdm
 
     download = downloader or yf_download
@@ -94,16 +141,26 @@ def fetch(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, start: str 
     cache.mkdir(parents=True, exist_ok=True)
     mpath = cache / "manifest.json"
     manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
-    failures: dict[str, str] = {}
-    for tk in tqdm(tickers, desc="yfinance", disable=not progress):
+    probe = probe if probe is not None else (yahoo_probe if downloader is None else None)
+
+    def cached(tk: str) -> bool:  # resumable: fetched before with the same range and an intact shard
         entry, shard = manifest.get(tk), cache / f"{tk}.parquet"
-        if entry and entry["start"] == start and entry["end"] == end and shard.exists() and _sha(shard) == entry["sha256"]:
-            continue  # resumable: already cached
+        return bool(entry and entry["start"] == start and entry["end"] == end and shard.exists()
+                    and _sha(shard) == entry["sha256"])
+
+    todo = [tk for tk in tickers if not cached(tk)]
+    if todo:
+        _check_reachable(probe)
+    failures: dict[str, str] = {}
+    for i, tk in enumerate(tqdm(todo, desc="yfinance", disable=not progress)):
+        shard = cache / f"{tk}.parquet"
         try:
             frame = req.call(lambda tk=tk: _history(download, tk, start, end), tk)
         except DataFetchError as e:
             cause = e.__cause__ or e
             failures[tk] = f"{type(cause).__name__}: {cause}"
+            if i + 1 == FAIL_FAST == len(failures):  # yfinance reports no network as "possibly delisted"
+                _check_reachable(probe)
             continue
         frame.to_parquet(shard)
         manifest[tk] = {"ticker": tk, "start": start, "end": end, "rows": len(frame),
@@ -113,8 +170,9 @@ def fetch(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, start: str 
         tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
         tmp.replace(mpath)
     if failures:
-        msg = (f"{len(failures)} ticker(s) failed after {req.retries} retries (rerun to resume):\n  "
-               + "\n  ".join(f"{k}: {v}" for k, v in failures.items()))
+        shown = "; ".join(f"{k}: {v}".splitlines()[0] for k, v in list(failures.items())[:3])
+        more = f"; and {len(failures) - 3} more" if len(failures) > 3 else ""
+        msg = f"{len(failures)} ticker(s) failed after {req.retries} retries (rerun to resume): {shown}{more}"
         if not skip_missing:
             raise DataFetchError(msg)
         warnings.warn(f"yfinance: left out {msg}", stacklevel=2)
