@@ -33,6 +33,7 @@ from forecast_action.derive import ActionThresholds
 from forecast_action.module import THRESHOLDS_FILE, ActionDecoderModule
 from stockr1.types import Windows, train_only
 from ts_encoder.datamodule import WindowDataModule, load_split_windows
+from ts_encoder.progress import StepProgress
 
 
 @dataclass(frozen=True)
@@ -127,8 +128,8 @@ def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None
     if resume_step is not None:
         print(f"resuming from {last} (step {resume_step})", flush=True)
     trainer = L.Trainer(max_epochs=epochs, accelerator="auto", devices=1,
-                        callbacks=[ckpt, latest, RNGState(), *callbacks],
-                        logger=L.pytorch.loggers.CSVLogger(out, name="logs"), enable_progress_bar=False,
+                        callbacks=[ckpt, latest, RNGState(), StepProgress(every_n_steps=50), *callbacks],
+                        logger=L.pytorch.loggers.CSVLogger(out, name="logs"), enable_progress_bar=False,  # StepProgress: log-friendly
                         gradient_clip_val=1.0, log_every_n_steps=10, enable_model_summary=False)
     trainer.fit(module, datamodule=dm, ckpt_path=last if resume_step is not None else None)
     best = ActionDecoderModule.load_from_checkpoint(ckpt.best_model_path or out / "decoder.ckpt", map_location="cpu")

@@ -654,4 +654,5 @@ def main(argv: list[str] | None = None) -> int:
     summary = run_sft(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out, overrides=overrides)
     if summary["rank"] == 0:
         print(json.dumps(summary, indent=1))
+        print(f"wrote {summary['run_dir']} (policy/, decoder/, summary.json)")
     return 0

@@ -307,4 +307,5 @@ def main(argv: list[str] | None = None) -> int:
                        resume=args.resume, sft_dir=args.sft, overrides=over or None)
     if summary.get("rank", 0) == 0:
         print(json.dumps(summary, indent=1, default=str))
+        print(f"wrote {summary['out_dir']} (policy/, decoder/, summary.json)")
     return 0

@@ -136,7 +136,7 @@ def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_fac
     split = PAPER_SPLIT if cfg.source == "yfinance" else SAMPLE_SPLIT
     w = build_windows(frames, cfg.lookback, cfg.horizon, split=split, stride=cfg.stride, context=store,
                       start=cfg.start if cfg.source != "yfinance" else None, end=cfg.end if cfg.source != "yfinance" else None,
-                      membership=member)
+                      membership=member, progress=True)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = {}

@@ -39,6 +39,7 @@ def build_windows(
     leak_days: int = 0,
     label_lookahead: int = 0,
     membership: Membership | None = None,
+    progress: bool = False,
 ) -> Windows:
     """All windows of all tickers (ticker-major, then by date), split chronologically.
 
@@ -50,7 +51,7 @@ def build_windows(
     ``start``/``end`` restrict the decision days (inclusive); ``membership`` keeps only decision days
     on which the ticker was an index member (stockr1.data.membership; the split calendar stays the
     union of all frames, so membership never moves a split boundary). ``context`` fills ``Windows.context``
-    with ``context.render_context(ticker, t)``. ``leak_days`` is a debug hook and must stay 0: it
+    with ``context.render_context(ticker, t)`` (a tqdm bar with rate and ETA if ``progress``). ``leak_days`` is a debug hook and must stay 0: it
     moves the inputs (x, hist) ``leak_days`` rows into the future while keeping t, so tests can show
     that the point-in-time invariance check catches a one-day look-ahead.
     """
@@ -92,10 +93,11 @@ def build_windows(
     keep = split_names != ""
     ctx = np.full(int(keep.sum()), "", dtype=object)
     if context is not None:
-        ctx = np.array(
-            [context.render_context(tk, pd.Timestamp(d)) for tk, d in zip(cat["ticker"][keep], cat["date"][keep], strict=True)],
-            dtype=object,
-        )
+        from tqdm.auto import tqdm
+
+        pairs = tqdm(zip(cat["ticker"][keep], cat["date"][keep], strict=True), desc="context", total=len(ctx),
+                     unit="window", disable=not progress, mininterval=2.0)
+        ctx = np.array([context.render_context(tk, pd.Timestamp(d)) for tk, d in pairs], dtype=object)
     return Windows(
         ticker=cat["ticker"][keep],
         date=cat["date"][keep],
