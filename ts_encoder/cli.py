@@ -9,7 +9,11 @@ Two silent wrong states are refused here, before any work:
   ``best-v1.ckpt`` beside a stale ``best.ckpt`` that every doc points to): resume with ``--ckpt_path``,
   or pass ``--overwrite true`` to delete the old checkpoints and their export first;
 - ``validate|test|predict --ckpt_path X`` where X was trained with another architecture than the
-  config's (Lightning would load it only if the shapes happened to fit): the mismatching keys are named.
+  config's (Lightning would load it only if the shapes happened to fit): the mismatching keys are named,
+  before the Trainer is built.
+
+Bad arguments or config keys raise ValueError (``stockr1`` prints one line, exit 2) instead of
+jsonargparse's 70-line usage; ``--help`` is unchanged.
 """
 
 from __future__ import annotations
