@@ -130,8 +130,8 @@ def test_membership_universe_leaves_out_and_lists_what_the_source_lacks(tmp_path
     (tmp_path / "m.csv").write_text("ticker,start,end\nACME,2011-01-03,\nGONE,2005-01-03,2011-09-01\nZETA,2011-01-03,\n")
     write_random_walk_csv(tmp_path / "prices.csv")
     args = ["build", "--source", "csv", "--path", str(tmp_path / "prices.csv"), "--membership", str(tmp_path / "m.csv")]
-    assert data_main([*args, "--out", str(tmp_path / "a")]) == 1
-    assert "['GONE'] not found" in capsys.readouterr().out
+    with pytest.raises(ValueError, match=r"\['GONE'\] not found"):  # one line on stderr from `stockr1 data build`
+        data_main([*args, "--out", str(tmp_path / "a")])
     ds, _ = build_csv_dataset(tmp_path / "b", "--membership", str(tmp_path / "m.csv"), "--skip-missing")
     assert "missing    1 tickers not in the source: GONE" in capsys.readouterr().out
     assert set(load_windows(ds).ticker) == set(TICKERS)
