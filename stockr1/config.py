@@ -182,3 +182,48 @@ def as_plain(cfg: Any) -> Any:
     if isinstance(cfg, (list, tuple)):
         return [as_plain(v) for v in cfg]
     return cfg
+
+
+def load_run_config(cls: type[T], path: str | Path, overrides: Mapping[str, Any] | None = None) -> T:
+    """``cls.from_dict`` of the YAML file at ``path`` with ``overrides`` deep-merged in; an error names the file."""
+    try:
+        return cls.from_dict(deep_update(load_yaml(path), overrides or {}))  # type: ignore[attr-defined]
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from e
+
+
+class YamlConfig:
+    """Mixin of a typed run config with a ``from_dict`` classmethod: ``XConfig.from_yaml(path, overrides)``."""
+
+    @classmethod
+    def from_yaml(cls: type[T], path: str | Path, overrides: Mapping[str, Any] | None = None) -> T:
+        return load_run_config(cls, path, overrides)
+
+
+def check_merged(cls: type, base: str | Path, overrides: Mapping[str, Any] | None, where: str) -> None:
+    """Validate ``overrides`` meant for the config file ``base`` by loading the merged result through its
+    typed config ``cls`` now, so a misspelled key inside an override fails at load time, naming ``where``."""
+    try:
+        load_run_config(cls, base, overrides)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from e
+
+
+def parse_config_args(ap: Any, argv: Sequence[str] | None) -> tuple[Any, dict[str, Any]]:
+    """``ap.parse_known_args(argv)`` with ``--print_config`` added and the leftover arguments read as dotted
+    config overrides (``--train.lr 1e-4``): (args, overrides). A malformed override is ``ap.error``."""
+    ap.add_argument("--print_config", "--print-config", action="store_true",
+                    help="print the resolved config (every key, defaults included) and exit")
+    args, rest = ap.parse_known_args(argv)
+    try:
+        return args, dotted_overrides(rest)
+    except ValueError as e:
+        ap.error(str(e))
+        raise  # ap.error exits; this keeps type checkers content
+
+
+def print_config(cfg: Any) -> None:
+    """What ``--print_config`` prints: the typed config as YAML, every key with its resolved value."""
+    import yaml
+
+    print(yaml.safe_dump(as_plain(cfg), sort_keys=False), end="")
