@@ -11,7 +11,6 @@ by ``GRPOTrainConfig`` as ``rl.methods.run_grpo`` builds it, Stock-R1's GRPO ove
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from rl.methods import rft_train_config
 from rl.methods.stock_r1 import adapter as stock_r1
 from rl.run_config import GRPORunConfig
 from stockr1.backtest import BacktestConfig
-from stockr1.config import YamlConfig, as_plain, check_merged, config_from_dict, deep_update
+from stockr1.config import YamlConfig, as_plain, check_keys, check_merged, config_from_dict, deep_update
 from stockr1.data.config import DataConfig
 
 METHODS: tuple[str, ...] = ("stock_r1", "trading_r1", "trade_r1_fsr", "trade_r1_dsr", "alphaquanter")
@@ -195,11 +194,5 @@ class CompareConfig(YamlConfig):
 def _method_sections(raw: Any) -> dict[str, MethodSection]:
     if not isinstance(raw, Mapping):
         raise ValueError(f"compare config methods must map method names to sections, got {raw!r}")
-    out = {}
-    for name, sec in raw.items():
-        if name not in METHOD_SECTIONS:
-            close = difflib.get_close_matches(str(name), METHODS, n=1, cutoff=0.6)
-            raise ValueError(f"unknown methods [{name!r}]; valid: {list(METHODS)}"
-                             + (f" (compare config methods.{name}: did you mean {close[0]!r}?)" if close else ""))
-        out[name] = config_from_dict(METHOD_SECTIONS[name], sec, f"compare config methods.{name}")
-    return out
+    check_keys(raw, METHODS, "compare config methods")
+    return {name: config_from_dict(METHOD_SECTIONS[name], sec, f"compare config methods.{name}") for name, sec in raw.items()}

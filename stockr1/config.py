@@ -24,7 +24,7 @@ import difflib
 import math
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
 
@@ -48,12 +48,7 @@ def config_from_dict(cls: type[T], d: Mapping[str, Any] | None, where: str,
         raise ValueError(f"{where} must be a mapping of keys to values, got {type(d).__name__}: {d!r}")
     fields = [f for f in dataclasses.fields(cls) if f.init]
     names = {f.name for f in fields}
-    bad = sorted(set(d) - names, key=str)
-    if bad:
-        hints = [f"{where}.{k}: did you mean {close[0]!r}?" for k in bad
-                 if (close := difflib.get_close_matches(str(k), sorted(names), n=1, cutoff=0.6))]
-        raise ValueError(f"unknown {where} keys {bad}; valid keys: {sorted(names)}"
-                         + ("" if not hints else " (" + "; ".join(hints) + ")"))
+    check_keys(d, names, where)
     hints = typing.get_type_hints(cls)
     nested = dict(nested or {})
     kw = {}
@@ -64,6 +59,17 @@ def config_from_dict(cls: type[T], d: Mapping[str, Any] | None, where: str,
         else:
             kw[key] = _convert(value, hints.get(key, Any), where, key)
     return cls(**kw)
+
+
+def check_keys(keys: Iterable[Any], valid: Iterable[str], where: str) -> None:
+    """An error listing the ``keys`` not in ``valid`` with the nearest valid one of each ("did you mean")."""
+    names = sorted(valid)
+    bad = sorted(set(keys) - set(names), key=str)
+    if bad:
+        hints = [f"{where}.{k}: did you mean {close[0]!r}?" for k in bad
+                 if (close := difflib.get_close_matches(str(k), names, n=1, cutoff=0.6))]
+        raise ValueError(f"unknown {where} keys {bad}; valid keys: {names}"
+                         + ("" if not hints else " (" + "; ".join(hints) + ")"))
 
 
 def _convert(value: Any, hint: Any, where: str, key: str) -> Any:

@@ -43,8 +43,12 @@ ENGINE_KEYS = ("max_new_tokens", "temperature", "max_tool_calls")  # rft keys of
 def rft_train_config(rft: Mapping[str, Any], accelerator: str = "cpu", n_queries: int | None = None):
     """The ``rl.trainer.GRPOTrainConfig`` of an rft dict: its keys other than the engine's (``steps`` ->
     ``max_steps``; ``queries_per_step`` at most ``n_queries``). A misspelled key is an error naming it."""
-    from rl.trainer import GRPOTrainConfig
+    import dataclasses
 
+    from rl.trainer import GRPOTrainConfig
+    from stockr1.config import check_keys
+
+    check_keys(rft, {f.name for f in dataclasses.fields(GRPOTrainConfig)} | {*ENGINE_KEYS, "steps"}, "rft")
     r = {k: v for k, v in rft.items() if k not in ENGINE_KEYS}
     qps = int(r.pop("queries_per_step", 2))
     return GRPOTrainConfig.from_dict({"max_steps": int(r.pop("steps", 1)), "accelerator": accelerator,
