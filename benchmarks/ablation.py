@@ -37,7 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from stockr1.config import config_from_dict, deep_update
+from stockr1.config import (
+    YamlConfig,
+    as_plain,
+    check_merged,
+    config_from_dict,
+    deep_update,
+    parse_config_args,
+    print_config,
+)
 
 FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
 PROBE_METRICS = ("probe_reward_total", "probe_r_ans", "probe_answer_parse_rate")
@@ -76,31 +84,77 @@ VARIANTS_BY_KEY = {v.key: v for v in VARIANTS}
 
 
 @dataclass(frozen=True)
-class AblationConfig:
+class AblationSFT:
+    """The SFT start: ``config`` (trained per seed with ``overrides`` merged in) or a finished ``run_dir``."""
+
+    config: str = "configs/sft/tiny.yaml"
+    run_dir: str | None = None
+    per_seed: bool = True
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AblationGRPO:
+    """Every GRPO row: ``config`` with the shared budget ``overrides`` merged in."""
+
+    config: str = "configs/grpo/tiny.yaml"
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AblationEval:
+    n: int = 200
+    max_new_tokens: int = 640
+    split: str = "test"  # "val" only to choose the recipe
+
+    def __post_init__(self) -> None:
+        if self.n < 1 or self.max_new_tokens < 1:
+            raise ValueError(f"eval.n and eval.max_new_tokens must be >= 1, got {self.n}, {self.max_new_tokens}")
+        if self.split not in ("val", "test"):
+            raise ValueError(f"eval.split must be 'val' (recipe choice) or 'test', got {self.split!r}")
+
+
+@dataclass(frozen=True)
+class AblationProbe:
+    group_size: int = 4  # rollouts per GRPO training query and seed (0 = no probe)
+
+    def __post_init__(self) -> None:
+        if self.group_size < 0:
+            raise ValueError(f"probe.group_size must be >= 0, got {self.group_size}")
+
+
+@dataclass(frozen=True)
+class AblationConfig(YamlConfig):
     """configs/ablation/*.yaml (each key documented there)."""
 
     seeds: tuple[int, ...] = (0, 1, 2)
     threads: int = 2
     work_dir: str = "checkpoints/ablation"
     variants: tuple[str, ...] = tuple(v.key for v in VARIANTS)
-    sft: Mapping[str, Any] = field(default_factory=lambda: {"config": "configs/sft/tiny.yaml"})
-    grpo: Mapping[str, Any] = field(default_factory=lambda: {"config": "configs/grpo/tiny.yaml"})
-    eval: Mapping[str, Any] = field(default_factory=lambda: {"n": 200, "max_new_tokens": 640, "split": "test"})
+    sft: AblationSFT = field(default_factory=AblationSFT)
+    grpo: AblationGRPO = field(default_factory=AblationGRPO)
+    eval: AblationEval = field(default_factory=AblationEval)
     # re-sample every policy on the GRPO training queries (rl.probe): G rollouts per query and seed
-    probe: Mapping[str, Any] = field(default_factory=lambda: {"group_size": 4})
+    probe: AblationProbe = field(default_factory=AblationProbe)
     n_boot: int = 2000  # paired bootstrap resamples over questions
     wandb: bool = False
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AblationConfig:
+        """Strict, and the SFT / GRPO ``overrides`` are checked merged into their base configs now."""
+        from llm.sft_config import SFTRunConfig
+        from rl.run_config import GRPORunConfig
+
         cfg = config_from_dict(cls, d, "ablation config")
         unknown = sorted(set(cfg.variants) - set(VARIANTS_BY_KEY))
         if unknown:
             raise ValueError(f"unknown variants {unknown}; valid: {list(VARIANTS_BY_KEY)}")
         if len(cfg.seeds) < 1:
             raise ValueError("seeds must list at least one seed")
-        if cfg.eval.get("split", "test") not in ("val", "test"):
-            raise ValueError(f"eval.split must be 'val' (recipe choice) or 'test', got {cfg.eval.get('split')!r}")
+        if cfg.threads < 1 or cfg.n_boot < 1:
+            raise ValueError(f"threads and n_boot must be >= 1, got {cfg.threads}, {cfg.n_boot}")
+        check_merged(SFTRunConfig, cfg.sft.config, cfg.sft.overrides, "ablation config sft.overrides")
+        check_merged(GRPORunConfig, cfg.grpo.config, cfg.grpo.overrides, "ablation config grpo.overrides")
         return cfg
 
 
@@ -108,7 +162,7 @@ class AblationConfig:
 def sft_overrides(cfg: AblationConfig, seed: int, share_from: Path | None) -> dict[str, Any]:
     """Overrides of the SFT config for ``seed``: budget, seed, and (after the first seed) the shared
     QA items / decoder warm-up / traces of the first seed's run."""
-    over = deep_update(cfg.sft.get("overrides") or {}, {"run": f"s{seed}", "train": {"seed": int(seed)}})
+    over = deep_update(cfg.sft.overrides, {"run": f"s{seed}", "train": {"seed": int(seed)}})
     if share_from is not None:
         over["prepare_from"] = str(share_from)
     return over
@@ -127,10 +181,10 @@ def grpo_overrides(cfg: AblationConfig, variant: Variant, seed: int, sft_cfg: Ma
     # every QAConfig field spelled out: a key of the GRPO base config's qa section (merged, not
     # replaced, by run_grpo) must not change which items are generated
     qa = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(QAConfig()).items()}
-    over = deep_update(cfg.grpo.get("overrides") or {}, {
+    over = deep_update(cfg.grpo.overrides, {
         "data": dict(sft_cfg.get("data", {})),
         "max_context_chars": sft_cfg.get("max_context_chars"),
-        "qa": {**qa, **dict(sft_cfg.get("qa", {})), **dict((cfg.grpo.get("overrides") or {}).get("qa", {}))},
+        "qa": {**qa, **dict(sft_cfg.get("qa", {})), **dict(cfg.grpo.overrides.get("qa", {}))},
         "seed": int(seed),
         "train": {"seed": int(seed)},
         "wandb": {"group": f"ablation/{variant.key}"},
@@ -143,14 +197,14 @@ def resolved_grpo(cfg: AblationConfig, variant: Variant, seed: int, sft_cfg: Map
     from rl.cli import load_config
     from rl.trainer import GRPOTrainConfig
 
-    full = load_config(cfg.grpo["config"], grpo_overrides(cfg, variant, seed, sft_cfg))
+    full = load_config(cfg.grpo.config, grpo_overrides(cfg, variant, seed, sft_cfg))
     return full, GRPOTrainConfig.from_dict(full.get("train", {}))
 
 
 def resolved_sft(cfg: AblationConfig, seed: int, share_from: Path | None) -> dict[str, Any]:
     from llm.sft import load_yaml
 
-    return deep_update(load_yaml(cfg.sft["config"]), sft_overrides(cfg, seed, share_from))
+    return deep_update(load_yaml(cfg.sft.config), sft_overrides(cfg, seed, share_from))
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -412,11 +466,11 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
     timings = Timings(work / "timings.json")
     variants = [VARIANTS_BY_KEY[k] for k in cfg.variants]
     per_seed: dict[str, dict[int, dict[str, float]]] = {v.key: {} for v in variants}
-    per_seed_sft = bool(cfg.sft.get("per_seed", True))
-    shared = Path(cfg.sft["run_dir"]) if cfg.sft.get("run_dir") else None  # a finished SFT run, reused
+    per_seed_sft = cfg.sft.per_seed
+    shared = Path(cfg.sft.run_dir) if cfg.sft.run_dir else None  # a finished SFT run, reused
     if shared is not None and not (shared / "summary.json").exists():
         raise FileNotFoundError(f"sft.run_dir {shared} is not a finished SFT run (no summary.json); "
-                                f"train it with `stockr1 sft --config {cfg.sft.get('config', 'configs/sft/tiny.yaml')}`")
+                                f"train it with `stockr1 sft --config {cfg.sft.config}`")
     if shared is not None:
         check_source(work, shared)
     first = shared or work / "sft" / f"s{cfg.seeds[0]}"
@@ -428,21 +482,21 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
                    else resolved_sft(cfg, sft_seed, None if sft_seed == cfg.seeds[0] else first))
         if not (sft_dir / "summary.json").exists():
             path = _write_yaml(sft_cfg, work / "configs" / f"sft-s{sft_seed}.yaml",
-                               f"derived by stockr1 bench ablation from {cfg.sft['config']}")
+                               f"derived by stockr1 bench ablation from {cfg.sft.config}")
             log(f"[ablation] SFT seed {sft_seed} -> {sft_dir}")
             t0 = time.perf_counter()
             run_sft(path, run=f"s{sft_seed}", out_root=work / "sft")
             timings.record(f"sft/s{sft_seed}", time.perf_counter() - t0)
         if not eval_cache:  # the held-out slice and thresholds: from the first seed's SFT run
             windows, _ = load_data(sft_cfg.get("data", {}))
-            split = cfg.eval.get("split", "test")  # "val" only to choose the recipe
+            split = cfg.eval.split  # "val" only to choose the recipe
             test = [it for it in load_items(first / "qa.jsonl") if it.split == split]
             th = first / "thresholds.json"  # g as the SFT/GRPO runs used it (fit on train windows)
             eval_cache = {"windows": windows, "ctx_chars": sft_cfg.get("max_context_chars"),
                           "thresholds": ActionThresholds.load(th) if th.exists() else ActionThresholds.fit(train_only(windows)),
-                          "items": balanced_slice(test, int(cfg.eval.get("n", 40)))}
+                          "items": balanced_slice(test, cfg.eval.n)}
         ev = eval_cache
-        mnt = int(cfg.eval.get("max_new_tokens", 384))
+        mnt = cfg.eval.max_new_tokens
         for v in variants:
             name = f"{v.key}-s{seed}"
             if v.grpo is None:
@@ -452,24 +506,24 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
                 if not (run_dir / "summary.json").exists():
                     log(f"[ablation] GRPO {name}")
                     t0 = time.perf_counter()
-                    run_grpo(cfg.grpo["config"], run=name, out_root=work / "grpo", resume=True, sft_dir=sft_dir,
+                    run_grpo(cfg.grpo.config, run=name, out_root=work / "grpo", resume=True, sft_dir=sft_dir,
                              overrides=grpo_overrides(cfg, v, seed, sft_cfg), use_wandb=cfg.wandb)
                     timings.record(f"grpo/{name}", time.perf_counter() - t0)
             eval_name = f"{v.key}-s{sft_seed}" if v.grpo is None else name
             log(f"[ablation] eval {name}")
-            split = cfg.eval.get("split", "test")
+            split = cfg.eval.split
             row = dict(_cached(
                 work / "eval" / f"{eval_name}-{split}-n{len(ev['items'])}-t{mnt}.json",
                 lambda run_dir=run_dir, ev=ev, mnt=mnt: evaluate(run_dir, ev["items"], ev["windows"],
                                                                  ev["thresholds"], mnt, ev["ctx_chars"]),
                 timings, f"eval/{name}"))
-            g = int(cfg.probe.get("group_size", 4))
+            g = cfg.probe.group_size
             if g > 0:  # the training-query reward of this policy, re-sampled (the SFT row per seed too)
                 log(f"[ablation] probe {name}")
                 setup_variant = v if v.grpo is not None else VARIANTS_BY_KEY["ugrpo"]
                 pr = _cached(work / "probe" / f"{name}-g{g}.json",
                              lambda run_dir=run_dir, sv=setup_variant, seed=seed, sft_dir=sft_dir, sft_cfg=sft_cfg, g=g:
-                             probe_run(cfg.grpo["config"], run_dir, sft_dir, g, PROBE_SEED + seed,
+                             probe_run(cfg.grpo.config, run_dir, sft_dir, g, PROBE_SEED + seed,
                                        grpo_overrides(cfg, sv, seed, sft_cfg)),
                              timings, f"probe/{name}")
                 row.update({"probe_reward_total": pr["reward_total"], "probe_r_ans": pr["reward/r_ans"],
@@ -522,7 +576,7 @@ def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config
     if any(curves.values()):
         plot_entropy(curves, out / "entropy.png")
         figures.append("entropy.png")
-    info = {"config_path": config_path, "config": json.loads(json.dumps(cfg.__dict__, default=list)),
+    info = {"config_path": config_path, "config": as_plain(cfg),
             "commit": _commit(), "date": datetime.date.today().isoformat(),
             "timings_s": res["timings"], "total_s": float(sum(res["timings"].values())),
             "n_eval": res["n_eval"], "eval_families": res["eval_families"], "figures": figures,
@@ -540,13 +594,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="override the config's seeds")
     ap.add_argument("--variants", nargs="+", default=None, choices=list(VARIANTS_BY_KEY))
     ap.add_argument("--work", default=None, help="where SFT/GRPO runs and eval caches go (default: config)")
-    ap.add_argument("--out", required=True, help="result directory (results/ablation for the committed one)")
-    args = ap.parse_args(argv)
-    d = _load_yaml(args.config)
+    ap.add_argument("--out", default=None, help="result directory (results/ablation for the committed one)")
+    args, over = parse_config_args(ap, argv)
     for key, val in (("seeds", args.seeds), ("variants", args.variants), ("work_dir", args.work)):
         if val is not None:
-            d[key] = val
-    cfg = AblationConfig.from_dict(d)
+            over[key] = val
+    cfg = AblationConfig.from_yaml(args.config, over)
+    if args.print_config:
+        print_config(cfg)
+        return 0
+    if args.out is None:
+        ap.error("--out is required")
     torch.set_num_threads(cfg.threads)
     out = Path(args.out)
     res = run_ablation(cfg, out)

@@ -34,13 +34,14 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks.backtest import json_clean
+from benchmarks.compare_config import METHODS, CompareConfig
 from benchmarks.compare_plots import (
     BUY_AND_HOLD,
     DecisionRecord,
@@ -54,41 +55,7 @@ from rl.methods.stock_r1 import adapter as stock_r1
 from rl.methods.trade_r1 import adapter as trade_r1
 from rl.methods.trading_r1 import adapter as trading_r1
 from rl.soft_tokens import soft_tokens
-from stockr1.config import config_from_dict
-
-METHODS: tuple[str, ...] = ("stock_r1", "trading_r1", "trade_r1_fsr", "trade_r1_dsr", "alphaquanter")
-
-
-
-# ------------------------------------------------------------------------------ config and data
-@dataclass(frozen=True)
-class CompareConfig:
-    """configs/compare/*.yaml (each key documented there)."""
-
-    seed: int = 0
-    threads: int = 2
-    work_dir: str = "checkpoints/compare"
-    data: Mapping[str, Any] = field(default_factory=lambda: {"lookback": 90, "horizon": 10})
-    decisions_per_ticker: int = 24
-    n_train: int = 16
-    max_context_chars: int | None = 800
-    benchmark: str | None = "SP500"
-    backtest: Mapping[str, Any] = field(default_factory=dict)
-    policy: Mapping[str, Any] = field(default_factory=dict)
-    grpo: Mapping[str, Any] = field(default_factory=lambda: {"steps": 2, "group_size": 4, "queries_per_step": 2})
-    eval: Mapping[str, Any] = field(default_factory=lambda: {"temperature": 0.0})
-    methods: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: {m: {} for m in METHODS})
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> CompareConfig:
-        cfg = config_from_dict(cls, d, "compare config")
-        unknown = sorted(set(cfg.methods) - set(METHODS))
-        if unknown:
-            raise ValueError(f"unknown methods {unknown}; valid: {list(METHODS)}")
-        return cfg
-
-    def method(self, name: str) -> dict[str, Any]:
-        return dict(self.methods.get(name) or {})
+from stockr1.config import parse_config_args, print_config
 
 
 # ------------------------------------------------------------------------------ sibling methods
@@ -133,26 +100,17 @@ def _policy(cfg: CompareConfig, m: Mapping, soft_tokens: bool):
 
 def eval_device(cfg: CompareConfig) -> str:
     """``eval.device`` (default cpu; "cuda" on a GPU machine). Training devices come from ``grpo.accelerator``."""
-    return str(cfg.eval.get("device", "cpu"))
+    return cfg.eval.device
 
 
 def eval_engine(policy, tok, tools: list, cfg: CompareConfig, m: Mapping, max_tool_calls: int):
     """The evaluation `RolloutEngine`: ``eval`` settings (greedy by default) with the method's on top."""
     from llm.rollout import RolloutEngine
 
-    ev = {**cfg.eval, **dict(m.get("eval", {}))}
+    ev = cfg.eval_settings(m)
     return RolloutEngine(policy, tok, tools, max_new_tokens=int(m.get("max_new_tokens", 128)),
-                         temperature=float(ev.get("temperature", 0.0)), max_tool_calls=max_tool_calls,
-                         max_batch_rows=ev.get("max_batch_rows"), seed=cfg.seed)
-
-
-def _rft(cfg: CompareConfig, m: Mapping) -> tuple[dict[str, Any], str]:
-    """(``run_grpo``'s rft dict: engine settings + GRPOTrainConfig keys, accelerator)."""
-    g = {**cfg.grpo, **dict(m.get("grpo", {}))}
-    acc = str(g.pop("accelerator", "cpu"))
-    rft = {**g, "ckpt_every": int(g.get("steps", 1)), "max_new_tokens": int(m.get("max_new_tokens", 128)),
-           "max_tool_calls": int(m.get("max_tool_calls", 1)), "seed": cfg.seed}
-    return rft, acc
+                         temperature=ev.temperature, max_tool_calls=max_tool_calls,
+                         max_batch_rows=ev.max_batch_rows, seed=cfg.seed)
 
 
 def run_text_method(name: str, env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dict[str, Any]]:
@@ -175,7 +133,7 @@ def run_text_method(name: str, env: DecisionEnv, out: Path) -> tuple[list[Decisi
             info["warm_start_loss"] = [losses[0], losses[-1]]
         weights = dict(m.get("weights") or spec.weights)
         funcs = reward_functions(spec.reward)
-        rft, acc = _rft(cfg, m)
+        rft, acc = cfg.rft(m)
         hist = run_grpo(policy, [b[0] for b in built], [b[2] for b in built], {k: funcs[k] for k in weights}, weights,
                         rft, out / "grpo", tools=tools,
                         sample_refs=[env.ref(int(i)) for i in env.train_rows] if tools else None, accelerator=acc)
@@ -215,17 +173,12 @@ def run_stock_r1(env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dic
     from llm.policy import Policy
     from llm.sft import load_decoder
     from rl.cli import run_grpo
-    from stockr1.config import deep_update
 
     cfg, m = env.cfg, env.cfg.method("stock_r1")
-    g = {**cfg.grpo, **dict(m.get("grpo", {}))}
     info: dict[str, Any] = {}
     t0 = time.perf_counter()
     run_dir = Path(m["checkpoint"]) if m.get("checkpoint") else out / "grpo" / "stock_r1"
     if not m.get("checkpoint"):
-        over = stock_r1.grpo_overrides(g, cfg.seed, cfg.max_context_chars, int(m.get("max_new_tokens", 128)))
-        if dict(cfg.data).get("source", "sample") != "sample":  # train on the data the rows are evaluated on
-            over["data"] = dict(cfg.data)
         sft_dir = Path(m["sft_run_dir"]) if m.get("sft_run_dir") else None  # a finished joint SFT run
         if sft_dir is not None and not (sft_dir / "policy" / "policy_config.json").exists():
             raise FileNotFoundError(f"methods.stock_r1.sft_run_dir {sft_dir} has no policy/: train it with "
@@ -234,7 +187,7 @@ def run_stock_r1(env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dic
             sft_dir = stock_r1.warm_start_sft(m["warm_start"], cfg.seed, cfg.max_context_chars, out)
             info["warm_start_s"] = time.perf_counter() - t0
         summary = run_grpo(m.get("config", "configs/grpo/tiny.yaml"), run="stock_r1", out_root=out / "grpo",
-                           sft_dir=sft_dir, overrides=deep_update(over, m.get("overrides") or {}), use_wandb=False)
+                           sft_dir=sft_dir, overrides=cfg.stock_r1_overrides(m), use_wandb=False)
         info["reward_final"] = summary.get("final", {}).get("reward/total")
     info["train_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -360,12 +313,6 @@ def stock_r1_levels(env: DecisionEnv, run_dir: Path) -> dict[str, Any]:
             "directions": {str(d): dirs.count(d) for d in sorted(set(dirs), key=str)}}
 
 
-def load_config(path: str | Path) -> CompareConfig:
-    import yaml
-
-    return CompareConfig.from_dict(yaml.safe_load(Path(path).read_text()) or {})
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 bench compare", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="configs/compare/tiny.yaml")
@@ -373,8 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", nargs="*", default=None, help=f"subset of {list(METHODS)}")
     ap.add_argument("--diagnose-stock-r1", action="store_true",
                     help="also write <out>/stock_r1_levels.json (emitted action levels vs the day's close)")
-    a = ap.parse_args(argv)
-    cfg = load_config(a.config)
+    a, over = parse_config_args(ap, argv)
+    cfg = CompareConfig.from_yaml(a.config, over)
+    if a.print_config:
+        print_config(cfg)
+        return 0
     compare(cfg, Path(a.out), methods=a.methods)
     if a.diagnose_stock_r1:
         m = cfg.method("stock_r1")

@@ -25,15 +25,54 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from stockr1.config import deep_update
+from stockr1.config import (
+    YamlConfig,
+    as_plain,
+    check_merged,
+    config_from_dict,
+    deep_update,
+    parse_config_args,
+    print_config,
+)
 from stockr1.manifest import git_commit
 
 COLS = ("action_and_answer_rate", "action_success_rate", "answer_parse_rate", "overall", "tokens_per_answer")
+
+
+
+@dataclass(frozen=True)
+class RecipeConfig(YamlConfig):
+    """configs/sft_recipe/*.yaml. Every variant = ``sft_config`` + ``common`` + its overrides (and its own
+    ``eval_at``); each merge is checked through ``SFTRunConfig`` at load time, so a typo anywhere fails now."""
+
+    sft_config: str = "configs/sft/tiny.yaml"
+    eval_at: tuple[int, ...] = (500, 1000)
+    average_last: int = 0
+    n_eval: int = 40
+    max_new_tokens: int = 640
+    common: Mapping[str, Any] = field(default_factory=dict)
+    variants: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RecipeConfig:
+        from llm.sft_config import SFTRunConfig
+
+        cfg = config_from_dict(cls, d, "sft_recipe config")
+        if not cfg.variants or not cfg.eval_at or min(cfg.eval_at) < 1 or cfg.n_eval < 1 or cfg.average_last < 0:
+            raise ValueError(f"sft_recipe config: variants and eval_at (steps >= 1) must be non-empty, n_eval >= 1 and "
+                             f"average_last >= 0, got {list(cfg.variants)}, {cfg.eval_at}, {cfg.n_eval}, {cfg.average_last}")
+        for name, over in cfg.variants.items():
+            over = dict(over or {})
+            if any(int(s) < 1 for s in over.pop("eval_at", cfg.eval_at)):
+                raise ValueError(f"sft_recipe config variants.{name}.eval_at: steps must be >= 1")
+            check_merged(SFTRunConfig, cfg.sft_config, deep_update(cfg.common, over), f"sft_recipe config variants.{name}")
+        return cfg
 
 
 def val_slice(items, n: int) -> list:
@@ -222,20 +261,28 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="stockr1 bench sft_recipe", description=__doc__.split("\n")[0])
     ap.add_argument("--config", required=True, help="sweep YAML (configs/sft_recipe/*.yaml)")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", default=None)
     ap.add_argument("--work", default="checkpoints/sft_recipe", help="variant run dirs (resumable)")
     ap.add_argument("--device", default="cpu", help="accelerator of each variant's training (cpu, cuda)")
     ap.add_argument("--jobs", type=int, default=1, help="variants trained in parallel processes")
     ap.add_argument("--threads", type=int, default=2, help="torch threads per process")
     ap.add_argument("--only", default=None, help="run this one variant in this process (used by --jobs)")
     ap.add_argument("--report-only", action="store_true", help="tabulate what --work holds; train nothing")
-    args = ap.parse_args(argv)
-    cfg = yaml.safe_load(Path(args.config).read_text())
+    args, over = parse_config_args(ap, argv)
+    cfg = as_plain(RecipeConfig.from_yaml(args.config, over))
+    if args.print_config:
+        print_config(cfg)
+        return 0
+    if args.out is None:
+        ap.error("--out is required")
     work, out = Path(args.work), Path(args.out)
     names = [args.only] if args.only else list(cfg["variants"])
     procs: list[tuple[str, subprocess.Popen]] = []
     failed = []
     work.mkdir(parents=True, exist_ok=True)
+    resolved = work / "resolved_config.yaml"  # what the --jobs children read: the file with the overrides merged
+    if not args.only:
+        resolved.write_text(yaml.safe_dump(cfg, sort_keys=False))
     if not args.report_only and not args.only:
         prepare_shared(cfg)
     if not args.report_only and (args.jobs == 1 or args.only):  # in this process, one after another
@@ -249,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in [] if args.report_only or args.jobs == 1 else names:  # a pool of --jobs processes
         while len([p for _, p in procs if p.poll() is None]) >= args.jobs:
             time.sleep(2)
-        cmd = [sys.executable, "-m", "benchmarks.sft_recipe", "--config", args.config, "--out", args.out,
+        cmd = [sys.executable, "-m", "benchmarks.sft_recipe", "--config", str(resolved), "--out", args.out,
                "--work", args.work, "--device", args.device, "--threads", str(args.threads), "--only", name]
         with open(work / f"{name}.log", "a") as log:  # the child keeps its own copy of the handle
             procs.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())))

@@ -39,7 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from llm.special_tokens import PROTOCOL_TOKENS, TS_PLACEHOLDER, add_protocol_tokens
-from stockr1.config import config_from_dict
+from stockr1.config import config_from_dict, load_run_config
 from stockr1.cutoff import check_month
 
 LORA_TARGETS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -105,15 +105,25 @@ class PolicyConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> PolicyConfig:
-        import yaml
-
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        return cls.from_dict(data.get("policy", data))
+        """configs/policy/*.yaml: one ``policy:`` section, strict (a misspelled section is an error too)."""
+        return load_run_config(PolicyFile, path).policy
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["lora_targets"] = list(self.lora_targets)
         return d
+
+
+
+@dataclass(frozen=True)
+class PolicyFile:
+    """A configs/policy/*.yaml file: its ``policy`` section."""
+
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PolicyFile:
+        return config_from_dict(cls, d, "policy file")
 
 
 @dataclass

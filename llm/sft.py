@@ -34,7 +34,7 @@ from llm.qa.prompt import SYSTEM_PROMPT
 from llm.sft_config import SFTRunConfig, TrainConfig
 from llm.special_tokens import IM_END
 from llm.traces import Trace
-from stockr1.config import as_plain, config_from_dict, deep_update, dotted_overrides, load_yaml
+from stockr1.config import config_from_dict, deep_update, load_yaml, parse_config_args, print_config
 from stockr1.data.config import DataConfig
 from stockr1.distributed import launch_fabric, shard
 from stockr1.progress import progress
@@ -630,18 +630,9 @@ def main(argv: list[str] | None = None) -> int:
                                                 "a temporary directory)")
     ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
                                                           "2 random layers, short sequences (llm/smoke.py)")
-    ap.add_argument("--print_config", "--print-config", action="store_true",
-                    help="print the resolved config (every key, defaults included) and exit")
-    args, rest = ap.parse_known_args(argv)
-    try:
-        overrides = dotted_overrides(rest)
-    except ValueError as e:
-        ap.error(str(e))
+    args, overrides = parse_config_args(ap, argv)
     if args.print_config:
-        import yaml
-
-        print(yaml.safe_dump(as_plain(SFTRunConfig.from_dict(load_sft_config(args.config, overrides))),
-                             sort_keys=False), end="")
+        print_config(SFTRunConfig.from_dict(load_sft_config(args.config, overrides)))
         return 0
     if args.smoke:
         if overrides:

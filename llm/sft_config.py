@@ -16,7 +16,7 @@ from forecast_action.encoder import ActionEncoderConfig
 from llm.policy import PolicyConfig
 from llm.qa.generator import QAConfig
 from llm.traces import TraceConfig
-from stockr1.config import config_from_dict
+from stockr1.config import YamlConfig, config_from_dict
 from stockr1.data.config import DataConfig
 from stockr1.distributed import check_distributed
 from ts_encoder.config import TSEncoderConfig
@@ -101,7 +101,7 @@ class WandbSection:
 
 
 @dataclass(frozen=True)
-class SFTRunConfig:
+class SFTRunConfig(YamlConfig):
     """Every section of an SFT YAML (configs/sft/*.yaml documents each)."""
 
     run: str | None = None

@@ -35,7 +35,7 @@ from rl.logging import RunLogger
 from rl.run_config import GRPORunConfig, RolloutConfig
 from rl.soft_tokens import SoftTokenSource
 from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
-from stockr1.config import as_plain, config_from_dict, deep_update, dotted_overrides, load_yaml
+from stockr1.config import config_from_dict, deep_update, load_yaml, parse_config_args, print_config
 from stockr1.types import train_only
 
 
@@ -282,19 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-weight", action="store_true", help="plain GRPO: w(U) = 1 (ablation)")
     ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
                                                           "2 random layers, short rollouts (rl/smoke.py)")
-    ap.add_argument("--print_config", "--print-config", action="store_true",
-                    help="print the resolved config (every key, defaults included) and exit")
-    args, rest = ap.parse_known_args(argv)
-    try:
-        over = dotted_overrides(rest)
-    except ValueError as e:
-        ap.error(str(e))
+    args, over = parse_config_args(ap, argv)
     if args.no_weight:
         over = deep_update(over, {"train": {"uncertainty": {"enabled": False}}})
     if args.print_config:
-        import yaml
-
-        print(yaml.safe_dump(as_plain(GRPORunConfig.from_dict(load_config(args.config, over))), sort_keys=False), end="")
+        print_config(GRPORunConfig.from_dict(load_config(args.config, over)))
         return 0
     if args.smoke:
         if over:

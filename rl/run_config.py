@@ -17,7 +17,7 @@ from llm.qa.generator import QAConfig
 from llm.sft_config import DecoderSection, WandbSection
 from llm.vllm_config import VLLMConfig, vllm_import_error
 from rl.trainer import GRPOTrainConfig
-from stockr1.config import config_from_dict
+from stockr1.config import YamlConfig, config_from_dict
 from stockr1.data.config import DataConfig
 
 
@@ -79,7 +79,7 @@ class SFTStart:
 
 
 @dataclass(frozen=True)
-class GRPORunConfig:
+class GRPORunConfig(YamlConfig):
     """Every section of a GRPO YAML (configs/grpo/*.yaml documents each)."""
 
     run: str | None = None

@@ -24,7 +24,7 @@ import difflib
 import math
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin
 
@@ -48,12 +48,7 @@ def config_from_dict(cls: type[T], d: Mapping[str, Any] | None, where: str,
         raise ValueError(f"{where} must be a mapping of keys to values, got {type(d).__name__}: {d!r}")
     fields = [f for f in dataclasses.fields(cls) if f.init]
     names = {f.name for f in fields}
-    bad = sorted(set(d) - names, key=str)
-    if bad:
-        hints = [f"{where}.{k}: did you mean {close[0]!r}?" for k in bad
-                 if (close := difflib.get_close_matches(str(k), sorted(names), n=1, cutoff=0.6))]
-        raise ValueError(f"unknown {where} keys {bad}; valid keys: {sorted(names)}"
-                         + ("" if not hints else " (" + "; ".join(hints) + ")"))
+    check_keys(d, names, where)
     hints = typing.get_type_hints(cls)
     nested = dict(nested or {})
     kw = {}
@@ -64,6 +59,17 @@ def config_from_dict(cls: type[T], d: Mapping[str, Any] | None, where: str,
         else:
             kw[key] = _convert(value, hints.get(key, Any), where, key)
     return cls(**kw)
+
+
+def check_keys(keys: Iterable[Any], valid: Iterable[str], where: str) -> None:
+    """An error listing the ``keys`` not in ``valid`` with the nearest valid one of each ("did you mean")."""
+    names = sorted(valid)
+    bad = sorted(set(keys) - set(names), key=str)
+    if bad:
+        hints = [f"{where}.{k}: did you mean {close[0]!r}?" for k in bad
+                 if (close := difflib.get_close_matches(str(k), names, n=1, cutoff=0.6))]
+        raise ValueError(f"unknown {where} keys {bad}; valid keys: {names}"
+                         + ("" if not hints else " (" + "; ".join(hints) + ")"))
 
 
 def _convert(value: Any, hint: Any, where: str, key: str) -> Any:
@@ -182,3 +188,48 @@ def as_plain(cfg: Any) -> Any:
     if isinstance(cfg, (list, tuple)):
         return [as_plain(v) for v in cfg]
     return cfg
+
+
+def load_run_config(cls: type[T], path: str | Path, overrides: Mapping[str, Any] | None = None) -> T:
+    """``cls.from_dict`` of the YAML file at ``path`` with ``overrides`` deep-merged in; an error names the file."""
+    try:
+        return cls.from_dict(deep_update(load_yaml(path), overrides or {}))  # type: ignore[attr-defined]
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from e
+
+
+class YamlConfig:
+    """Mixin of a typed run config with a ``from_dict`` classmethod: ``XConfig.from_yaml(path, overrides)``."""
+
+    @classmethod
+    def from_yaml(cls: type[T], path: str | Path, overrides: Mapping[str, Any] | None = None) -> T:
+        return load_run_config(cls, path, overrides)
+
+
+def check_merged(cls: type, base: str | Path, overrides: Mapping[str, Any] | None, where: str) -> None:
+    """Validate ``overrides`` meant for the config file ``base`` by loading the merged result through its
+    typed config ``cls`` now, so a misspelled key inside an override fails at load time, naming ``where``."""
+    try:
+        load_run_config(cls, base, overrides)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from e
+
+
+def parse_config_args(ap: Any, argv: Sequence[str] | None) -> tuple[Any, dict[str, Any]]:
+    """``ap.parse_known_args(argv)`` with ``--print_config`` added and the leftover arguments read as dotted
+    config overrides (``--train.lr 1e-4``): (args, overrides). A malformed override is ``ap.error``."""
+    ap.add_argument("--print_config", "--print-config", action="store_true",
+                    help="print the resolved config (every key, defaults included) and exit")
+    args, rest = ap.parse_known_args(argv)
+    try:
+        return args, dotted_overrides(rest)
+    except ValueError as e:
+        ap.error(str(e))
+        raise  # ap.error exits; this keeps type checkers content
+
+
+def print_config(cfg: Any) -> None:
+    """What ``--print_config`` prints: the typed config as YAML, every key with its resolved value."""
+    import yaml
+
+    print(yaml.safe_dump(as_plain(cfg), sort_keys=False), end="")

@@ -152,7 +152,7 @@ def test_decision_rows_spread_over_the_period_and_respect_holding():
 def test_config_rejects_unknown_keys_and_methods():
     with pytest.raises(ValueError, match="unknown compare config keys"):
         CompareConfig.from_dict({"steps": 3})
-    with pytest.raises(ValueError, match="unknown methods"):
+    with pytest.raises(ValueError, match="unknown compare config methods keys"):
         CompareConfig.from_dict({"methods": {"trade_r2": {}}})
 
 

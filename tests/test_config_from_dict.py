@@ -107,7 +107,7 @@ def test_existing_configs_use_it_and_keep_their_own_checks():
         AblationConfig.from_dict({"seeds": []})
     c = CompareConfig.from_dict({"max_context_chars": "800", "decisions_per_ticker": "1e1"})
     assert c.max_context_chars == 800 and c.decisions_per_ticker == 10
-    with pytest.raises(ValueError, match="unknown methods"):
+    with pytest.raises(ValueError, match="unknown compare config methods keys"):
         CompareConfig.from_dict({"methods": {"trade_r2": {}}})
     p = PolicyConfig.from_dict({"lora_dropout": "5e-2", "lora_targets": ["q_proj"], "seed": "3"})
     assert p.lora_dropout == pytest.approx(0.05) and p.lora_targets == ("q_proj",) and p.seed == 3

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stockr1.config import deep_update
-from stockr1.pipeline.demo import REPO, load_config, main, stage_configs
+from stockr1.config import as_plain, deep_update
+from stockr1.pipeline.demo import REPO, DemoConfig, main, stage_configs
 from stockr1.pipeline.invoke import StageFailed, run_command
 from stockr1.pipeline.report import write_report
 from stockr1.pipeline.runner import DONE, StageContext
@@ -25,7 +25,8 @@ def _walk_keys(d, prefix=""):
 
 
 def test_demo_config_matches_stages_and_is_step_budgeted() -> None:
-    cfg = load_config("configs/demo.yaml")
+    typed = DemoConfig.from_yaml("configs/demo.yaml")
+    cfg = as_plain(typed)
     names = {s.name for s in DEMO_STAGES} | {s.name for s in SCRATCH_STAGES}
     sections = {k for k, v in cfg.items() if isinstance(v, dict)}
     assert sections <= names, f"sections without a stage: {sections - names}"
@@ -34,7 +35,8 @@ def test_demo_config_matches_stages_and_is_step_budgeted() -> None:
             assert Path(cfg[name]["config"]).exists(), cfg[name]["config"]
     keys = list(_walk_keys(cfg))
     assert not [k for k in keys if "max_time" in k or "time_limit" in k]  # wall-clock budgets vary run to run
-    assert stage_configs(cfg, DEMO_STAGES)["ts"]["threads"] == cfg["threads"]
+    assert stage_configs(typed, DEMO_STAGES)["ts"]["threads"] == cfg["threads"]
+    assert stage_configs(typed, DEMO_STAGES)["bench_qa"]["threads"] == cfg["bench_qa"]["threads"] != cfg["threads"]
 
 
 @pytest.mark.parametrize("stages", [DEMO_STAGES, SCRATCH_STAGES], ids=["release", "scratch"])

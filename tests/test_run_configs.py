@@ -112,3 +112,22 @@ def test_print_config_resolves_overrides_and_defaults(stage: str, capsys) -> Non
     # a misspelled dotted path is refused with the nearest key, before any work
     assert stockr1_main([stage, "--config", str(cfg), "--print_config", "--train.strategi", "ddp"]) == 2
     assert "did you mean 'strategy'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, path, value, typo, hint", [
+    (["curriculum", "--config", "configs/methods/trading_r1/curriculum.yaml"], ["n_train"], 5, "--n_trian", "n_train"),
+    (["bench", "ablation", "--config", "configs/ablation/demo.yaml"], ["eval", "n"], 5, "--eval.nn", "n"),
+    (["bench", "compare", "--config", "configs/compare/tiny.yaml"], ["eval", "max_batch_rows"], 5, "--eval.max_batch_row",
+     "max_batch_rows"),
+    (["bench", "sft_recipe", "--config", "configs/sft_recipe/tiny.yaml"], ["n_eval"], 5, "--n_evl", "n_eval"),
+    (["demo"], ["grpo", "overrides", "train", "max_steps"], 5, "--grpo.overrides.train.max_step", "max_steps"),
+], ids=["curriculum", "ablation", "compare", "sft_recipe", "demo"])
+def test_other_yaml_commands_print_config_and_take_dotted_overrides(argv, path, value, typo, hint, capsys) -> None:
+    dotted = "--" + ".".join(path)
+    assert stockr1_main([*argv, "--print_config", dotted, str(value)]) == 0
+    node = yaml.safe_load(capsys.readouterr().out)
+    for k in path:
+        node = node[k]
+    assert node == value
+    assert stockr1_main([*argv, "--print_config", typo, "1"]) == 2
+    assert f"did you mean {hint!r}" in capsys.readouterr().err

@@ -35,7 +35,7 @@ def _examples():
 
 
 def test_three_stages_chain_and_resume(tmp_path):
-    cfg = C.load_config("configs/methods/trading_r1/curriculum.yaml")
+    cfg = C.CurriculumConfig.from_yaml("configs/methods/trading_r1/curriculum.yaml")
     cfg = C.CurriculumConfig(cfg.name, "init", str(tmp_path), cfg.stages, 3)
     rec = Recorder()
     log = C.run_curriculum(cfg, _examples(), rec)

@@ -11,7 +11,6 @@ in ``benchmarks.compare``). Training queries are ``n_train`` random *train-split
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -31,12 +30,12 @@ class EnvConfig(Protocol):
     """What the environment reads of its run's config (``benchmarks.compare.CompareConfig``)."""
 
     seed: int
-    data: Mapping[str, Any]  # a DataConfig section: source (sample | synthetic | dataset), path, lookback, horizon
+    data: DataConfig  # source (sample | synthetic | dataset), path, lookback, horizon
     decisions_per_ticker: int
     n_train: int
     max_context_chars: int | None
     benchmark: str | None  # ticker whose prices define beta
-    backtest: Mapping[str, Any]  # BacktestConfig fields
+    backtest: BacktestConfig
 
 
 def decision_rows(windows, per_ticker: int, holding: int) -> np.ndarray:
@@ -70,9 +69,9 @@ class DecisionEnv:
     def build(cls, cfg: EnvConfig, windows=None, frames=None, store=None) -> DecisionEnv:
         """From ``cfg``; without ``windows`` (and its ``frames``, ``store``) the config's ``data`` section:
         the offline sample by default, or ``source: dataset, path: DIR`` (``stockr1.data.load_run_data``)."""
-        bt = BacktestConfig(**cfg.backtest)
+        bt = cfg.backtest
         if windows is None:
-            data = DataConfig.from_dict(cfg.data)
+            data = cfg.data
             if data.source == "sample":  # the store over the checked frames, as every earlier comparison
                 windows = sample_windows(data.lookback, data.horizon, context=True)
                 frames, _ = check_frames(load_source("sample"))

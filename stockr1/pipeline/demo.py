@@ -20,33 +20,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from stockr1.config import as_plain, parse_config_args, print_config
 from stockr1.manifest import write_manifest
+from stockr1.pipeline.demo_config import REPO, DemoConfig, resolve
+
+__all__ = ["REPO", "DemoConfig", "main", "stage_configs"]
 from stockr1.pipeline.runner import Stage, StageInputError, StageRunner, select, stage_timings
 
-REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = "configs/demo.yaml"
 
 
-def resolve(path: str) -> str:
-    """A config path as given if it exists from here, else relative to the repository root."""
-    p = Path(path)
-    return str(p) if p.is_absolute() or p.exists() else str(REPO / p)
-
-
-def load_config(path: str) -> dict[str, Any]:
-    cfg = yaml.safe_load(Path(resolve(path)).read_text()) or {}
-    for section in cfg.values():
-        if isinstance(section, dict) and "config" in section:
-            section["config"] = resolve(section["config"])
-    return cfg
-
-
-def stage_configs(cfg: dict[str, Any], stages: Sequence[Stage], from_scratch: bool = False) -> dict[str, dict[str, Any]]:
-    """Each stage's section plus the shared ``threads`` / ``wandb`` / ``from_scratch`` settings."""
-    shared = {"threads": cfg.get("threads", 2), "wandb": bool(cfg.get("wandb", False)), "from_scratch": from_scratch}
-    return {st.name: {**shared, **(cfg.get(st.name) or {})} for st in stages}
+def stage_configs(cfg: DemoConfig, stages: Sequence[Stage], from_scratch: bool = False) -> dict[str, dict[str, Any]]:
+    """Each stage's section (unset keys left out) plus the shared ``threads`` / ``wandb`` / ``from_scratch``."""
+    shared = {"threads": cfg.threads, "wandb": cfg.wandb, "from_scratch": from_scratch}
+    sections = {k: {n: v for n, v in as_plain(s).items() if v is not None} for k, s in cfg.sections().items()}
+    return {st.name: {**shared, **sections.get(st.name, {})} for st in stages}
 
 
 def write_run_manifest(run_dir: Path, seed: int, cfg: dict[str, Any], config_path: str,
@@ -63,8 +51,6 @@ def write_run_manifest(run_dir: Path, seed: int, cfg: dict[str, Any], config_pat
 
 def scratch_estimate(release: str) -> str:
     """What ``--from-scratch`` costs, from the SFT log of the release it would replace (measured there)."""
-    from stockr1.pipeline.stages import REPO
-
     log = (Path(release) if Path(release).is_absolute() else REPO / release) / "sft" / "metrics.jsonl"
     try:
         last = json.loads(log.read_text().splitlines()[-1])
@@ -75,7 +61,7 @@ def scratch_estimate(release: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stockr1.pipeline.stages import DEFAULT_RELEASE, DEMO_STAGES, SCRATCH_STAGES
+    from stockr1.pipeline.stages import DEMO_STAGES, SCRATCH_STAGES
 
     argv = sys.argv[1:] if argv is None else list(argv)
     scratch = "--from-scratch" in argv
@@ -96,24 +82,26 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --from-scratch: afterwards, pack the run's SFT stage as the release in DIR")
     ap.add_argument("--export", default=None, metavar="DIR",
                     help="afterwards, copy report.md and the small files it links to DIR (e.g. results/demo)")
-    args = ap.parse_args(argv)
+    args, over = parse_config_args(ap, argv)
     if args.release and not scratch:
         ap.error("--release packs a run trained here: add --from-scratch")
-    cfg = load_config(args.config)
-    seed = int(args.seed if args.seed is not None else cfg.get("seed", 0))
-    cfg["seed"] = seed
+    typed = DemoConfig.from_yaml(resolve(args.config), {**over, **({} if args.seed is None else {"seed": args.seed})})
+    if args.print_config:
+        print_config(typed)
+        return 0
+    seed, cfg = typed.seed, as_plain(typed)
     run_dir = Path(args.out or (f"runs/demo-scratch-{seed}" if scratch else f"runs/demo-{seed}"))
     if scratch:
-        print(f"[demo] --from-scratch: {scratch_estimate((cfg.get('release') or {}).get('dir', DEFAULT_RELEASE))}")
+        print(f"[demo] --from-scratch: {scratch_estimate(typed.release.dir)}")
     run_dir.mkdir(parents=True, exist_ok=True)
     # W&B: the demo config decides unless the user set WANDB_MODE
-    os.environ.setdefault("WANDB_MODE", "offline" if cfg.get("wandb") else "disabled")
+    os.environ.setdefault("WANDB_MODE", "offline" if typed.wandb else "disabled")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     def on_stage(_results) -> None:
         write_run_manifest(run_dir, seed, cfg, args.config, stages, argv)
 
-    runner = StageRunner(stages, run_dir, seed, stage_configs(cfg, stages, scratch), on_stage=on_stage)
+    runner = StageRunner(stages, run_dir, seed, stage_configs(typed, stages, scratch), on_stage=on_stage)
     print(f"[demo] run dir {run_dir}; stages: {', '.join(s.name for s in select(stages, args.only, args.start))}")
     try:
         runner.run(only=args.only, start=args.start, fresh=args.fresh)

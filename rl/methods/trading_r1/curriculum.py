@@ -14,38 +14,53 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from rl.methods.trading_r1.labels import labels_for_windows
 from rl.methods.trading_r1.prompt import PromptConfig, build_prompt, snapshot_blocks, template_thesis
 from rl.methods.trading_r1.stages import StageConfig, stage_reward
+from stockr1.config import YamlConfig, config_from_dict, parse_config_args, print_config
 
 STAGE_TARGET = {"structure": 1, "claims": 2, "decision": 3}
 
 
 @dataclass(frozen=True)
-class CurriculumConfig:
+class CurriculumConfig(YamlConfig):
+    """configs/methods/trading_r1/*.yaml: ``CurriculumConfig.from_yaml(path)``, strict (keys, stages, each
+    stage's sft / rft, and ``policy_overrides`` through ``PolicyConfig``)."""
+
     name: str
     policy: str
     out: str
     stages: tuple[StageConfig, ...]
     n_train: int = 64
-    policy_overrides: dict[str, Any] = field(default_factory=dict)  # PolicyConfig fields for a fresh policy
+    policy_overrides: Mapping[str, Any] = field(default_factory=dict)  # PolicyConfig fields for a fresh policy
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CurriculumConfig:
+        from llm.policy import PolicyConfig
 
-def load_config(path: str | Path) -> CurriculumConfig:
-    d = yaml.safe_load(Path(path).read_text())
-    stages = tuple(StageConfig(**s) for s in d.pop("stages"))
-    if [s.name for s in stages] != ["structure", "claims", "decision"]:
-        raise ValueError(f"{path}: Trading-R1 stages must be structure, claims, decision in order")
-    return CurriculumConfig(stages=stages, **d)
+        d = dict(d or {})
+        raw = d.pop("stages", None)
+        if not isinstance(raw, list):
+            raise ValueError(f"curriculum.stages must list the stages structure, claims, decision, got {raw!r}")
+        stages = tuple(StageConfig.from_dict(s, f"curriculum.stages[{i}]") for i, s in enumerate(raw))
+        if [s.name for s in stages] != list(STAGE_TARGET):
+            raise ValueError(f"Trading-R1 stages must be {', '.join(STAGE_TARGET)} in order")
+        cfg = config_from_dict(cls, {**d, "stages": stages}, "curriculum")
+        if cfg.n_train < 1:
+            raise ValueError(f"curriculum.n_train must be >= 1, got {cfg.n_train}")
+        try:
+            PolicyConfig.from_dict({"name_or_path": cfg.policy, "soft_tokens": False, **cfg.policy_overrides})
+        except ValueError as e:
+            raise ValueError(f"curriculum.policy_overrides: {e}") from e
+        return cfg
 
 
 def excess_returns(frames: dict[str, pd.DataFrame], ticker: str, dates: Sequence, horizon: int = 10,
@@ -116,10 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default="configs/methods/trading_r1/curriculum.yaml")
     ap.add_argument("--out", default=None, help="override the config's out dir")
     ap.add_argument("--dry-run", action="store_true", help="build the stage datasets and score the targets only")
-    a = ap.parse_args(argv)
-    cfg = load_config(a.config)
-    if a.out:
-        cfg = CurriculumConfig(cfg.name, cfg.policy, a.out, cfg.stages, cfg.n_train, cfg.policy_overrides)
+    a, over = parse_config_args(ap, argv)
+    cfg = CurriculumConfig.from_yaml(a.config, {**over, **({"out": a.out} if a.out else {})})
+    if a.print_config:
+        print_config(cfg)
+        return 0
     from rl.methods.trading_r1.labels import sample_label_windows
     from stockr1.data import load_source
     from stockr1.data.context import sample_store

@@ -4,11 +4,12 @@ sum (``stage_reward``) and its config (``StageConfig``). Shared by the curriculu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rl.methods.trading_r1 import rewards as R
+from stockr1.config import config_from_dict
 
 REWARD_HEADS: dict[str, Callable[..., list[float | None]]] = {
     "structure": R.structure_rewards,
@@ -30,6 +31,35 @@ class StageConfig:
         bad = sorted(set(self.rewards) - set(REWARD_HEADS))
         if bad:
             raise ValueError(f"stage {self.name!r}: unknown reward heads {bad}; valid: {sorted(REWARD_HEADS)}")
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str) -> StageConfig:
+        """Strict: the stage's keys, its ``sft`` keys (``StageSFT``) and its ``rft`` keys (the GRPO config
+        ``rl.methods.run_grpo`` builds from them) are checked now; an error names ``where``."""
+        from rl.methods import rft_train_config
+
+        stage = config_from_dict(cls, d, where)
+        config_from_dict(StageSFT, stage.sft, f"{where}.sft")
+        try:
+            rft_train_config(stage.rft)
+        except ValueError as e:
+            raise ValueError(f"{where}.rft: {e}") from e
+        return stage
+
+
+@dataclass(frozen=True)
+class StageSFT:
+    """A stage's text SFT warm start (``backend.text_sft`` keyword arguments)."""
+
+    epochs: int = 1
+    lr: float = 5e-4
+    batch_size: int = 4
+    max_len: int = 4096
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.epochs, self.batch_size, self.max_len) < 1 or not self.lr > 0:
+            raise ValueError(f"sft: epochs, batch_size, max_len must be >= 1 and lr > 0, got {self}")
 
 
 def stage_reward(weights: dict[str, float]) -> Callable[..., list[float | None]]:
