@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.gpu_check import Recorder, run_phase
+from benchmarks.gpu_check import Recorder, run_phase, start_time
 
 ROOT = Path(__file__).resolve().parents[1]
 # project dependencies the GPU image lacks (/work/.library/device/KINDS.md's package list): the check must not need them
@@ -36,6 +36,16 @@ class _Meter:
     def sync(self) -> None: ...
     def peak_gib(self) -> float:
         return 1.0
+
+
+def test_the_budget_counts_from_the_shell_entrys_start() -> None:
+    """gpu_check.sh exports GPU_CHECK_T0 (epoch seconds) before nvidia-smi and the interpreter start: the
+    deadlines count from there, so the script's backstop (530 s + 5 s) keeps the whole run within 9 minutes."""
+    now = time.monotonic()
+    assert start_time({"GPU_CHECK_T0": str(time.time() - 100.0)}) == pytest.approx(now - 100.0, abs=1.0)
+    assert start_time({}) == pytest.approx(now, abs=1.0)
+    sh = (ROOT / "benchmarks" / "gpu_check.sh").read_text()
+    assert "GPU_CHECK_T0=$(date +%s.%N)" in sh and "timeout -k 5" in sh and "${GPU_CHECK_LIMIT:-530}" in sh
 
 
 def test_deadline_guard_stops_a_phase_when_the_next_step_would_not_fit(tmp_path) -> None:

@@ -55,8 +55,12 @@ def load_split_windows(source: str, path: str | None, lookback: int, horizon: in
         raise ValueError(f"data source {source!r} needs a path")
     if source == "csv":
         return data.build_windows(data.load_source("csv", path=path), lookback=lookback, horizon=horizon)
-    if source == "dataset":
-        return data.load_windows(path)
+    if source == "dataset":  # the manifest is checked on reading; its window shape must be the config's
+        w = data.load_windows(path)
+        if (w.x.shape[-1], w.y.shape[-1]) != (lookback, horizon):
+            raise ValueError(f"dataset {path} has lookback {w.x.shape[-1]}, horizon {w.y.shape[-1]}; the config asks "
+                             f"for {lookback}, {horizon} (set data.lookback/horizon or rebuild the dataset)")
+        return w
     raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
 
 
