@@ -15,6 +15,8 @@ import argparse
 import re
 from pathlib import Path
 
+from stockr1.outdir import atomic_write
+
 GENERATED = re.compile(r"Generated (?:\d{4}-\d\d-\d\d \d\d:\d\d )?by `([^`]+)`(?: at commit `([0-9a-f]+)`)?(?: on (\d{4}-\d\d-\d\d))?")
 DOCS = ("report.md", "README.md")  # a pipeline run's generated report before its folder README
 
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default="results")
     a = ap.parse_args(argv)
     out = Path(a.results) / "README.md"
-    out.write_text(render(Path(a.results)))
+    text = render(Path(a.results))
+    atomic_write(out, lambda p: p.write_text(text))
     print(f"wrote {out}")
     return 0
