@@ -3,6 +3,8 @@ failed or interrupted run leaves the previous one byte for byte with no temporar
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from stockr1.outdir import generated_line, holds_results, output_dir, refuse_existing
@@ -33,9 +35,9 @@ def test_fresh_and_empty_dirs_are_written(tmp_path):
 
 def test_existing_results_are_refused_naming_them(tmp_path):
     out, before = _old_run(tmp_path)
-    with pytest.raises(FileExistsError, match=rf"^{out} already holds results; pass --overwrite to replace it \(resume\)$"):
-        with output_dir(out, overwrite=False, hint=" (resume)"):
-            raise AssertionError("the block must not run")
+    msg = f"{out} already holds results; pass --overwrite to replace it (resume)"
+    with pytest.raises(FileExistsError, match=f"^{re.escape(msg)}$"), output_dir(out, overwrite=False, hint=" (resume)"):
+        raise AssertionError("the block must not run")
     assert _snapshot(out) == before
     f = tmp_path / "table.csv"
     f.write_text("x")
@@ -57,10 +59,9 @@ def test_overwrite_replaces_the_whole_directory(tmp_path):
 @pytest.mark.parametrize("exc", [RuntimeError("boom"), KeyboardInterrupt()])
 def test_a_failure_mid_write_leaves_the_old_run_untouched(tmp_path, exc):
     out, before = _old_run(tmp_path)
-    with pytest.raises(type(exc)):
-        with output_dir(out, overwrite=True) as d:
-            (d / "metrics.json").write_text('{"half": 1}')
-            raise exc
+    with pytest.raises(type(exc)), output_dir(out, overwrite=True) as d:
+        (d / "metrics.json").write_text('{"half": 1}')
+        raise exc
     assert _snapshot(out) == before
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary directory left behind
 
