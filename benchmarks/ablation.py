@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ from stockr1.config import (
     parse_config_args,
     print_config,
 )
+from stockr1.manifest import git_commit
+from stockr1.outdir import command_line, output_dir, refuse_existing
+from stockr1.progress import Progress
 
 FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
 PROBE_METRICS = ("probe_reward_total", "probe_r_ans", "probe_answer_parse_rate")
@@ -475,6 +479,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
         check_source(work, shared)
     first = shared or work / "sft" / f"s{cfg.seeds[0]}"
     eval_cache: dict[str, Any] = {}
+    bar = Progress(len(cfg.seeds) * len(variants), "[ablation]", unit="row")  # a row: one (variant, seed)
     for seed in cfg.seeds:
         sft_seed = cfg.seeds[0] if shared is not None or not per_seed_sft else seed
         sft_dir = shared or work / "sft" / f"s{sft_seed}"
@@ -532,6 +537,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
                 if pr.get("variance_share"):
                     row["probe_variance_share"] = pr["variance_share"]
             per_seed[v.key][seed] = row
+            bar.advance()
     return {"per_seed": per_seed, "metrics": aggregate(per_seed), "timings": dict(timings),
             "n_eval": len(eval_cache.get("items", [])),
             "eval_families": dict(_count_families(eval_cache.get("items", [])))}
@@ -544,17 +550,8 @@ def _count_families(items) -> dict[str, int]:
     return out
 
 
-def _commit() -> str:
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config_path: str | None) -> None:
+def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config_path: str | None,
+                  command: str | None = None) -> None:
     """Every file under ``out`` from this run's numbers: summary.json (the issue's schema), metrics.json,
     per_seed.json, table.md, training.png, entropy.png, run_info.json, README.md."""
     import datetime
@@ -577,7 +574,7 @@ def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config
         plot_entropy(curves, out / "entropy.png")
         figures.append("entropy.png")
     info = {"config_path": config_path, "config": as_plain(cfg),
-            "commit": _commit(), "date": datetime.date.today().isoformat(),
+            "command": command, "commit": git_commit(), "date": datetime.date.today().isoformat(),
             "timings_s": res["timings"], "total_s": float(sum(res["timings"].values())),
             "n_eval": res["n_eval"], "eval_families": res["eval_families"], "figures": figures,
             "ordering": {m: ordering(res["metrics"], m) for m in ("overall", "action_accuracy")}}
@@ -594,7 +591,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="override the config's seeds")
     ap.add_argument("--variants", nargs="+", default=None, choices=list(VARIANTS_BY_KEY))
     ap.add_argument("--work", default=None, help="where SFT/GRPO runs and eval caches go (default: config)")
-    ap.add_argument("--out", default=None, help="result directory (results/ablation for the committed one)")
+    ap.add_argument("--out", default=None, help="result directory (results/ablation for the committed one); "
+                                                "refused if it holds results, unless --overwrite")
+    ap.add_argument("--overwrite", action="store_true", help="replace --out (the runs in the work dir are reused)")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args, over = parse_config_args(ap, argv)
     for key, val in (("seeds", args.seeds), ("variants", args.variants), ("work_dir", args.work)):
         if val is not None:
@@ -605,9 +605,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         ap.error("--out is required")
+    refuse_existing(args.out, args.overwrite, f" (SFT/GRPO runs and evaluations are cached in {cfg.work_dir}: a "
+                                              "rerun with --overwrite resumes them)")
     torch.set_num_threads(cfg.threads)
-    out = Path(args.out)
-    res = run_ablation(cfg, out)
-    write_results(res, cfg, out, args.config)
+    res = run_ablation(cfg, Path(args.out))
+    with output_dir(args.out, args.overwrite) as out:
+        write_results(res, cfg, out, args.config, command_line("stockr1 bench ablation", argv))
     print(render_table(res["metrics"]))
+    print(f"wrote {args.out}")
     return 0

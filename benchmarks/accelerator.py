@@ -420,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(metrics))
     if bad:
         print(f"non-finite metrics: {bad}")
+    print(f"wrote {out}")
     return 1 if info["errors"] or bad else 0
 
 

@@ -11,7 +11,9 @@
    the decoded trajectory g(decoded) has the requested value (``actions_from_forecast``, consensus over
    sample paths). The no-action decode gives the base rate of each value.
 
-Writes ``metrics.json`` (model -> metric -> value), ``table.md`` and ``controllability.png``.
+Writes ``metrics.json`` (model -> metric -> value), ``table.md``, ``controllability.png`` and a
+``README.md`` generated from them (command, commit, date), all at once at the end (``stockr1.outdir``:
+an ``--out`` holding results is refused unless ``--overwrite``; a failed run leaves it as it was).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import torch
 from forecast_action.derive import ActionThresholds, actions_from_forecast, actions_from_windows
 from forecast_action.schema import FIELD_SPECS, ForecastAction
 from stockr1.metrics.forecast import forecast_metrics
+from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 from stockr1.types import Windows
 
 CONTROL_FIELDS = ("direction", "volatility_level", "range_width_bin", "max_drawdown_bin", "tail_risk_level",
@@ -92,7 +95,7 @@ def controllability(decoder, w: Windows, th: ActionThresholds, n_samples: int, s
     return out
 
 
-def write_table(path: Path, oracle: dict, control: dict, meta: dict) -> None:
+def table_text(oracle: dict, control: dict, meta: dict) -> str:
     lines = [f"# Action benchmark ({meta['split']} split, {meta['n_windows']} windows, {meta['n_samples']} samples)",
              "", "## Oracle gain (decoder conditioned on a* = g(realised future) vs no action)", "",
              "| model | return RMSE | CRPS | RMSE reduction | CRPS reduction | price MAPE | DA-10 | cov90 |",
@@ -114,7 +117,20 @@ def write_table(path: Path, oracle: dict, control: dict, meta: dict) -> None:
         d = control["direction"]
         lines += ["", "Direction of the mean path (not the sample consensus): "
                   + ", ".join(f"{v}: {d[v + '_mean_path']:.0%}" for v in ("up", "down", "flat"))]
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
+
+
+def readme(table: str, meta: dict, command: str) -> str:
+    """results/<out>/README.md from this run's table (never edited by hand)."""
+    body = table.split("\n", 1)[1].replace("\n## ", "\n### ")  # the table's own title becomes the setup line
+    met = ", ".join(f"{f} {'met' if ok else 'missed'}" for f, ok in meta["targets_met"].items()) or "none evaluated"
+    return "\n".join([
+        "# Action benchmark: oracle gain and controllability of the decoder (`stockr1 bench action`)", "",
+        generated_line(command), "",
+        f"Decoder `{meta['checkpoint']}` on the {meta['split']} split of `{meta['data']}`: {meta['n_windows']} evenly "
+        f"spaced windows, {meta['n_samples']} sample paths, seed {meta['seed']}, {meta['seconds']:.0f} s. "
+        f"Controllability target (>= 80% on the extremes): {met}.", body,
+        "Files: [metrics.json](metrics.json), [table.md](table.md), [controllability.png](controllability.png).", ""])
 
 
 def plot(path: Path, control: dict) -> None:
@@ -145,7 +161,8 @@ def plot(path: Path, control: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stockr1 bench action", description=__doc__.splitlines()[0])
     p.add_argument("--checkpoint", required=True, help="ActionDecoderModule checkpoint (forecast_action.train)")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="output directory (refused if it holds results, unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace an --out that holds results")
     p.add_argument("--data", default="sample", choices=["sample", "synthetic"])
     p.add_argument("--split", default="test", choices=["val", "test"])
     p.add_argument("--max-windows", type=int, default=500)
@@ -153,7 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--fields", default=",".join(CONTROL_FIELDS))
+    argv = [] if argv is None else list(argv)
     a = p.parse_args(argv)
+    refuse_existing(a.out, a.overwrite)  # before any work
+    fields = tuple(f for f in a.fields.split(",") if f)
+    unknown = [f for f in fields if f not in CONTROL_FIELDS]
+    if unknown:
+        raise ValueError(f"--fields: unknown {unknown}; choose from {CONTROL_FIELDS}")
     torch.set_num_threads(a.threads)
     from forecast_action.module import THRESHOLDS_FILE, ActionDecoderModule
     from forecast_action.train import load_windows
@@ -167,21 +190,19 @@ def main(argv: list[str] | None = None) -> int:
     w = held_out(load_windows({"source": a.data, "lookback": cfg.lookback, "horizon": cfg.horizon}),
                  a.split, a.max_windows)
     oracle = oracle_gain(decoder, w, th, a.n_samples, a.seed)
-    fields = tuple(f for f in a.fields.split(",") if f)
-    unknown = [f for f in fields if f not in CONTROL_FIELDS]
-    if unknown:
-        raise SystemExit(f"--fields: unknown {unknown}; choose from {CONTROL_FIELDS}")
     control = controllability(decoder, w, th, a.n_samples, a.seed, fields)
     meta = {"checkpoint": str(a.checkpoint), "data": a.data, "split": a.split, "n_windows": len(w),
             "n_samples": a.n_samples, "seed": a.seed, "seconds": round(time.time() - t0, 1),
             "targets_met": {f: control[f]["extremes"] >= 0.8 for f in TARGET_FIELDS if f in control}}
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     metrics = {**oracle, **{f"control/{f}": row for f, row in control.items()}, "meta": meta}
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    write_table(out / "table.md", oracle, control, meta)
-    plot(out / "controllability.png", control)
-    print((out / "table.md").read_text())
+    table = table_text(oracle, control, meta)
+    with output_dir(a.out, a.overwrite) as out:
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        (out / "table.md").write_text(table)
+        (out / "README.md").write_text(readme(table, meta, command_line("stockr1 bench action", argv)))
+        plot(out / "controllability.png", control)
+    print(table)
+    print(f"wrote {a.out}")
     return 0
 
 

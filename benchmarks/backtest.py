@@ -1,5 +1,11 @@
 """`stockr1 bench backtest`: every baseline, the TS encoder and an oracle through the unified z-score
 backtest of Stock-R1 App. C.5 (Table 6); the protocol and the simulator are ``stockr1.backtest``.
+
+    stockr1 bench backtest --out results/backtest [--checkpoint CKPT] [--overwrite]
+
+Writes ``metrics.json``, ``per_ticker.json``, ``config.json``, ``table.md``, ``equity.png`` and a
+``README.md`` generated from them (command, commit, date), all moved into ``--out`` at the end
+(``stockr1.outdir``: an ``--out`` holding results is refused unless ``--overwrite``).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import pandas as pd
 
 from stockr1.backtest import BacktestConfig, backtest, buy_and_hold, prices_from_windows, zscore_signals
 from stockr1.metrics.trading import TRADING_METRICS
+from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 from stockr1.types import CLOSE, Forecast, Windows, train_only
 
 
@@ -120,18 +127,35 @@ def json_clean(x: object) -> object:
     return None if isinstance(x, float) and math.isnan(x) else x
 
 
+def readme(table: str, run: dict, command: str) -> str:
+    """results/<out>/README.md from this run's table (never edited by hand)."""
+    return "\n".join([
+        "# Backtest: z-score signal of every forecaster (Stock-R1 App. C.5, Table 6 layout; `stockr1 bench backtest`)", "",
+        generated_line(command), "",
+        f"Data `{run['data']}`, {run['split']} split: {run['n_windows']} decision windows, {run['period'][0]} .. "
+        f"{run['period'][1]}. Rules: threshold {run['threshold']}, holding {run['holding']} days, allocation "
+        f"{run['allocation']}, {run['cost_bps']} bps per side, volatility look-back {run['vol_lookback']}. "
+        "Metrics are means over the tickers (per ticker: [per_ticker.json](per_ticker.json)).", "",
+        table,
+        "Files: [metrics.json](metrics.json), [table.md](table.md), [config.json](config.json), "
+        "[equity.png](equity.png).", ""])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 bench backtest", description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="sample", help="'sample' or a dataset dir from `stockr1 data build`")
     ap.add_argument("--checkpoint", default=None, help="TS encoder Lightning checkpoint (optional)")
-    ap.add_argument("--out", default="results/backtest")
+    ap.add_argument("--out", default="results/backtest", help="refused if it holds results, unless --overwrite")
+    ap.add_argument("--overwrite", action="store_true", help="replace an --out that holds results")
     ap.add_argument("--split", default="test")
     ap.add_argument("--benchmark", default=None, help="ticker whose buy-and-hold defines beta")
     ap.add_argument("--n-samples", type=int, default=100)
     ap.add_argument("--baselines", nargs="*", default=None, help="subset of benchmarks.baselines.BASELINES")
     for f in BacktestConfig.__dataclass_fields__.values():
         ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+    argv = [] if argv is None else list(argv)
     a = ap.parse_args(argv)
+    refuse_existing(a.out, a.overwrite)  # before any work
     cfg = BacktestConfig(a.threshold, a.holding, a.allocation, a.cost_bps, a.vol_lookback)
     import stockr1.data as data
 
@@ -139,15 +163,16 @@ def main(argv: list[str] | None = None) -> int:
     train, val, test = train_only(windows), windows.split_of("val"), windows.split_of(a.split)
     forecasts = _model_forecasts(train, val, test, a.checkpoint, a.n_samples, a.baselines)
     mean, per, curves = run_models(forecasts, test, cfg, a.benchmark)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(json_clean(mean), indent=2))
-    (out / "per_ticker.json").write_text(json.dumps(json_clean(per), indent=2))
-    (out / "config.json").write_text(json.dumps({**asdict(cfg), "data": a.data, "split": a.split, "n_windows": len(test),
-                                                  "period": [str(test.date.min())[:10], str(test.date.max())[:10]]},
-                                                 indent=2))
+    run = {**asdict(cfg), "data": a.data, "split": a.split, "n_windows": len(test),
+           "period": [str(test.date.min())[:10], str(test.date.max())[:10]]}
     table = table_md(mean)
-    (out / "table.md").write_text(table)
-    _plot(curves, out / "equity.png")
+    with output_dir(a.out, a.overwrite) as out:
+        (out / "metrics.json").write_text(json.dumps(json_clean(mean), indent=2))
+        (out / "per_ticker.json").write_text(json.dumps(json_clean(per), indent=2))
+        (out / "config.json").write_text(json.dumps(run, indent=2))
+        (out / "table.md").write_text(table)
+        (out / "README.md").write_text(readme(table, run, command_line("stockr1 bench backtest", argv)))
+        _plot(curves, out / "equity.png")
     print(table)
+    print(f"wrote {a.out}")
     return 0

@@ -24,6 +24,9 @@ the same (ticker, day) set for every sibling method.
 
 Resume: each method's records go to ``<work_dir>/<method>/records.json`` (with the config they
 came from); a rerun with the same config reuses them, so an interrupted benchmark continues.
+``--out`` is written at the end through a temporary directory (``stockr1.outdir``): one that holds
+results is refused unless ``--overwrite``; ``--report-only`` rewrites its README.md and table.md from
+the saved metrics.json / run_info.json without running anything.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +51,9 @@ from benchmarks.compare_plots import (
     DecisionRecord,
     buy_and_hold_metrics,
     method_metrics,
+    nan_for_none,
+    readme,
+    table_md,
     write_report,
 )
 from rl.methods.alphaquanter import adapter as alphaquanter
@@ -56,6 +63,9 @@ from rl.methods.trade_r1 import adapter as trade_r1
 from rl.methods.trading_r1 import adapter as trading_r1
 from rl.soft_tokens import soft_tokens
 from stockr1.config import parse_config_args, print_config
+from stockr1.manifest import git_commit
+from stockr1.outdir import atomic_write, command_line, generated_line, output_dir, refuse_existing
+from stockr1.progress import Progress
 
 
 # ------------------------------------------------------------------------------ sibling methods
@@ -253,9 +263,10 @@ def run_method(name: str, env: DecisionEnv, work: Path, fingerprint: str) -> tup
     return records, info
 
 
-def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, methods: Sequence[str] | None = None) -> dict:
+def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, methods: Sequence[str] | None = None,
+            run_meta: Mapping[str, Any] | None = None) -> dict:
     """Run every method, write ``metrics.json``, ``table.md``, ``equity.png``, ``decisions.json``,
-    ``run_info.json``; return the metrics."""
+    ``run_info.json`` (with ``run_meta``: command, commit, date); return the metrics."""
     import torch
 
     torch.set_num_threads(int(cfg.threads))
@@ -267,8 +278,10 @@ def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, metho
     metrics, curves = {}, {}
     metrics[BUY_AND_HOLD], curves[BUY_AND_HOLD] = buy_and_hold_metrics(env.prices, env.bt, bench)
     timings, infos, decisions = {}, {}, {}
+    bar = Progress(len(methods), "[compare]", unit="method")
     for name in methods:
         records, info = run_method(name, env, work, method_fingerprint(cfg, name))
+        bar.advance()
         metrics[name], curves[name] = method_metrics(records, env.prices, env.bt, bench)
         timings[name] = {"train_s": info.get("train_s", float("nan")), "eval_s": info.get("eval_s", float("nan"))}
         infos[name], decisions[name] = info, [dataclasses.asdict(r) for r in records]
@@ -280,7 +293,8 @@ def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, metho
     table = write_report(out, metrics, curves, timings, decisions,
                          f"held-out period {min(first.values())} .. {max(last.values())}, {len(env.rows)} decisions per method",
                          {"config": dataclasses.asdict(cfg), "methods": methods, "timings_s": timings,
-                          "total_s": time.perf_counter() - t_all, "decision_days": days, "info": infos})
+                          "total_s": time.perf_counter() - t_all, "decision_days": days, "info": infos,
+                          **(run_meta or {})})
     print(table, flush=True)
     return metrics
 
@@ -313,23 +327,59 @@ def stock_r1_levels(env: DecisionEnv, run_dir: Path) -> dict[str, Any]:
             "directions": {str(d): dirs.count(d) for d in sorted(set(dirs), key=str)}}
 
 
+def write_readme(out: Path, header: str) -> Path:
+    """``out/README.md`` from the ``metrics.json`` and ``run_info.json`` (and ``stock_r1_levels.json``)
+    a run saved there; nothing is rerun."""
+    saved = {}
+    for name in ("metrics.json", "run_info.json"):
+        if not (out / name).is_file():
+            raise FileNotFoundError(f"{out / name} does not exist: --report-only needs a finished compare run in --out")
+        saved[name] = json.loads((out / name).read_text())
+    lv = out / "stock_r1_levels.json"
+    levels = json.loads(lv.read_text()) if lv.is_file() else None
+    text = readme(saved["metrics.json"], saved["run_info.json"], header, levels)
+    table = table_md(nan_for_none(saved["metrics.json"]), nan_for_none(saved["run_info.json"]["timings_s"]))
+    atomic_write(out / "table.md", lambda p: p.write_text(table))
+    atomic_write(out / "README.md", lambda p: p.write_text(text))
+    return out / "README.md"
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     ap = argparse.ArgumentParser(prog="stockr1 bench compare", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="configs/compare/tiny.yaml")
-    ap.add_argument("--out", default="results/compare")
+    ap.add_argument("--out", default="results/compare", help="refused if it holds results, unless --overwrite")
+    ap.add_argument("--overwrite", action="store_true", help="replace --out (the method caches in work_dir are reused)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite README.md and table.md from the metrics.json / run_info.json in --out; run nothing")
     ap.add_argument("--methods", nargs="*", default=None, help=f"subset of {list(METHODS)}")
     ap.add_argument("--diagnose-stock-r1", action="store_true",
                     help="also write <out>/stock_r1_levels.json (emitted action levels vs the day's close)")
     a, over = parse_config_args(ap, argv)
+    header = generated_line(command_line("stockr1 bench compare", argv))
+    if a.report_only:
+        print(f"wrote {write_readme(Path(a.out), header)}")
+        return 0
     cfg = CompareConfig.from_yaml(a.config, over)
     if a.print_config:
         print_config(cfg)
         return 0
-    compare(cfg, Path(a.out), methods=a.methods)
-    if a.diagnose_stock_r1:
-        m = cfg.method("stock_r1")
-        run_dir = Path(m["checkpoint"]) if m.get("checkpoint") else Path(cfg.work_dir) / "stock_r1" / "grpo" / "stock_r1"
-        levels = stock_r1_levels(DecisionEnv.build(cfg), run_dir)
-        (Path(a.out) / "stock_r1_levels.json").write_text(json.dumps(levels, indent=1))
-        print(json.dumps(levels, indent=1))
+    refuse_existing(a.out, a.overwrite, f" (each method's records are cached in {cfg.work_dir}: a rerun with "
+                                        "--overwrite reuses them; --report-only rewrites only the README)")
+    meta = {"command": command_line("stockr1 bench compare", argv), "commit": git_commit(),
+            "date": time.strftime("%Y-%m-%d")}
+    with output_dir(a.out, a.overwrite) as out:
+        compare(cfg, out, methods=a.methods, run_meta=meta)
+        if a.diagnose_stock_r1:
+            m = cfg.method("stock_r1")
+            run_dir = Path(m["checkpoint"]) if m.get("checkpoint") else Path(cfg.work_dir) / "stock_r1" / "grpo" / "stock_r1"
+            levels = stock_r1_levels(DecisionEnv.build(cfg), run_dir)
+            (out / "stock_r1_levels.json").write_text(json.dumps(levels, indent=1))
+            print(json.dumps(levels, indent=1))
+        write_readme(out, header)
+    print(f"wrote {a.out}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

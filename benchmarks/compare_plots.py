@@ -149,3 +149,68 @@ def write_report(out: Path, metrics: Mapping[str, Mapping[str, float]], curves: 
     plot_equity(curves, out / "equity.png", title)
     (out / "run_info.json").write_text(json.dumps(json_clean(run_info), indent=1, default=str))
     return table
+
+
+def nan_for_none(rows: Mapping[str, Mapping[str, float | None]]) -> dict[str, dict[str, float]]:
+    """Saved rows (``json_clean`` wrote NaN as null) back to floats."""
+    return {k: {f: float("nan") if x is None else x for f, x in v.items()} for k, v in rows.items()}
+
+
+def _method_line(name: str, m: Mapping[str, float]) -> str:
+    """What one row's decisions were: parse failures, sides, trades; a one-sided row is flagged."""
+    def num(k: str) -> float:
+        return float(m.get(k, float("nan")))
+
+    n = num("n_decisions")
+    sides = {k: num(f"n_{k}") for k in ("long", "short", "flat")}
+    one_side = next((k for k, v in sides.items() if math.isfinite(n) and n > 0 and v == n), None)
+    line = (f"- {name}: {_pct(num('parse_failure_rate'))}% of {n:.0f} decisions unparsed; long / short / flat "
+            f"{_lsf(m)}; {_num(num('n_trades'), '.1f')} trades per ticker, cumulative return "
+            f"{_pct(num('cumulative_return'))}%.")
+    if one_side:
+        line += f" Every decision is {one_side}: a constant position, not a forecast signal."
+    return line
+
+
+def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[str, object], header: str,
+           levels: Mapping[str, object] | None = None) -> str:
+    """results/compare/README.md from ``metrics.json`` and ``run_info.json`` (and ``stock_r1_levels.json``
+    when present): nothing in it is typed by hand. ``header`` is the generated line."""
+    cfg, days = run_info["config"], run_info["decision_days"]
+    bt, methods = days["backtest"], run_info["methods"]
+    metrics, timings = nan_for_none(metrics), nan_for_none(run_info["timings_s"])
+    period = ", ".join(f"{k} {v} .. {days['period_end'][k]}" for k, v in days["period_start"].items())
+    recorded = (f"commit `{str(run_info['commit'])[:10]}` on {run_info['date']}" if run_info.get("commit")
+                else "a run that did not record its commit")
+    lines = [
+        "# `stockr1 bench compare`: Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter", "",
+        header, f"The numbers are those of {recorded} (`run_info.json`).", "",
+        f"**Read this first.** The policies are those of the config (`{cfg['policy'].get('name_or_path')}`, "
+        f"hidden {cfg['policy'].get('tiny_hidden', '–')}, {cfg['policy'].get('tiny_layers', '–')} layers for the "
+        f"text methods), each method gets {cfg['grpo'].get('steps')} GRPO steps. With tiny random-init models the "
+        "rows show that every method runs end to end on the same data, decision days, rollout engine, GRPO "
+        "trainer and backtest simulator, not which method is better; a method whose model emits no parseable "
+        "decision is flat. docs/compare.md describes the protocol and the real-scale config.", "",
+        f"Setup: {days['n']} decisions per method over {period} "
+        f"(per ticker: {', '.join(f'{k} {v}' for k, v in days['per_ticker'].items())}); each position held "
+        f"{bt['holding']} days, {bt['cost_bps']} bps per side, threshold {bt['threshold']}; {cfg['n_train']} "
+        f"train-split days as GRPO queries; seed {cfg['seed']}; {run_info['total_s']:.0f} s in all.", "",
+        "## Table", "",
+        "CR/AR/MDD/HR in %, means over the tickers; Trades = closed trades per ticker; tokens = model-written "
+        "tokens per decision; consistency s = Trade-R1's triangular score with the offline judge; Train / Eval = "
+        "wall seconds of the invocation that computed the row (cached rows keep theirs).", "",
+        table_md(metrics, timings), "## What each row's decisions were", "",
+        *(_method_line(k, metrics[k]) for k in methods if k in metrics), ""]
+    if levels:
+        lines += [
+            "## Stock-R1's emitted levels (`stock_r1_levels.json`, `--diagnose-stock-r1`)", "",
+            f"Over {levels['n']} decisions the day's close ranged {levels['close_range'][0]:.4g} .. "
+            f"{levels['close_range'][1]:.4g} and the emitted action's end_value {levels['end_value_range'][0]:.4g} .. "
+            f"{levels['end_value_range'][1]:.4g}; {100 * levels['share_end_value_below_close']:.0f}% of the end "
+            f"values are below the close and {100 * levels['share_decoded_down']:.0f}% of the decoded 10-day paths "
+            f"end down (directions written: {levels['directions']}).", ""]
+    lines += [f"Cached per method in `{cfg['work_dir']}/<method>/records.json` (keyed on the config, the tokenizer "
+              "and Stock-R1's SFT weights), so a rerun only assembles the outputs. Files: [table.md](table.md), "
+              "[metrics.json](metrics.json), [run_info.json](run_info.json), [decisions.json](decisions.json), "
+              "[equity.png](equity.png).", ""]
+    return "\n".join(lines)

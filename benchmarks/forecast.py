@@ -4,9 +4,12 @@
     stockr1 bench forecast --data my_ohlcv.csv --out out/   # baselines only (no --checkpoint)
 
 Writes under ``--out``: ``metrics.json`` (model -> metric -> value), ``table.md`` (Table 2 layout
-plus CRPS / coverage / pinball columns), ``differences.md`` and ``differences.json`` (reference
+plus CRPS / coverage / pinball columns), ``README.md`` (generated from these numbers, with the command, commit and date), ``differences.md`` and
+``differences.json`` (reference
 model minus each other forecaster, paired block-bootstrap 95% CI, win/tie/loss), ``run.json``
-(windows, timings, chosen hyper-parameters), ``fan_charts.png`` and ``calibration.png``.
+(windows, timings, chosen hyper-parameters), ``fan_charts.png`` and ``calibration.png``. They are
+written to a temporary sibling and moved into place at the end (``stockr1.outdir``): a failed run
+leaves the previous ``--out`` as it was; one that holds results is refused unless ``--overwrite``.
 
 Baselines fit on the train split and choose hyper-parameters on val; everything is scored on the
 test split only. The reference of the differences is the model when a checkpoint is given, else
@@ -23,12 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
+from stockr1.data.quality import DataQualityError, check_frames
 from stockr1.metrics.forecast import HIGHER_IS_BETTER, NOMINAL, REDUCERS, per_window, reduce
 from stockr1.metrics.stats import block_resamples, paired_bootstrap
+from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 from stockr1.types import Forecast, Windows, train_only
 
 MODEL_NAME = "stockr1_ts"
 DEFAULT_BASELINES = ("random_walk", "drift", "auto_arima", "garch11", "dlinear", "patchtst")
+RESUME_HINT = " (with --cache-dir, a rerun reuses the baseline forecasts saved there)"
 DIFF_METRICS = (
     "crps", "return_rmse", "rv_mae", "rv_mae_dist", "cal_err_close90", "pinball",
     "price_mape", "da_3", "da_5", "da_10",
@@ -64,7 +70,11 @@ def load_data(spec: str, lookback: int, horizon: int) -> Windows:
         raise FileNotFoundError(f"--data {spec!r}: not 'sample' and no such file or directory")
     if p.is_dir() and (p / "manifest.json").exists():  # built by `stockr1 data build`
         return data.load_windows(p)
-    return data.build_windows(data.load_source("csv", path=str(p)), lookback=lookback, horizon=horizon)
+    try:  # the checks and repairs of `stockr1 data build`: a NaN or negative price is an error, not metrics
+        frames, _ = check_frames(data.load_source("csv", path=str(p)))
+    except DataQualityError as e:
+        raise ValueError(f"--data {spec}: {e.one_line()}") from e
+    return data.build_windows(frames, lookback=lookback, horizon=horizon)
 
 
 def subsample(w: Windows, max_windows: int | None) -> Windows:
@@ -219,7 +229,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="stockr1 bench forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="sample", help="sample | OHLCV csv/parquet file | dir of them | built dataset dir")
     p.add_argument("--checkpoint", default=None, help="TS encoder checkpoint (omit: baselines only)")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, help="output directory (refused if it holds results, unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace an --out that holds results")
     p.add_argument("--max-windows", type=int, default=None, help="score at most N evenly spaced test windows")
     p.add_argument("--baselines", default=",".join(DEFAULT_BASELINES), help="comma list; '' for none")
     p.add_argument("--n-samples", type=int, default=100)
@@ -233,13 +244,47 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def readme(metrics: dict[str, dict[str, float]], rows: list[dict], run: dict, command: str) -> str:
+    """results/<out>/README.md from the numbers this run just produced (never edited by hand)."""
+    model = f"the TS encoder `{run['forecasters'][MODEL_NAME]['checkpoint']}`" if MODEL_NAME in metrics else "no model"
+    return "\n".join([
+        "# Forecasting benchmark: TS encoder vs baselines (`stockr1 bench forecast`)", "",
+        generated_line(command), "",
+        f"Data `{run['data']}`: {run['n_test_windows']} held-out **test** windows ({', '.join(run['tickers'])}, "
+        f"decision days {run['test_dates'][0]} .. {run['test_dates'][1]}); baselines fitted on "
+        f"{run['n_train_windows']} train windows, hyper-parameters chosen on {run['n_val_windows']} val windows. "
+        f"Scored: {model} and {len(metrics) - (MODEL_NAME in metrics)} baseline(s), {run['n_samples']} sample paths, "
+        f"seed {run['seed']}. Best per column in bold.", "",
+        table_md(metrics), "## Differences", "",
+        f"Reference **{run['reference']}**, paired block bootstrap over {run['n_boot']} resamples.", "",
+        differences_md(rows),
+        "Files: [metrics.json](metrics.json), [table.md](table.md), [differences.md](differences.md), "
+        "[differences.json](differences.json), [run.json](run.json)"
+        + ("" if run["no_plots"] else ", [fan_charts.png](fan_charts.png), [calibration.png](calibration.png)") + ".", ""])
+
+
+def write_outputs(out: Path, forecasts: dict[str, Forecast], test: Windows, metrics: dict, rows: list[dict],
+                  run: dict, command: str) -> None:
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    (out / "table.md").write_text(table_md(metrics))
+    (out / "differences.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (out / "differences.md").write_text(differences_md(rows))
+    (out / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    (out / "README.md").write_text(readme(metrics, rows, run, command))
+    if not run["no_plots"]:
+        from benchmarks.plots import calibration_curve, fan_charts
+
+        fan_charts(forecasts, test, out / "fan_charts.png")
+        calibration_curve(forecasts, test, out / "calibration.png")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args([] if argv is None else argv)
+    argv = [] if argv is None else list(argv)
+    args = parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    refuse_existing(args.out, args.overwrite, RESUME_HINT)  # before any work
     windows = load_data(args.data, args.lookback, args.horizon)
     test = subsample(windows.split_of("test"), args.max_windows)
     if len(test) < 2:
@@ -256,23 +301,15 @@ def main(argv: list[str] | None = None) -> int:
     metrics = {k: reduce(p) for k, p in parts.items()}
     reference = MODEL_NAME if args.checkpoint else names[0]
     rows = differences(parts, reference, test, args.n_boot, args.seed) if len(parts) > 1 else []
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    (out / "table.md").write_text(table_md(metrics))
-    (out / "differences.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (out / "differences.md").write_text(differences_md(rows))
     run = {
         "data": args.data, "n_test_windows": len(test), "n_train_windows": int((windows.split == "train").sum()),
         "n_val_windows": int((windows.split == "val").sum()), "tickers": sorted(map(str, np.unique(test.ticker))),
         "test_dates": [str(test.date.min())[:10], str(test.date.max())[:10]], "n_samples": args.n_samples,
         "n_boot": args.n_boot, "reference": reference, "seed": args.seed, "forecasters": info,
-        "wall_s": time.perf_counter() - t0,
+        "no_plots": args.no_plots, "wall_s": time.perf_counter() - t0,
     }
-    (out / "run.json").write_text(json.dumps(run, indent=2) + "\n")
-    if not args.no_plots:
-        from benchmarks.plots import calibration_curve, fan_charts
-
-        fan_charts(forecasts, test, out / "fan_charts.png")
-        calibration_curve(forecasts, test, out / "calibration.png")
+    with output_dir(args.out, args.overwrite) as tmp:
+        write_outputs(tmp, forecasts, test, metrics, rows, run, command_line("stockr1 bench forecast", argv))
     print(table_md(metrics))
-    print(f"[bench forecast] wrote {out}/metrics.json, table.md, differences.md, run.json")
+    print(f"wrote {args.out}")
     return 0

@@ -7,13 +7,21 @@ command stands behind. The index holds no figures of its own and no date, so ``t
 can require that the committed file is what this command writes now (it cannot drift).
 
     stockr1 bench index [--results results]
+    stockr1 bench index --folder results/methods   # a README listing the reports several commands wrote
+
+``--folder`` is for a results folder filled by several commands, each writing its own report
+(``results/methods``: the sibling methods' ``python -m rl.methods.<method>.<tool>`` commands): its
+README lists every report with its title, and no figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
+
+from stockr1.outdir import atomic_write, command_line, generated_line
 
 GENERATED = re.compile(r"Generated (?:\d{4}-\d\d-\d\d \d\d:\d\d )?by `([^`]+)`(?: at commit `([0-9a-f]+)`)?(?: on (\d{4}-\d\d-\d\d))?")
 DOCS = ("report.md", "README.md")  # a pipeline run's generated report before its folder README
@@ -48,11 +56,34 @@ def render(results: Path) -> str:
     return "\n".join(lines)
 
 
+def folder_readme(folder: Path, command: str, about: str) -> str:
+    """One row per report (``*.md`` under ``folder`` but its own README) with its title; ``about`` says
+    which commands wrote them."""
+    lines = [f"# {folder.name}: reports of several commands", "", generated_line(command), "",
+             f"{about} This list holds no figures.", "", "| report | title |", "|---|---|"]
+    for f in sorted(p for p in folder.rglob("*.md") if p != folder / "README.md"):
+        title = next((x.lstrip("# ").strip() for x in f.read_text().splitlines() if x.startswith("# ")), "–")
+        rel = f.relative_to(folder).as_posix()
+        lines.append(f"| [{rel}]({rel}) | {title} |")
+    return "\n".join([*lines, ""])
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     ap = argparse.ArgumentParser(prog="stockr1 bench index", description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results")
+    ap.add_argument("--folder", default=None, help="write this folder's README (a list of its reports) instead")
+    ap.add_argument("--about", default="Each report was written by the command docs/methods.md names for it.",
+                    help="with --folder: which commands wrote the reports")
     a = ap.parse_args(argv)
+    if a.folder:
+        out = Path(a.folder) / "README.md"
+        text = folder_readme(Path(a.folder), command_line("stockr1 bench index", argv), a.about)
+        atomic_write(out, lambda p: p.write_text(text))
+        print(f"wrote {out}")
+        return 0
     out = Path(a.results) / "README.md"
-    out.write_text(render(Path(a.results)))
+    text = render(Path(a.results))
+    atomic_write(out, lambda p: p.write_text(text))
     print(f"wrote {out}")
     return 0

@@ -21,7 +21,8 @@ rollout wall time. A random-init policy rarely closes an action block, so the pr
 rollout makes its one call, Stock-R1 §3.3) is also measured: the tool's batched call on those rows
 with valid actions, over rollout time plus that call. Target: <= 10%.
 
-Writes ``metrics.json``, ``table.md`` and ``run.json`` under ``--out``.
+Writes ``metrics.json``, ``table.md``, ``run.json`` and a generated ``README.md`` (command, commit, date)
+under ``--out``, all at once at the end (refused when ``--out`` holds results, unless ``--overwrite``).
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from stockr1.outdir import atomic_write, command_line, generated_line, output_dir, refuse_existing
 
 PROMPTS = [f"Question {i}: will the index close higher in ten trading days? Answer Yes or No." for i in range(16)]
 
@@ -185,9 +189,49 @@ def decoder_share(a: argparse.Namespace) -> dict[str, Any]:
             "share_protocol": t_call / (t_roll + t_call), "policy": "sft" if sft and (sft / "policy").exists() else "tiny-random"}
 
 
+def table_lines(metrics: dict[str, Any], a: dict[str, Any], share: dict[str, Any]) -> list[str]:
+    """table.md from the metrics, the run's arguments and the decoder-share measurement."""
+    return [
+        f"Tiny Qwen3 (hidden {a['hidden']}, {a['layers']} layers), G = {a['group']}, {a['queries']} queries/step, "
+        f"{a['max_new_tokens']} tokens per completion, {a['threads']} thread(s), {a['rounds']} alternating rounds x "
+        f"{a['steps']} timed steps (+{a['warmup']} warm-up) per engine.",
+        "",
+        "| engine | median s / step | s / generated token | generated tokens / step |",
+        "|---|---|---|---|",
+        *(f"| {k} | {v['step_s']:.3f} | {v['s_per_gen_token'] * 1e3:.2f} ms | {v['gen_tokens_per_step']:.0f} |"
+          for k, v in metrics.items() if k in ("rl.trainer", "trl.GRPOTrainer")),
+        "",
+        f"Step-time ratio ours / TRL (medians): **{metrics['ratio']['step_time_ours_over_trl']:.2f}** (target <= 1.0); "
+        f"ratio of mean step times {metrics['ratio']['step_time_mean_ours_over_trl']:.2f}; per generated token "
+        f"{metrics['ratio']['token_time_ours_over_trl']:.2f}. Rollout (generation with the "
+        f"KV cache in `llm.rollout`) is {100 * metrics['rl.trainer']['rollout_share_of_step']:.0f}% of our step.",
+        "",
+        f"Decoder tool share of rollout time: protocol (one call per rollout) "
+        f"**{100 * share['share_protocol']:.1f}%** (target <= 10%); measured with the {share['policy']} policy "
+        f"{100 * share['share_measured']:.1f}% ({share['tool_calls_measured']} calls in {share['rollouts']} rollouts).",
+    ]
+
+
+def readme_text(table: list[str], command: str) -> str:
+    return "\n".join(["# GRPO step time vs TRL and the decoder tool's share of rollout time (`stockr1 bench throughput`)",
+                      "", generated_line(command), "", *table, "",
+                      "Files: [metrics.json](metrics.json), [run.json](run.json) (every timed step), [table.md](table.md).", ""])
+
+
+def report_only(out: Path, command: str) -> Path:
+    """README.md and table.md again from the metrics.json and run.json a run saved in ``out``."""
+    metrics, run = (json.loads((out / n).read_text()) for n in ("metrics.json", "run.json"))
+    table = table_lines(metrics, run["args"], run["decoder"])
+    atomic_write(out / "table.md", lambda p: p.write_text("\n".join(table) + "\n"))
+    atomic_write(out / "README.md", lambda p: p.write_text(readme_text(table, command)))
+    return out / "README.md"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 bench throughput", description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="results/throughput")
+    ap.add_argument("--out", default="results/throughput", help="refused if it holds results, unless --overwrite")
+    ap.add_argument("--overwrite", action="store_true", help="replace an --out that holds results")
+    ap.add_argument("--report-only", action="store_true", help="rewrite README.md / table.md from --out's saved files")
     ap.add_argument("--steps", type=int, default=3, help="timed steps per round")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
@@ -199,10 +243,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--sft", default="checkpoints/sft/tiny", help="SFT run dir for the decoder-share part")
+    argv = sys.argv[1:] if argv is None else list(argv)
     a = ap.parse_args(argv)
+    if a.report_only:
+        print(f"wrote {report_only(Path(a.out), command_line('stockr1 bench throughput', argv))}")
+        return 0
+    refuse_existing(a.out, a.overwrite)  # before any timing
     torch.set_num_threads(a.threads)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     n = a.warmup + a.steps
     ours, trl = {"step_s": [], "tok": [], "rollout_s": []}, {"step_s": [], "tok": []}
     with tempfile.TemporaryDirectory() as d:
@@ -228,29 +275,14 @@ def main(argv: list[str] | None = None) -> int:
                   "token_time_ours_over_trl": per_tok["ours"] / per_tok["trl"]},
         "decoder_tool": {"share_protocol": share["share_protocol"], "share_measured": share["share_measured"]},
     }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     run = {"args": vars(a), "ours_steps": ours, "trl_steps": trl, "decoder": share,
            "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine()}
-    (out / "run.json").write_text(json.dumps(run, indent=1))
-    table = [
-        f"Tiny Qwen3 (hidden {a.hidden}, {a.layers} layers), G = {a.group}, {a.queries} queries/step, "
-        f"{a.max_new_tokens} tokens per completion, {a.threads} thread(s), {a.rounds} alternating rounds x "
-        f"{a.steps} timed steps (+{a.warmup} warm-up) per engine.",
-        "",
-        "| engine | median s / step | s / generated token | generated tokens / step |",
-        "|---|---|---|---|",
-        *(f"| {k} | {v['step_s']:.3f} | {v['s_per_gen_token'] * 1e3:.2f} ms | {v['gen_tokens_per_step']:.0f} |"
-          for k, v in metrics.items() if k in ("rl.trainer", "trl.GRPOTrainer")),
-        "",
-        f"Step-time ratio ours / TRL (medians): **{metrics['ratio']['step_time_ours_over_trl']:.2f}** (target <= 1.0); "
-        f"ratio of mean step times {metrics['ratio']['step_time_mean_ours_over_trl']:.2f}; per generated token "
-        f"{metrics['ratio']['token_time_ours_over_trl']:.2f}. Rollout (generation with the "
-        f"KV cache in `llm.rollout`) is {100 * metrics['rl.trainer']['rollout_share_of_step']:.0f}% of our step.",
-        "",
-        f"Decoder tool share of rollout time: protocol (one call per rollout) "
-        f"**{100 * share['share_protocol']:.1f}%** (target <= 10%); measured with the {share['policy']} policy "
-        f"{100 * share['share_measured']:.1f}% ({share['tool_calls_measured']} calls in {share['rollouts']} rollouts).",
-    ]
-    (out / "table.md").write_text("\n".join(table) + "\n")
+    table = table_lines(metrics, vars(a), share)
+    with output_dir(a.out, a.overwrite) as out:
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+        (out / "run.json").write_text(json.dumps(run, indent=1))
+        (out / "table.md").write_text("\n".join(table) + "\n")
+        (out / "README.md").write_text(readme_text(table, command_line("stockr1 bench throughput", argv)))
     print("\n".join(table))
+    print(f"wrote {a.out}")
     return 0

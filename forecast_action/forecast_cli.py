@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from forecast_action.forecaster import DEFAULT_QUANTILES, Forecaster, quantile_columns
-from stockr1.artifact import atomic_write
+from stockr1.outdir import atomic_write, refuse_existing
 
 PROG = "stockr1 forecast"
 
@@ -50,10 +50,7 @@ def _data_error(path: str, e: ValueError) -> _UserError:
     """The file in front (unless the message names it already); quality errors: the first three."""
     from stockr1.data.quality import DataQualityError
 
-    msg = str(e)
-    if isinstance(e, DataQualityError):
-        more = f" (+{len(e.issues) - 3} more)" if len(e.issues) > 3 else ""
-        msg = f"{len(e.issues)} data-quality error(s): " + "; ".join(map(str, e.issues[:3])) + more
+    msg = e.one_line() if isinstance(e, DataQualityError) else str(e)
     return _UserError(msg if str(Path(path)) in msg else f"{path}: {msg}")
 
 
@@ -83,8 +80,8 @@ def _check_paths(args: argparse.Namespace) -> tuple[Path, Path | None]:
     out = Path(args.out)
     png = out.with_suffix(".png") if args.plot else None
     for path in (out, png):
-        if path is not None and path.exists() and not args.overwrite:
-            raise _UserError(f"{path} exists; pass --overwrite to replace it")
+        if path is not None:
+            refuse_existing(path, args.overwrite)
     if not out.parent.is_dir():
         raise _UserError(f"output directory {out.parent} does not exist")
     quantile_columns(args.quantiles)

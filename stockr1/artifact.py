@@ -15,24 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor, nn
 
+from stockr1.outdir import atomic_write
+
 CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
-
-
-def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
-    """``write(tmp_path)`` then rename: a kill mid-save keeps the previous file."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def sha256_file(path: Path) -> str:

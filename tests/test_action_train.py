@@ -104,3 +104,8 @@ def test_benchmark_writes_oracle_and_controllability(trained, tmp_path) -> None:
     assert m["oracle_full"]["crps_reduction"] == pytest.approx(
         1 - m["oracle_full"]["crps"] / m["unconditioned"]["crps"])
     assert "Oracle gain" in (tmp_path / "table.md").read_text() and (tmp_path / "controllability.png").exists()
+    readme = (tmp_path / "README.md").read_text()  # generated from these numbers, naming the command
+    assert f"`stockr1 bench action --checkpoint {out / 'decoder.ckpt'} --out {tmp_path}" in readme
+    assert f"{m['unconditioned']['crps']:.4f}" in readme and "at commit `" in readme
+    with pytest.raises(FileExistsError, match="already holds results"):  # a second run is refused
+        bench_main(["--checkpoint", str(out / "decoder.ckpt"), "--out", str(tmp_path)])

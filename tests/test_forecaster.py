@@ -352,7 +352,7 @@ def test_cli_errors_are_one_line_and_leave_no_out(saved: Path, tmp_path: Path,
     assert "the following arguments are required" in _cli_error(capsys, ["--data", str(good)])
     assert not out.exists()
     out.write_text("keep me")
-    assert "exists; pass --overwrite" in _cli_error(capsys, [*base, "--data", str(good)])
+    assert "already holds results; pass --overwrite" in _cli_error(capsys, [*base, "--data", str(good)])
     assert out.read_text() == "keep me"
     assert forecast_main([*base, "--data", str(good), "--horizon", "3", "--overwrite"]) == 0
     assert capsys.readouterr().out.strip().endswith(str(out))

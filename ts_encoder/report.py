@@ -5,6 +5,10 @@ training curve / cost. (The full comparison with every baseline and bootstrap in
     python -m ts_encoder.report --checkpoint checkpoints/ts_encoder/tiny/best.ckpt \
         --metrics-csv runs/ts_encoder/tiny/version_0/metrics.csv --time-log time.txt \
         --out results/ts_encoder/tiny_training.json
+    python -m ts_encoder.report --readme results/ts_encoder   # README.md again from the saved JSON
+
+Writing the summary also writes ``README.md`` beside it, generated from the summary (and the
+``throughput.json`` of ``benchmarks.ts_throughput`` when present); nothing in it is typed by hand.
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from stockr1.baselines.simple import RandomWalk
 from stockr1.metrics.forecast import forecast_metrics
+from stockr1.outdir import atomic_write, command_line, generated_line
 from stockr1.types import Windows, train_only
 from ts_encoder.datamodule import load_split_windows
 
@@ -68,16 +74,77 @@ def curve(metrics_csv: str | None) -> list[dict[str, float]]:
     return [{k: float(v) for k, v in row.items()} for row in val.to_dict("records")]
 
 
+ROWS = (("cov_close90", "cov_close90 (nominal 0.90)"), ("crps", "crps (cum. log return)"),
+        ("return_rmse", "return_rmse"), ("rv_mae_dist", "rv_mae_dist"), ("cov_high95", "cov_high95 (nominal 0.95)"),
+        ("cov_low05", "cov_low05 (nominal 0.05)"), ("pinball", "pinball (H/L)"), ("da_3", "da_3"), ("da_5", "da_5"),
+        ("da_10", "da_10"), ("price_mape", "price_mape"))
+
+
+def readme(report: dict, command: str, throughput: dict | None = None) -> str:
+    """README.md of a results folder from a pretraining summary (``report``, as ``main`` writes it)."""
+    sp, tr = report["splits"], report.get("training") or {}
+    lines = ["# TS encoder: pretraining summary (`python -m ts_encoder.report`)", "", generated_line(command), "",
+             f"Checkpoint `{report['checkpoint']}`: {report['params']:,} parameters "
+             f"(d_model {report['encoder']['d_model']}, {report['encoder']['n_layers']} layers, look-back "
+             f"{report['encoder']['lookback']}, horizon {report['encoder']['horizon']})."]
+    if tr:
+        lines += [f"Training: {tr.get('cpu_s', float('nan')):.1f} CPU-seconds, {tr.get('wall_s', float('nan')):.0f} s wall."]
+    lines += ["", f"## Held-out metrics beside the random walk (vol window {report['random_walk_vol_window']}, "
+              "chosen on val)", "",
+              "| metric | " + " | ".join(f"{s} model | {s} RW" for s in sp) + " |", "|---|" + "---|---|" * len(sp)]
+    for key, label in ROWS:
+        cells = [f"{sp[s][who].get(key, float('nan')):.4g}" for s in sp for who in ("model", "random_walk")]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "Windows: " + ", ".join(f"{s} {sp[s]['n_windows']}" for s in sp) + ". Daily-return diagnostics "
+              "of the model (what L_TS trains): " + "; ".join(
+                  f"{s} " + ", ".join(f"{k} {v:.3f}" for k, v in sp[s]["model"].items() if k.startswith("daily_"))
+                  for s in sp) + ".", ""]
+    if report.get("val_curve"):
+        cols = [c for c in report["val_curve"][0] if c != "epoch"]
+        lines += ["## Validation by epoch", "", "| epoch | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        lines += [f"| {r['epoch']:.0f} | " + " | ".join(f"{r[c]:.4g}" for c in cols) + " |" for r in report["val_curve"]]
+        lines.append("")
+    if throughput:
+        lines += ["## Training throughput (`throughput.json`, `python -m benchmarks.ts_throughput`)", "",
+                  "| run | params | batch | windows/s | windows per CPU-second |", "|---|---|---|---|---|"]
+        lines += [f"| {k} | {r['params']:,} | {r['batch_size']} | {r['windows_per_s']:.1f} | {r['windows_per_cpu_s']:.1f} |"
+                  for k, r in throughput["results"].items()]
+        lines += ["", f"Machine: {throughput['machine'].get('cpu_count')} cores, load average after "
+                  f"{throughput['machine'].get('load_avg_after')}.", ""]
+    lines += ["The comparison with every baseline and bootstrap intervals is `stockr1 bench forecast` (results/forecast); "
+              "how the tiny configuration was chosen: docs/ts_encoder.md.", ""]
+    return "\n".join(lines)
+
+
+def write_readme(folder: Path, summary: str, command: str) -> Path:
+    """``folder/README.md`` from ``folder/summary`` (and ``folder/throughput.json``)."""
+    report = json.loads((folder / summary).read_text())
+    tp = folder / "throughput.json"
+    text = readme(report, command, json.loads(tp.read_text()) if tp.is_file() else None)
+    atomic_write(folder / "README.md", lambda p: p.write_text(text))
+    return folder / "README.md"
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--readme", default=None, metavar="DIR",
+                    help="only write DIR/README.md from the summary saved there (--summary)")
+    ap.add_argument("--summary", default="tiny_training.json", help="summary file name inside --readme DIR")
+    ap.add_argument("--checkpoint")
     ap.add_argument("--source", default="sample")
     ap.add_argument("--path", default=None)
     ap.add_argument("--metrics-csv", default=None)
     ap.add_argument("--time-log", default=None)
     ap.add_argument("--n-samples", type=int, default=200)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     args = ap.parse_args(argv)
+    command = command_line("python -m ts_encoder.report", argv)
+    if args.readme:
+        print(f"wrote {write_readme(Path(args.readme), args.summary, command)}")
+        return 0
+    if not args.checkpoint or not args.out:
+        ap.error("--checkpoint and --out are required (or --readme DIR)")
 
     from ts_encoder.module import TSForecastModule
 
@@ -103,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     for split, r in report["splits"].items():
         print(split, {k: round(v, 4) for k, v in r["model"].items()})
         print(split, "rw", {k: round(v, 4) for k, v in r["random_walk"].items()})
+    print(f"wrote {out} and {write_readme(out.parent, out.name, command)}")
     return 0
 
 

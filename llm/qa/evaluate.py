@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -15,9 +15,11 @@ from llm.qa.prompt import SYSTEM_PROMPT, user_message
 
 def rollout_items(policy, decoder, windows, items: Sequence[QAItem], max_new_tokens: int = 512,
                   batch_size: int = 16, temperature: float = 0.0,
-                  max_context_chars: int | None = None) -> list[tuple[QAItem, object]]:
+                  max_context_chars: int | None = None,
+                  on_batch: Callable[[int], object] | None = None) -> list[tuple[QAItem, object]]:
     """Greedy (default) rollouts for ``items``; the prompt carries K ``<ts>`` placeholders filled
-    with the decoder encoder's ``h_ts`` (ignored by a policy with soft tokens off)."""
+    with the decoder encoder's ``h_ts`` (ignored by a policy with soft tokens off). ``on_batch(n)``
+    is called after each batch of ``n`` rollouts (a progress line)."""
     from llm.rollout import RolloutEngine
     from llm.special_tokens import ts_placeholders
     from llm.tokenizer import chat_prompt
@@ -38,6 +40,8 @@ def rollout_items(policy, decoder, windows, items: Sequence[QAItem], max_new_tok
             h_ts = decoder.encoder(torch.as_tensor(windows.x[idx])).h_ts
         rolls = engine.generate(prompts, h_ts, sample_refs=[int(i) for i in idx])
         out += list(zip(batch, rolls, strict=True))
+        if on_batch is not None:
+            on_batch(len(batch))
     return out
 
 

@@ -41,6 +41,7 @@ from stockr1.data.sources import load_source
 from stockr1.data.sources.frames import trading_calendar
 from stockr1.data.splits import PAPER_SPLIT, SAMPLE_SPLIT
 from stockr1.data.windows import build_windows, split_counts
+from stockr1.outdir import output_dir, refuse_existing
 from stockr1.types import SPLITS, Windows
 
 ARRAYS = ("x", "y", "hist", "future")
@@ -127,18 +128,26 @@ def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, re
 
 
 def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_factory=None, requests=None,
-                  probe=None) -> dict:
+                  probe=None, overwrite: bool = False) -> dict:
     """Build, write and return the manifest (whose ``summary`` the CLI prints). ``requests``
     (stockr1.data.throttle.Requests) overrides the throttle/retry policy of cfg (tests: a fake clock);
-    ``probe`` the yfinance reachability check (stockr1.data.sources.yfinance.fetch)."""
+    ``probe`` the yfinance reachability check (stockr1.data.sources.yfinance.fetch).
+    ``out`` holding a dataset is refused before any download unless ``overwrite``; the files are written
+    to a temporary sibling that replaces ``out`` only when all of them are (``stockr1.outdir``), so an
+    interrupted rebuild never leaves an old manifest over new shards."""
+    refuse_existing(out, overwrite)
     member = Membership.read(cfg.membership) if cfg.membership else None
     frames, report, store = _frames_and_store(cfg, downloader, ticker_factory, requests, probe)
     split = PAPER_SPLIT if cfg.source == "yfinance" else SAMPLE_SPLIT
     w = build_windows(frames, cfg.lookback, cfg.horizon, split=split, stride=cfg.stride, context=store,
                       start=cfg.start if cfg.source != "yfinance" else None, end=cfg.end if cfg.source != "yfinance" else None,
                       membership=member, progress=True)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with output_dir(out, overwrite) as tmp:
+        return _write_dataset(cfg, tmp, frames, report, store, member, w)
+
+
+def _write_dataset(cfg: BuildConfig, out: Path, frames, report, store, member, w: Windows) -> dict:
+    """Every file of the dataset under ``out``, the manifest last; returns the manifest."""
     files = {}
     extra = [FRAMES_FILE]
     write_frames(frames, out / FRAMES_FILE)

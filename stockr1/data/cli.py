@@ -50,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--min-interval", type=float, default=0.5, help="yfinance: seconds between request starts")
     b.add_argument("--retries", type=int, default=4, help="yfinance: retries per request (backoff 2, 4, 8, ... s)")
     b.add_argument("--jump-policy", choices=["error", "report"], default="error")
-    b.add_argument("--out", required=True, help="dataset directory (the real-scale configs read data/sp500)")
+    b.add_argument("--out", required=True, help="dataset directory (the real-scale configs read data/sp500); "
+                                               "refused if it holds files, unless --overwrite")
+    b.add_argument("--overwrite", action="store_true", help="replace an existing --out (only once the new build is complete)")
     i = sub.add_parser("info", help="print the summary of a built dataset")
     i.add_argument("dir")
     a = p.parse_args(argv)
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                       n_days=a.n_days, cache_dir=a.cache_dir, jump_policy=a.jump_policy, min_interval=a.min_interval,
                       retries=a.retries, skip_missing=a.skip_missing)
     try:  # bad data (DataQualityError) and bad arguments are ValueErrors: one line on stderr in stockr1.cli
-        man = build_dataset(cfg, a.out)
+        man = build_dataset(cfg, a.out, overwrite=a.overwrite)
     except DataFetchError as e:  # the network or Yahoo, not a bug: reported the same way
         raise ValueError(str(e)) from e
     print(_summary_text(man))

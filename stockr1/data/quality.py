@@ -66,6 +66,11 @@ class DataQualityError(ValueError):
         more = f"\n  ... and {len(issues) - 20} more" if len(issues) > 20 else ""
         super().__init__(f"{len(issues)} data-quality error(s):\n  {shown}{more}")
 
+    def one_line(self, k: int = 3) -> str:
+        """The count and the first ``k`` errors on one line (for a command's error message)."""
+        more = f" (+{len(self.issues) - k} more)" if len(self.issues) > k else ""
+        return f"{len(self.issues)} data-quality error(s): " + "; ".join(map(str, self.issues[:k])) + more
+
 
 def _day(d) -> str:
     return str(pd.Timestamp(d).date())

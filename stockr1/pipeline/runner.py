@@ -5,7 +5,8 @@ Run layout (``<run>`` = the run directory)::
     <run>/manifest.json        seed, config, data hash, versions, git commit, per-stage timings
     <run>/<stage>/             everything the stage writes (its CLI's ``--out``)
     <run>/<stage>/.done        JSON: outputs, argv, wall / CPU seconds, finish time
-    <run>/<stage>/log.txt      the stage's stdout + stderr
+    <run>/<stage>/log.txt      the stage's stdout + stderr (a command that replaces its --out as a whole,
+                               data build and the benches, logs to <run>/.<stage>.log.txt until it ends)
 
 A stage whose ``.done`` exists is skipped. A stage that was interrupted has a directory but no
 ``.done``; rerunning calls its CLI again with ``resume=True`` and the stage decides how to pick up

@@ -58,14 +58,23 @@ def derived_config(ctx: StageContext, wired: Mapping[str, Any], name: str = "dem
     return path
 
 
-def _cli(ctx: StageContext, argv: list[str], isolate: bool = False, module: str = "stockr1.cli") -> list[str]:
-    return run_command(argv, ctx.stage_dir / "log.txt", isolate=isolate, module=module,
-                       threads=int(ctx.cfg.get("threads", 2)), seed=ctx.seed)
+def _cli(ctx: StageContext, argv: list[str], isolate: bool = False, module: str = "stockr1.cli",
+         owns_out: bool = False) -> list[str]:
+    """Run one CLI command of the stage. ``owns_out``: the command's ``--out`` is the stage dir, which it
+    replaces as a whole when it finishes (``stockr1.outdir``; ``--overwrite`` is added), so its log is
+    kept beside the stage dir while it runs and moved into it afterwards."""
+    log = ctx.run_dir / f".{ctx.stage_dir.name}.log.txt" if owns_out else ctx.stage_dir / "log.txt"
+    shown = run_command([*argv, *(["--overwrite"] if owns_out else [])], log, isolate=isolate, module=module,
+                        threads=int(ctx.cfg.get("threads", 2)), seed=ctx.seed)
+    if owns_out:
+        shutil.move(log, ctx.stage_dir / "log.txt")
+    return shown
 
 
 # --------------------------------------------------------------------------------------- stages
 def run_data(ctx: StageContext) -> list[str]:
-    return _cli(ctx, ["data", "build", "--out", ctx.stage_dir, "--seed", ctx.seed, *flags(ctx.cfg.get("args"))])
+    return _cli(ctx, ["data", "build", "--out", ctx.stage_dir, "--seed", ctx.seed, *flags(ctx.cfg.get("args"))],
+                owns_out=True)
 
 
 def run_local_callbacks(cfg: Mapping[str, Any], ckpt_dir: Path) -> list[dict[str, Any]]:
@@ -164,13 +173,14 @@ def run_grpo(ctx: StageContext) -> list[str]:
 
 def run_bench_forecast(ctx: StageContext) -> list[str]:
     return _cli(ctx, ["bench", "forecast", "--data", ctx.path(DATA), "--checkpoint", ctx.path(TS_BEST),
-                      "--out", ctx.stage_dir, "--seed", ctx.seed, "--cache-dir", ctx.stage_dir / "cache",
-                      "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))])
+                      "--out", ctx.stage_dir, "--seed", ctx.seed, "--cache-dir", ctx.run_dir / ".cache" / "bench_forecast",
+                      "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))], owns_out=True)
 
 
 def run_bench_action(ctx: StageContext) -> list[str]:
     return _cli(ctx, ["bench", "action", "--checkpoint", ctx.path(ACTION_CKPT), "--out", ctx.stage_dir,
-                      "--seed", ctx.seed, "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))])
+                      "--seed", ctx.seed, "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))],
+                owns_out=True)
 
 
 def run_bench_qa(ctx: StageContext) -> list[str]:
@@ -178,12 +188,12 @@ def run_bench_qa(ctx: StageContext) -> list[str]:
     baselines, the resamples and the paired u-GRPO − SFT difference are shared."""
     return _cli(ctx, ["bench", "qa", "--checkpoint", ctx.path(SFT), "--compare", ctx.path(GRPO), "--compare-name",
                       "stock-r1-grpo", "--config", ctx.path(SFT) / "config.yaml", "--out", ctx.stage_dir,
-                      "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))])
+                      "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))], owns_out=True)
 
 
 def run_bench_backtest(ctx: StageContext) -> list[str]:
     return _cli(ctx, ["bench", "backtest", "--data", ctx.path(DATA), "--checkpoint", ctx.path(TS_BEST),
-                      "--out", ctx.stage_dir, *flags(ctx.cfg.get("args"))])
+                      "--out", ctx.stage_dir, *flags(ctx.cfg.get("args"))], owns_out=True)
 
 
 def run_report(ctx: StageContext) -> list[str]:
