@@ -179,14 +179,14 @@ def checkpoint(path: Path) -> dict[str, Any]:
 
 def decoder_training(tmp: Path, data: Data) -> dict[str, Any]:
     """``python -m forecast_action.train`` (2 epochs), the stage that trains the action decoder."""
-    cfg = ActionTrainConfig(data={"source": "synthetic", "lookback": 30, "horizon": 10, "max_train": 64},
-                            model=ENC, action=ACTION,
-                            train={"lr": 3e-3, "batch_size": 32, "max_epochs": 2, "seed": 0, "val_samples": 4,
-                                   "normalizer_fit_windows": 64, "warmup_steps": 1})
+    cfg = ActionTrainConfig.from_dict({
+        "data": {"source": "synthetic", "lookback": 30, "horizon": 10, "max_train": 64}, "model": ENC, "action": ACTION,
+        "train": {"lr": 3e-3, "batch_size": 32, "max_epochs": 2, "seed": 0, "val_samples": 4,
+                  "normalizer_fit_windows": 64, "warmup_steps": 1}})
     with reading(data):
         train_decoder(cfg, tmp)
-    return {"thresholds.json": (tmp / "action_thresholds.json").read_text(),
-            "last": checkpoint(tmp / "last.ckpt"), "decoder": checkpoint(tmp / "decoder.ckpt")}
+    return {"decoder/": decoder_file(tmp / "decoder"),
+            "last": checkpoint(tmp / "last.ckpt"), "best": checkpoint(tmp / "best.ckpt")}
 
 
 SFT = {"data": DATA, "max_context_chars": 200, "qa": {"n_train": 8, "n_val": 4, "n_test": 4, "seed": 0},
@@ -197,7 +197,7 @@ def decoder_file(path: Path) -> dict[str, Any]:
     """A saved decoder directory as plain data: its configs and its weights (not the file hash, which
     the config carries and which follows the weights)."""
     meta = json.loads((path / "config.json").read_text())
-    return {**{k: meta[k] for k in ("ts_cfg", "act_cfg", "tool_samples")},
+    return {**{k: meta.get(k) for k in ("ts_cfg", "act_cfg", "tool_samples", "thresholds")},
             "state_dict": load_file(str(path / "model.safetensors"))}
 
 
