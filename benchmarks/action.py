@@ -1,6 +1,6 @@
 """`stockr1 bench action`: does the forecast action carry information, and does it control the decoder?
 
-    stockr1 bench action --checkpoint checkpoints/action_tiny/decoder.ckpt --out results/action
+    stockr1 bench action --checkpoint checkpoints/action_tiny/decoder --out results/action
 
 1. Oracle gain. On held-out windows, the decoder conditioned on the true future action a* = g(y) vs the
    same decoder with no action: return RMSE and CRPS (``stockr1.metrics.forecast``). Reported for the full

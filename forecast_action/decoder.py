@@ -173,7 +173,7 @@ class ActionConditionedDecoder(nn.Module):
             raise bad(f"{type(e).__name__}: {e}") from e
         if not isinstance(ck, dict) or not {"ts_cfg", "act_cfg", "state_dict"} <= set(ck):
             keys = sorted(ck)[:8] if isinstance(ck, dict) else type(ck).__name__
-            hint = " (a Lightning checkpoint: use ActionDecoderModule.load_from_checkpoint)" \
+            hint = " (a Lightning checkpoint: `stockr1 decoder --export CKPT --out DIR` writes its saved form)" \
                 if isinstance(ck, dict) and "pytorch-lightning_version" in ck else ""
             raise bad(f"not an action-decoder file, expected keys ts_cfg/act_cfg/state_dict, got {keys}{hint}")
         version = ck.get("version", 0)

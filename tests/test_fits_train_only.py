@@ -9,7 +9,7 @@ the decoder training ``forecast_action.train`` (thresholds, weights, input stats
 grpo`` setup (thresholds, the decoder's buffers, every train query's prompt, soft tokens and U_q).
 
 Model selection may read validation but never test: with only the test labels replaced, the chosen
-checkpoints (``best.ckpt``, ``decoder.ckpt``) are bit-identical too, and so are ``bench
+checkpoints (``best.ckpt`` of both, ``decoder/`` exported from the decoder's) are bit-identical too, and so are ``bench
 sft_recipe``'s graded numbers and exported step and the baselines' validation-tuned settings.
 
 The plants at the end fit on more than train in a way that gets past the ``train_only`` type check
@@ -185,7 +185,8 @@ def decoder_training(tmp: Path, data: Data) -> dict[str, Any]:
                   "normalizer_fit_windows": 64, "warmup_steps": 1}})
     with reading(data):
         train_decoder(cfg, tmp)
-    return {"decoder/": decoder_file(tmp / "decoder"),
+    saved = decoder_file(tmp / "decoder")  # the val-best weights; the thresholds inside are train-fitted
+    return {"thresholds": saved["thresholds"], "decoder/": saved,
             "last": checkpoint(tmp / "last.ckpt"), "best": checkpoint(tmp / "best.ckpt")}
 
 
@@ -268,7 +269,7 @@ def built(tmp_path_factory, data, policy_cfg) -> Built:
 def test_every_artefact_a_command_fits_is_bit_identical_when_everything_after_the_train_end_moves(built, cmd) -> None:
     got = {v: {k: a for k, a in art.items() if not k.startswith("_")} for v, art in built[cmd].items()}
     if cmd in ("ts_fit", "decoder_training"):  # the val/loss choice may read validation; everything else not
-        got = {v: {k: a for k, a in art.items() if k not in ("best", "decoder")} for v, art in got.items()}
+        got = {v: {k: a for k, a in art.items() if k not in ("best", "decoder/")} for v, art in got.items()}
         for art in got.values():
             art["last"] = {k: a for k, a in art["last"].items() if k != "chosen"}
     assert diff(got["base"], got["after_train"]) == []
@@ -279,7 +280,7 @@ def test_the_compared_artefacts_hold_the_fitted_statistics(built) -> None:
     ts = built["ts_fit"]["base"]["last"]["state_dict"]
     assert bool(ts["normalizer.fitted"]) and ts["model.x_scale"].ne(1).all() and ts["normalizer.knots"].diff().gt(0).all()
     dec = built["decoder_training"]["base"]
-    assert json.loads(dec["thresholds.json"])["n_fit"] > 3 and bool(dec["last"]["state_dict"]["normalizer.fitted"])
+    assert dec["thresholds"]["n_fit"] > 3 and bool(dec["last"]["state_dict"]["normalizer.fitted"])
     init = built["sft_prepare"]["base"]["decoder_init"]["state_dict"]
     assert bool(init["normalizer.fitted"]) and init["encoder.x_scale"].ne(1).all()
     assert built["sft_prepare"]["base"]["train_items"] and built["sft_prepare"]["base"]["traces.jsonl"]
@@ -297,7 +298,7 @@ def test_the_compared_artefacts_hold_the_fitted_statistics(built) -> None:
 @pytest.mark.parametrize("cmd", [*COMMANDS])
 def test_model_selection_and_every_artefact_ignore_the_test_labels(built, cmd) -> None:
     """Replacing only the test split's ``y``/``future`` changes no chosen checkpoint (``best.ckpt`` of
-    ts fit, ``decoder.ckpt`` of the decoder training: both by val/loss) and nothing else either."""
+    ts fit and of the decoder training, and its exported ``decoder/``: both by val/loss) and nothing else either."""
     got = {v: {k: a for k, a in art.items() if not k.startswith("_")} for v, art in built[cmd].items()}
     assert diff(got["base"], got["test_labels"]) == []
     if cmd in ("ts_fit", "decoder_training"):
