@@ -1,6 +1,6 @@
 """`stockr1 bench action`: does the forecast action carry information, and does it control the decoder?
 
-    stockr1 bench action --checkpoint checkpoints/action_tiny/decoder.ckpt --out results/action
+    stockr1 bench action --checkpoint checkpoints/action_tiny/decoder --out results/action
 
 1. Oracle gain. On held-out windows, the decoder conditioned on the true future action a* = g(y) vs the
    same decoder with no action: return RMSE and CRPS (``stockr1.metrics.forecast``). Reported for the full
@@ -158,9 +158,25 @@ def plot(path: Path, control: dict) -> None:
     plt.close(fig)
 
 
+def decoder_thresholds(decoder, checkpoint: str, explicit: str | None) -> ActionThresholds:
+    """g as the decoder was trained against: ``--thresholds``, else the decoder's own (``stockr1
+    decoder`` saves them inside), else ``thresholds.json`` of the SFT run whose ``decoder/`` it is."""
+    if explicit:
+        return ActionThresholds.load(explicit)
+    if decoder.thresholds is not None:
+        return decoder.thresholds
+    run = Path(checkpoint).parent / "thresholds.json"
+    if not run.is_file():
+        raise SystemExit(f"{checkpoint} carries no action thresholds and {run} does not exist: give --thresholds")
+    return ActionThresholds.load(run)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stockr1 bench action", description=__doc__.splitlines()[0])
-    p.add_argument("--checkpoint", required=True, help="ActionDecoderModule checkpoint (forecast_action.train)")
+    p.add_argument("--checkpoint", required=True,
+                   help="saved decoder directory (`stockr1 decoder` OUT/decoder, an SFT run's decoder/)")
+    p.add_argument("--thresholds", default=None,
+                   help="action thresholds JSON (default: the decoder's own, else thresholds.json of its SFT run)")
     p.add_argument("--out", required=True, help="output directory (refused if it holds results, unless --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace an --out that holds results")
     p.add_argument("--data", default="sample", choices=["sample", "synthetic"])
@@ -178,16 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise ValueError(f"--fields: unknown {unknown}; choose from {CONTROL_FIELDS}")
     torch.set_num_threads(a.threads)
-    from forecast_action.module import THRESHOLDS_FILE, ActionDecoderModule
-    from forecast_action.train import load_windows
+    from forecast_action.train import DecoderDataConfig, load_windows
+    from llm.sft import load_decoder
 
     t0 = time.time()
-    module = ActionDecoderModule.load_from_checkpoint(a.checkpoint, map_location="cpu")
-    decoder = module.decoder.eval()
-    beside = Path(a.checkpoint).parent / THRESHOLDS_FILE
-    th = module.thresholds or ActionThresholds.load(beside)
+    decoder = load_decoder(a.checkpoint)
+    th = decoder_thresholds(decoder, a.checkpoint, a.thresholds)
     cfg = decoder.ts_cfg
-    w = held_out(load_windows({"source": a.data, "lookback": cfg.lookback, "horizon": cfg.horizon}),
+    w = held_out(load_windows(DecoderDataConfig(source=a.data, lookback=cfg.lookback, horizon=cfg.horizon)),
                  a.split, a.max_windows)
     oracle = oracle_gain(decoder, w, th, a.n_samples, a.seed)
     control = controllability(decoder, w, th, a.n_samples, a.seed, fields)

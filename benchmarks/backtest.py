@@ -92,10 +92,9 @@ def _model_forecasts(
         print(f"[backtest] fitting {name}", flush=True)
         out[name] = BASELINES[name]().fit(train, val).predict(test, n_samples=n_samples, seed=0)
     if checkpoint:
-        from ts_encoder.module import TSForecastModule
+        from forecast_action.forecaster import Forecaster
 
-        model = TSForecastModule.load_from_checkpoint(checkpoint).eval()
-        out["Stock-R1 TS encoder"] = model.forecast(test, n_samples=n_samples)
+        out["Stock-R1 TS encoder"] = Forecaster.load(checkpoint).forecast_windows(test, n_samples=n_samples)
     out["oracle (perfect foresight)"] = _oracle(test)
     return out
 
@@ -144,7 +143,7 @@ def readme(table: str, run: dict, command: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 bench backtest", description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="sample", help="'sample' or a dataset dir from `stockr1 data build`")
-    ap.add_argument("--checkpoint", default=None, help="TS encoder Lightning checkpoint (optional)")
+    ap.add_argument("--checkpoint", default=None, help="saved TS encoder dir (ts fit's pretrained/) or .ckpt (optional)")
     ap.add_argument("--out", default="results/backtest", help="refused if it holds results, unless --overwrite")
     ap.add_argument("--overwrite", action="store_true", help="replace an --out that holds results")
     ap.add_argument("--split", default="test")

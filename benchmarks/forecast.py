@@ -85,11 +85,11 @@ def subsample(w: Windows, max_windows: int | None) -> Windows:
 
 
 def model_forecast(checkpoint: str, test: Windows, n_samples: int) -> Forecast:
-    from ts_encoder.module import TSForecastModule  # lazy: torch/lightning only when a model is scored
+    """The TS encoder's forecast: ``checkpoint`` is its saved directory (``ts fit``'s ``pretrained/``) or,
+    for older runs, a Lightning ``.ckpt`` (``Forecaster.load`` reads both)."""
+    from forecast_action.forecaster import Forecaster  # lazy: torch only when a model is scored
 
-    module = TSForecastModule.load_from_checkpoint(checkpoint, map_location="cpu")
-    module.eval()
-    return module.forecast(test, n_samples=n_samples)
+    return Forecaster.load(checkpoint).forecast_windows(test, n_samples=n_samples)
 
 
 def _cache_path(cache_dir: str | None, name: str, key: str) -> Path | None:
@@ -228,7 +228,7 @@ def differences_md(rows: list[dict]) -> str:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="stockr1 bench forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="sample", help="sample | OHLCV csv/parquet file | dir of them | built dataset dir")
-    p.add_argument("--checkpoint", default=None, help="TS encoder checkpoint (omit: baselines only)")
+    p.add_argument("--checkpoint", default=None, help="saved TS encoder dir (ts fit's pretrained/) or .ckpt (omit: baselines only)")
     p.add_argument("--out", required=True, help="output directory (refused if it holds results, unless --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace an --out that holds results")
     p.add_argument("--max-windows", type=int, default=None, help="score at most N evenly spaced test windows")

@@ -26,11 +26,11 @@ Both start at zero, so the decoder still starts as the pretrained encoder.
 so the same network forecasts with and without an action through one code path.
 
 Persistence: ``save_pretrained(dir)`` / ``ActionConditionedDecoder.from_pretrained(dir)`` write and read
-the project's one artefact form (``stockr1.artifact``: ``config.json`` with both configs and
-``tool_samples``, ``model.safetensors`` with the weights and the fitted normaliser; the weights' SHA-256
-is checked on load). ``load(path)`` also reads the single ``.pt`` files of earlier releases. The
-Lightning checkpoint that ``forecast_action.train`` writes is resume state; ``llm.sft.load_decoder``
-accepts it too.
+the project's one artefact form (``stockr1.artifact``: ``config.json`` with both configs,
+``tool_samples`` and the action thresholds g was fitted with, when the decoder has them;
+``model.safetensors`` with the weights and the fitted normaliser; the weights' SHA-256 is checked on
+load). ``stockr1 decoder`` writes this directory (``OUT/decoder/``); ``load(path)`` also reads the
+single ``.pt`` files of earlier releases. The Lightning checkpoints beside it are resume state.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionBatch, ActionEncoder, ActionEncoderConfig, featurize
 from forecast_action.schema import ForecastAction
 from stockr1.artifact import WEIGHTS_FILE, load_strict, load_weights, read_config, save_artifact
@@ -100,11 +101,14 @@ class ActionConditionedDecoder(nn.Module):
 
     def __init__(self, ts_cfg: TSEncoderConfig, act_cfg: ActionEncoderConfig | None = None,
                  encoder: TSEncoder | None = None, normalizer: UncertaintyNormalizer | None = None,
-                 tool_samples: int = DEFAULT_TOOL_SAMPLES) -> None:
+                 tool_samples: int = DEFAULT_TOOL_SAMPLES, thresholds: ActionThresholds | None = None) -> None:
         """``encoder`` / ``normalizer``: share existing modules (the Lightning module passes its own).
         ``tool_samples``: sample paths per forecast-tool call, saved with the decoder so SFT traces, RL
-        rollouts and evaluation render the same observation (``llm.tools.ForecastTool``)."""
+        rollouts and evaluation render the same observation (``llm.tools.ForecastTool``).
+        ``thresholds``: the train-fitted g the decoder was trained against (saved with it; None when
+        the decoder was built elsewhere, e.g. inside an SFT run, which keeps its own thresholds.json)."""
         super().__init__()
+        self.thresholds = thresholds
         if int(tool_samples) < 2:
             raise ValueError(f"tool_samples must be >= 2 (the tool renders a 90% interval), got {tool_samples}")
         self.tool_samples = int(tool_samples)
@@ -122,7 +126,8 @@ class ActionConditionedDecoder(nn.Module):
         """Write ``directory/`` = config.json (both configs, tool_samples) + model.safetensors (weights
         and the fitted uncertainty normaliser, a buffer), each atomically (``stockr1.artifact``)."""
         meta = {"ts_cfg": asdict(self.ts_cfg), "act_cfg": asdict(self.act_cfg), "tool_samples": self.tool_samples,
-                "uncertainty_fitted": bool(self.normalizer.fitted)}
+                "uncertainty_fitted": bool(self.normalizer.fitted),
+                "thresholds": self.thresholds.to_dict() if self.thresholds is not None else None}
         return save_artifact(directory, FILE_FORMAT, FORMAT_VERSION, meta, self.state_dict())
 
     @classmethod
@@ -144,7 +149,11 @@ class ActionConditionedDecoder(nn.Module):
         if ts.cond_dim != act.cond_dim:
             raise ValueError(f"cannot load a decoder from {source}: config mismatch: "
                              f"ts_cfg.cond_dim={ts.cond_dim} but act_cfg.cond_dim={act.cond_dim}")
-        return cls(ts, act, tool_samples=int(meta.get("tool_samples", DEFAULT_TOOL_SAMPLES)))
+        try:
+            th = ActionThresholds.from_dict(meta["thresholds"]) if meta.get("thresholds") else None
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"cannot load a decoder from {source}: invalid thresholds: {e}") from e
+        return cls(ts, act, tool_samples=int(meta.get("tool_samples", DEFAULT_TOOL_SAMPLES)), thresholds=th)
 
     @classmethod
     def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> ActionConditionedDecoder:
@@ -164,7 +173,7 @@ class ActionConditionedDecoder(nn.Module):
             raise bad(f"{type(e).__name__}: {e}") from e
         if not isinstance(ck, dict) or not {"ts_cfg", "act_cfg", "state_dict"} <= set(ck):
             keys = sorted(ck)[:8] if isinstance(ck, dict) else type(ck).__name__
-            hint = " (a Lightning checkpoint: use ActionDecoderModule.load_from_checkpoint)" \
+            hint = " (a Lightning checkpoint: `stockr1 decoder --export CKPT --out DIR` writes its saved form)" \
                 if isinstance(ck, dict) and "pytorch-lightning_version" in ck else ""
             raise bad(f"not an action-decoder file, expected keys ts_cfg/act_cfg/state_dict, got {keys}{hint}")
         version = ck.get("version", 0)

@@ -39,10 +39,10 @@ from stockr1.data.adjust import action_log_factors, window_prices
 from stockr1.data.quality import check_frames
 from stockr1.data.returns import log_returns
 from stockr1.data.sources.frames import normalize_frame
-from stockr1.types import CHANNELS, CLOSE, Forecast
+from stockr1.types import CHANNELS, CLOSE, Forecast, Windows
 from ts_encoder.config import TSEncoderConfig
 from ts_encoder.model import TSEncoder, TSOutput
-from ts_encoder.sampling import to_forecast
+from ts_encoder.sampling import forecast_windows, to_forecast
 from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
 
 FILE_FORMAT = "stockr1.forecaster"
@@ -268,6 +268,13 @@ class Forecaster:
         return save_artifact(d, FILE_FORMAT, FORMAT_VERSION, meta, state)
 
     # -------------------------------------------------------------- inference
+    def forecast_windows(self, windows: Windows, n_samples: int = 100, seed: int | None = 0,
+                         batch_size: int = 1024) -> Forecast:
+        """The encoder's price-space forecast of prepared ``Windows`` (benchmarks), identical to
+        ``TSForecastModule.forecast`` of the checkpoint this was exported from."""
+        norm = self.normalizer if bool(self.normalizer.fitted) else None
+        return forecast_windows(self.encoder, windows, n_samples, norm, batch_size=batch_size, seed=seed)
+
     @torch.no_grad()
     def predict(
         self,

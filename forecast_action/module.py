@@ -18,6 +18,7 @@ comes from ``ts_encoder.datamodule.WindowDataModule`` (batches ``{"x", "y", "idx
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -26,16 +27,19 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from forecast_action.decoder import FILE_FORMAT as DECODER_FORMAT
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import ActionThresholds, actions_from_windows
 from forecast_action.encoder import ActionBatch, ActionEncoderConfig, drop_fields, featurize
+from forecast_action.forecaster import FILE_FORMAT as FORECASTER_FORMAT
+from forecast_action.forecaster import Forecaster
+from stockr1.artifact import CONFIG_FILE
 from stockr1.types import Forecast, TrainWindows, Windows
 from ts_encoder.config import LossWeights, TSEncoderConfig
 from ts_encoder.loss import ts_loss
 from ts_encoder.module import TSForecastModule
 from ts_encoder.uncertainty import raw_uncertainty
 
-THRESHOLDS_FILE = "action_thresholds.json"
 # TSEncoder submodules trained with train_scope="action" (everything else is the history trunk)
 ACTION_SCOPE = ("film", "scale_embed", "head_mu", "head_sigma", "head_high", "head_low")
 
@@ -43,7 +47,8 @@ ACTION_SCOPE = ("film", "scale_embed", "head_mu", "head_sigma", "head_high", "he
 class ActionDecoderModule(TSForecastModule):
     """``load_from_checkpoint(path)`` needs no arguments (configs and thresholds are hyper-parameters).
 
-    init_encoder: a TS-encoder checkpoint (or state dict) to start from; FiLM keeps its identity init.
+    init_encoder: what to start from (``load_encoder_state``: a saved TS encoder or decoder directory);
+    FiLM keeps its identity init.
     pretrained_from: provenance only (the checkpoint stores ``init_encoder`` here, so reloading does not
     need the original file).
     train_scope: ``all`` trains everything; ``action`` freezes the history trunk (embeddings, attention
@@ -184,10 +189,25 @@ def teacher_actions(windows: Windows, thresholds: ActionThresholds) -> ActionBat
 
 
 def load_encoder_state(path: str | Path) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """(TSEncoder state, action-encoder state) from a ``TSForecastModule`` / ``ActionDecoderModule``
-    checkpoint (keys under ``model.`` and ``decoder.action_encoder.``) or a plain encoder state dict;
-    the action-encoder state is empty for a plain TS-encoder checkpoint."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    """(TSEncoder state, action-encoder + action-head state) to start a decoder from: a ``Forecaster``
+    saved directory (``stockr1 ts fit`` exports ``<checkpoints>/pretrained/``), an action decoder's saved
+    directory (``stockr1 decoder`` writes ``OUT/decoder/``), or, read for older runs, a
+    ``TSForecastModule`` / ``ActionDecoderModule`` Lightning checkpoint or a plain encoder state dict.
+    The action part is empty when the source is a TS encoder."""
+    p = Path(path)
+    if p.is_dir():
+        fmt = json.loads((p / CONFIG_FILE).read_text()).get("format") if (p / CONFIG_FILE).is_file() else None
+        if fmt == FORECASTER_FORMAT:
+            return Forecaster.from_pretrained(p).encoder.state_dict(), {}
+        if fmt == DECODER_FORMAT:
+            dec = ActionConditionedDecoder.from_pretrained(p)
+            act = {k: v for k, v in dec.state_dict().items() if k.startswith(("action_encoder.", "action_head."))}
+            return dec.encoder.state_dict(), {k.removeprefix("action_encoder."): v for k, v in act.items()}
+        raise ValueError(f"init_encoder {p} is neither a saved TS encoder (Forecaster.save_pretrained) nor a saved "
+                         f"action decoder (config.json format {fmt!r})")
+    if not p.is_file():
+        raise FileNotFoundError(f"init_encoder {p} does not exist (a saved TS encoder or decoder directory)")
+    ckpt = torch.load(p, map_location="cpu", weights_only=False)
     state = ckpt.get("state_dict", ckpt) if isinstance(ckpt, dict) else ckpt
     enc = {k[len("model."):]: v for k, v in state.items() if k.startswith("model.")}
     pre = "decoder.action_encoder."

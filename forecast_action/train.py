@@ -2,16 +2,20 @@
 
     stockr1 decoder --config configs/forecast_action/tiny.yaml --out checkpoints/action_tiny
 
-Writes ``OUT/decoder.ckpt`` (``ActionDecoderModule.load_from_checkpoint`` needs no arguments), the
-train-fitted g thresholds beside it (``OUT/action_thresholds.json``) and a CSV log under ``OUT/logs``.
-Model selection uses the validation split (lowest conditioned ``val/loss``), never test.
+Writes the decoder's saved form ``OUT/decoder/`` (``ActionConditionedDecoder.save_pretrained`` of the
+validation-best weights: config.json + model.safetensors, with the fitted input statistics and
+uncertainty normaliser and the train-fitted action thresholds g inside), what SFT / GRPO configs
+(``decoder.checkpoint``), ``bench action`` and a later stage's ``init_encoder`` load. Model selection
+uses the validation split (lowest conditioned ``val/loss``), never test. A CSV log goes to ``OUT/logs``.
 
-Resume: every validation also writes ``OUT/last.ckpt`` (weights, optimiser, schedule, loop counters,
-best-checkpoint tracking and the global RNG states); rerunning the same command continues from it
-and logs to the next ``OUT/logs/version_N`` (Lightning's CSV writer replaces an existing file, so each
-run segment keeps its own; concatenate them by ``step``). The RNG states make the resumed run draw
-the same shuffles and action dropout as an uninterrupted one, so it ends with the same weights
-(tested on CPU).
+Resume only: Lightning's ``OUT/best.ckpt`` (the best so far) and ``OUT/last.ckpt`` (written at every
+validation: weights, optimiser, schedule, loop counters, best-checkpoint tracking and the global RNG
+states); rerunning the same command continues from ``last.ckpt`` and logs to the next
+``OUT/logs/version_N`` (Lightning's CSV writer replaces an existing file, so each run segment keeps its
+own; concatenate them by ``step``). The RNG states make the resumed run draw the same shuffles and
+action dropout as an uninterrupted one, so it ends with the same weights (tested on CPU).
+``stockr1 decoder --export CKPT --out OUT`` writes ``OUT/decoder/`` from such a checkpoint (an older
+run's ``decoder.ckpt``) without training.
 """
 
 from __future__ import annotations
@@ -19,46 +23,123 @@ from __future__ import annotations
 import argparse
 import os
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
-import yaml
 
+from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import ActionThresholds
-from forecast_action.module import THRESHOLDS_FILE, ActionDecoderModule
+from forecast_action.encoder import ActionEncoderConfig
+from forecast_action.module import ActionDecoderModule
+from stockr1.config import config_from_dict, load_yaml
 from stockr1.types import Windows, train_only
+from ts_encoder.config import LossWeights, TSEncoderConfig
 from ts_encoder.datamodule import WindowDataModule, load_split_windows
 from ts_encoder.progress import StepProgress
+
+DECODER_DIR, BEST, LAST = "decoder", "best.ckpt", "last.ckpt"
+SOURCES = ("sample", "synthetic", "csv", "dataset")
+
+
+def _positive(section: str, **values: float | None) -> None:
+    bad = [f"{section}.{k}={v}" for k, v in values.items() if v is not None and v <= 0]
+    if bad:
+        raise ValueError(f"must be positive: {', '.join(bad)}")
+
+
+@dataclass(frozen=True)
+class DecoderDataConfig:
+    """Windows to train on (``ts_encoder.datamodule.load_split_windows``); ``max_train``: random train
+    subset, ``max_val``: evenly spaced val subset (None = all)."""
+
+    source: str = "sample"
+    path: str | None = None
+    lookback: int = 90
+    horizon: int = 10
+    max_train: int | None = None
+    max_val: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"data.source must be one of {SOURCES}, got {self.source!r}")
+        if self.source in ("csv", "dataset") and not self.path:
+            raise ValueError(f"data.source {self.source!r} needs data.path")
+        _positive("data", lookback=self.lookback, horizon=self.horizon, max_train=self.max_train,
+                  max_val=self.max_val)
+        if self.horizon > self.lookback:
+            raise ValueError(f"data.horizon={self.horizon} is longer than the window (data.lookback={self.lookback})")
+
+
+@dataclass(frozen=True)
+class DecoderTrainConfig:
+    """``ActionDecoderModule`` hyper-parameters plus the loop's batch size, epochs and seed."""
+
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.0
+    normalizer_fit_windows: int = 2048
+    val_samples: int = 100
+    fan_chart_windows: int = 0
+    loss_weights: LossWeights | None = None
+    p_none: float = 0.2
+    train_scope: str = "all"
+    tool_samples: int = 16
+    batch_size: int = 128
+    max_epochs: int = 10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _positive("train", lr=self.lr, normalizer_fit_windows=self.normalizer_fit_windows,
+                  val_samples=self.val_samples, batch_size=self.batch_size, max_epochs=self.max_epochs)
+        if self.warmup_steps < 0 or self.weight_decay < 0 or not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"train: warmup_steps={self.warmup_steps} and weight_decay={self.weight_decay} must be "
+                             f">= 0, min_lr_ratio={self.min_lr_ratio} in [0, 1]")
+        if not 0 <= self.p_none <= 1:
+            raise ValueError(f"train.p_none must be in [0, 1], got {self.p_none}")
+        if self.train_scope not in ("all", "action"):
+            raise ValueError(f"train.train_scope must be 'all' or 'action', got {self.train_scope!r}")
+
+    def module_kwargs(self) -> dict[str, Any]:
+        kw = {k: v for k, v in asdict(self).items() if k not in ("batch_size", "max_epochs", "seed")}
+        return kw | {"loss_weights": self.loss_weights}
 
 
 @dataclass(frozen=True)
 class ActionTrainConfig:
-    """data: source/path/lookback/horizon/max_train; model: TSEncoderConfig fields; action:
-    ActionEncoderConfig fields; train: module and trainer settings; init_encoder: TS checkpoint."""
+    """data: DecoderDataConfig; model: TSEncoderConfig (cond_dim is set from action.cond_dim); action:
+    ActionEncoderConfig; train: DecoderTrainConfig; init_encoder: a saved TS encoder (``ts fit``'s
+    ``pretrained/``) or decoder directory to start from (``module.load_encoder_state``), or null."""
 
-    data: dict[str, Any] = field(default_factory=dict)
-    model: dict[str, Any] = field(default_factory=dict)
-    action: dict[str, Any] = field(default_factory=dict)
-    train: dict[str, Any] = field(default_factory=dict)
+    data: DecoderDataConfig = field(default_factory=DecoderDataConfig)
+    model: TSEncoderConfig = field(default_factory=TSEncoderConfig)
+    action: ActionEncoderConfig = field(default_factory=ActionEncoderConfig)
+    train: DecoderTrainConfig = field(default_factory=DecoderTrainConfig)
     init_encoder: str | None = None
+
+    def __post_init__(self) -> None:
+        d, m = self.data, self.model
+        if (d.lookback, d.horizon) != (m.lookback, m.horizon):
+            raise ValueError(f"data.lookback/horizon {d.lookback}/{d.horizon} differ from model.lookback/horizon "
+                             f"{m.lookback}/{m.horizon}")
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None, where: str = "decoder config") -> ActionTrainConfig:
+        """Unknown sections / keys are errors naming the key path (with the nearest valid key)."""
+        return config_from_dict(cls, raw, where)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> ActionTrainConfig:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-        unknown = set(raw) - {"data", "model", "action", "train", "init_encoder"}
-        if unknown:
-            raise ValueError(f"{path}: unknown config sections {sorted(unknown)}")
-        return cls(**raw)
+        return cls.from_dict(load_yaml(path), str(path))
 
 
-def load_windows(data: dict[str, Any]) -> Windows:
-    return load_split_windows(data.get("source", "sample"), data.get("path"), data.get("lookback", 90),
-                              data.get("horizon", 10))
+def load_windows(data: DecoderDataConfig) -> Windows:
+    return load_split_windows(data.source, data.path, data.lookback, data.horizon)
 
 
 def subsample(windows: Windows, max_train: int | None, max_val: int | None, seed: int) -> Windows:
@@ -95,30 +176,34 @@ class RNGState(L.Callback):
         random.setstate(state["python"])
 
 
+def export_decoder(module: ActionDecoderModule, out: str | Path) -> ActionConditionedDecoder:
+    """``module``'s decoder with its thresholds, saved as ``out`` (``save_pretrained``); returns it."""
+    dec = module.decoder.eval()
+    dec.thresholds = module.thresholds
+    dec.save_pretrained(out)
+    return dec
+
+
 def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None,
           callbacks: Sequence[L.Callback] = ()) -> ActionDecoderModule:
-    """Train (or resume from ``out/last.ckpt``) and return the best module on val; ``callbacks``: extra
-    Lightning callbacks."""
+    """Train (or resume from ``out/last.ckpt``), write ``out/decoder/`` from the best module on val and
+    return that module; ``callbacks``: extra Lightning callbacks."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    t = dict(cfg.train)
-    seed = t.pop("seed", 0)
-    batch_size = t.pop("batch_size", 128)
-    epochs = max_epochs or t.pop("max_epochs", 10)
-    t.pop("max_epochs", None)
-    L.seed_everything(seed, workers=True)
+    t = cfg.train
+    L.seed_everything(t.seed, workers=True)
     full = load_windows(cfg.data)
     thresholds = ActionThresholds.fit(train_only(full)).to_dict()  # the whole train split, before subsampling
-    windows = subsample(full, cfg.data.get("max_train"), cfg.data.get("max_val"), seed)
-    dm = WindowDataModule.from_windows(windows, batch_size=batch_size, seed=seed)
-    module = ActionDecoderModule(encoder=cfg.model, action=cfg.action, init_encoder=cfg.init_encoder,
-                                 thresholds=thresholds, **t)
-    ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename="decoder", monitor="val/loss", mode="min",
+    windows = subsample(full, cfg.data.max_train, cfg.data.max_val, t.seed)
+    dm = WindowDataModule.from_windows(windows, batch_size=t.batch_size, seed=t.seed)
+    module = ActionDecoderModule(encoder=cfg.model, action=asdict(cfg.action), init_encoder=cfg.init_encoder,
+                                 thresholds=thresholds, **t.module_kwargs())
+    ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename=Path(BEST).stem, monitor="val/loss", mode="min",
                                                save_top_k=1, enable_version_counter=False)
     # its own callback: Lightning's save_last=True writes last.ckpt only when the best one improves
-    latest = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename="last", save_top_k=1,
+    latest = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename=Path(LAST).stem, save_top_k=1,
                                                  enable_version_counter=False)
-    last = out / "last.ckpt"
+    last = out / LAST
     resume_step = None
     if last.exists():
         try:  # mmap: reads the step without loading the weights
@@ -127,13 +212,13 @@ def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None
             raise ValueError(f"cannot resume from {last} (delete it to start over): {type(e).__name__}: {e}") from e
     if resume_step is not None:
         print(f"resuming from {last} (step {resume_step})", flush=True)
-    trainer = L.Trainer(max_epochs=epochs, accelerator="auto", devices=1,
+    trainer = L.Trainer(max_epochs=max_epochs or t.max_epochs, accelerator="auto", devices=1,
                         callbacks=[ckpt, latest, RNGState(), StepProgress(every_n_steps=50), *callbacks],
                         logger=L.pytorch.loggers.CSVLogger(out, name="logs"), enable_progress_bar=False,  # StepProgress: log-friendly
                         gradient_clip_val=1.0, log_every_n_steps=10, enable_model_summary=False)
     trainer.fit(module, datamodule=dm, ckpt_path=last if resume_step is not None else None)
-    best = ActionDecoderModule.load_from_checkpoint(ckpt.best_model_path or out / "decoder.ckpt", map_location="cpu")
-    best.thresholds.save(out / THRESHOLDS_FILE)
+    best = ActionDecoderModule.load_from_checkpoint(ckpt.best_model_path or out / BEST, map_location="cpu")
+    export_decoder(best, out / DECODER_DIR)
     return best
 
 
@@ -143,10 +228,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="checkpoints/action_tiny")
     p.add_argument("--max-epochs", type=int, default=None)
     p.add_argument("--threads", type=int, default=int(os.environ.get("STOCKR1_THREADS", "2")))
+    p.add_argument("--export", default=None, metavar="CKPT",
+                   help="no training: write OUT/decoder/ from this Lightning checkpoint (e.g. an older decoder.ckpt)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
-    train(ActionTrainConfig.from_yaml(a.config), a.out, a.max_epochs)
-    print(f"wrote {Path(a.out) / 'decoder.ckpt'} and {Path(a.out) / THRESHOLDS_FILE}")
+    if a.export:
+        export_decoder(ActionDecoderModule.load_from_checkpoint(a.export, map_location="cpu"), Path(a.out) / DECODER_DIR)
+    else:
+        train(ActionTrainConfig.from_yaml(a.config), a.out, a.max_epochs)
+    print(f"wrote {Path(a.out) / DECODER_DIR} (ActionConditionedDecoder.save_pretrained, thresholds inside)")
     return 0
 
 

@@ -39,6 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from llm.special_tokens import PROTOCOL_TOKENS, TS_PLACEHOLDER, add_protocol_tokens
+from stockr1.artifact import load_strict
 from stockr1.config import config_from_dict, load_run_config
 from stockr1.cutoff import check_month
 
@@ -432,9 +433,13 @@ class Policy(nn.Module):
             cfg_build, tok = dataclasses.replace(cfg, lora_r=0), load_tokenizer(path / "tokenizer")
         else:  # LoRA on a hub/local base: rebuild the base exactly as at training time (new-row init too)
             cfg_build, tok = dataclasses.replace(cfg, lora_r=0), None
-        policy = cls(cfg_build, tokenizer=tok, adapter_path=adapter if adapter.exists() else None)
+        try:
+            policy = cls(cfg_build, tokenizer=tok, adapter_path=adapter if adapter.exists() else None)
+        except RuntimeError as e:  # peft / torch: adapter tensors of another shape than the config's base
+            first = next((ln.strip() for ln in str(e).splitlines() if "size mismatch" in ln), str(e).splitlines()[0])
+            raise ValueError(f"{adapter}: weights do not fit the config: {first}") from e
         policy.cfg = cfg
-        policy.projector.load_state_dict(_projector_state(path))
+        load_strict(policy.projector, _projector_state(path), str(path / PROJECTOR_FILE))
         policy.projector.requires_grad_(cfg.soft_tokens)
         return policy
 

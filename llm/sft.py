@@ -375,18 +375,21 @@ def save_decoder(decoder: nn.Module, path: str | Path) -> None:
 
 
 def load_decoder(path: str | Path) -> nn.Module:
-    """A decoder saved by ``save_decoder`` (``.pt``, any format version) or the Lightning checkpoint
-    that ``forecast_action.train`` writes (``decoder.ckpt``), in eval mode; ValueError naming the file
-    when it cannot be used."""
+    """A saved decoder directory (``save_decoder``; ``stockr1 decoder`` writes ``OUT/decoder/``), an
+    older single ``.pt`` file, or, read for older runs, a Lightning checkpoint of ``forecast_action.train``
+    (resume state; ``stockr1 decoder --export CKPT --out DIR`` converts it), in eval mode; ValueError
+    naming the file when it cannot be used."""
     from forecast_action.decoder import ActionConditionedDecoder
 
     if Path(path).suffix == ".ckpt":
         from forecast_action.module import ActionDecoderModule
 
         try:
-            return ActionDecoderModule.load_from_checkpoint(path, map_location="cpu").decoder.eval()
+            module = ActionDecoderModule.load_from_checkpoint(path, map_location="cpu")
         except Exception as e:  # truncated / foreign / mismatched checkpoint: name the file, keep the cause
             raise ValueError(f"cannot load a decoder from Lightning checkpoint {path}: {e}") from e
+        module.decoder.thresholds = module.thresholds
+        return module.decoder.eval()
     return ActionConditionedDecoder.load(path)
 
 

@@ -121,9 +121,7 @@ def fresh_decoder(dcfg: Mapping[str, Any]) -> nn.Module:
     ``action`` sections when named (the file ``forecast_action.train`` reads), else ``decoder.ts`` /
     ``decoder.action`` as ``llm.sft.build_decoder`` reads them."""
     from forecast_action.decoder import ActionConditionedDecoder
-    from forecast_action.encoder import ActionEncoderConfig
     from llm.sft import build_decoder
-    from ts_encoder.config import TSEncoderConfig
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(dcfg.get("seed", 0)))
@@ -132,8 +130,7 @@ def fresh_decoder(dcfg: Mapping[str, Any]) -> nn.Module:
         from forecast_action.train import ActionTrainConfig
 
         spec = ActionTrainConfig.from_yaml(dcfg["config"])
-        kw = {"tool_samples": int(spec.train["tool_samples"])} if "tool_samples" in spec.train else {}
-        return ActionConditionedDecoder(TSEncoderConfig(**spec.model), ActionEncoderConfig(**spec.action), **kw)
+        return ActionConditionedDecoder(spec.model, spec.action, tool_samples=spec.train.tool_samples)
 
 
 def prepared_decoder(cfg: Mapping[str, Any], windows, out: Path) -> Path:

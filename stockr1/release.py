@@ -1,17 +1,25 @@
-"""The shipped tiny artefacts: a validation-picked SFT run, small enough to live in the repository.
+"""The shipped tiny artefacts: a validation-picked SFT run and the TS encoder, small enough to live in the repository.
 
-``release/tiny/`` holds what the demo would otherwise spend most of an hour training: the SFT policy
-(``policy/``: safetensors weights, its tokenizer, config), the decoder it was trained with and whose
-uncertainty normaliser was fitted on train (``decoder/``), the QA items and action thresholds of that run
-(GRPO and ``bench qa`` reuse them), its config and training log. ``manifest.json`` lists every file with
-its size and SHA-256, the data's content hash, the git commit and the command that made it.
+``release/tiny/`` holds what the demo would otherwise spend most of an hour training:
 
-    stockr1 release pack --sft checkpoints/sft/tiny --out release/tiny --command "..."   # package a run
-    stockr1 release verify [--dir release/tiny]                                          # check hashes
-    stockr1 demo --from-scratch --release release/tiny                                   # regenerate
+- ``sft/``: the SFT run: the policy (``policy/``: safetensors weights, its tokenizer, config), the decoder
+  the policy's forecast tool calls, whose uncertainty normaliser was fitted on train (``decoder/``), the
+  QA items and action thresholds of that run (GRPO, ``bench qa`` and ``bench action`` reuse them), its
+  config and training log;
+- ``ts/``: the pretrained TS encoder (``Forecaster.save_pretrained``: what ``stockr1 ts fit`` exports as
+  ``pretrained/``), for ``stockr1 forecast --checkpoint release/tiny/ts``, ``bench forecast`` and
+  ``bench backtest``.
 
-``install(release_dir, sft_dir)`` checks every hash and copies the run into place; a changed or missing
-file is an error naming it (a release is never half-trusted).
+``manifest.json`` lists every file with its size and SHA-256, the data's content hash, the git commit
+and the command that made each part (``command`` for the SFT run, ``ts.command`` for the encoder).
+
+    stockr1 release pack --sft RUN [--ts DIR] --out release/tiny --command "..."   # package a run
+    stockr1 release add-ts --ts DIR --command "..." [--dir release/tiny]          # replace the encoder only
+    stockr1 release verify [--dir release/tiny]                                   # check hashes
+    stockr1 demo --from-scratch --release release/tiny                            # regenerate both
+
+``install(release_dir, sft_dir, ts_dir)`` checks every hash and copies the parts into place; a changed
+or missing file is an error naming it (a release is never half-trusted).
 """
 
 from __future__ import annotations
@@ -27,8 +35,10 @@ from typing import Any
 from stockr1.artifact import sha256_file
 
 FORMAT = "stockr1.release"
-VERSION = 1
+VERSION = 2  # 2: + ts/ (version 1 releases hold the SFT run only)
 MANIFEST = "manifest.json"
+TS_DIR = "ts"
+TS_FORMAT = "stockr1.forecaster"  # forecast_action.forecaster.FILE_FORMAT (that floor is above this one)
 DEFAULT_DIR = "release/tiny"
 # what a finished SFT run needs downstream (GRPO, bench qa, ask); checkpoints and traces stay behind
 SFT_DIRS = ("policy", "decoder")
@@ -45,17 +55,52 @@ def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST)
 
 
+def _check_ts(ts_dir: Path) -> None:
+    cfg = ts_dir / "config.json"
+    fmt = json.loads(cfg.read_text()).get("format") if cfg.is_file() else None
+    if fmt != TS_FORMAT:
+        raise ReleaseError(f"{ts_dir} is not a saved TS encoder (config.json format {fmt!r}, expected {TS_FORMAT!r}; "
+                           "`stockr1 ts fit` exports one as <checkpoints>/pretrained)")
+
+
+def _ts_record(command: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    from stockr1.manifest import git_commit
+
+    return {"command": command, "git_commit": git_commit(),
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **(extra or {})}
+
+
+def _finish(tmp: Path, out: Path, manifest: dict[str, Any], max_mb: float) -> dict[str, Any]:
+    """List ``tmp``'s files in ``manifest``, refuse a release over ``max_mb``, then swap ``tmp`` in for ``out``."""
+    files = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in _files(tmp)}
+    total = sum(f["bytes"] for f in files.values()) / 2**20
+    if total > max_mb:
+        shutil.rmtree(tmp)
+        raise ReleaseError(f"the release would be {total:.1f} MB, over the {max_mb:.0f} MB a repository should carry")
+    manifest = {**manifest, "format": FORMAT, "version": VERSION, "total_mb": round(total, 2), "files": files}
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return manifest
+
+
 def pack(sft_dir: str | Path, out: str | Path, command: str, data_hash: str | None = None,
-         max_mb: float = MAX_MB, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Copy the finished SFT run ``sft_dir`` into ``out/sft`` and write ``out/manifest.json``. ``out`` is
-    replaced as a whole (written beside it, then renamed), so a failed pack leaves the old release.
-    ``extra``: more manifest fields (e.g. the validation check the run passed before it was shipped)."""
+         max_mb: float = MAX_MB, extra: dict[str, Any] | None = None, ts_dir: str | Path | None = None,
+         ts_command: str | None = None) -> dict[str, Any]:
+    """Copy the finished SFT run ``sft_dir`` into ``out/sft`` (and the saved TS encoder ``ts_dir`` into
+    ``out/ts``) and write ``out/manifest.json``. ``out`` is replaced as a whole (written beside it, then
+    renamed), so a failed pack leaves the old release. ``extra``: more manifest fields (e.g. the
+    validation check the run passed before it was shipped); ``ts_command``: what trained the encoder
+    (default ``command``)."""
     from stockr1.manifest import git_commit, package_versions
 
     sft_dir, out = Path(sft_dir), Path(out)
     missing = [n for n in (*SFT_DIRS, "qa.jsonl", "thresholds.json", "config.yaml") if not (sft_dir / n).exists()]
     if missing:
         raise ReleaseError(f"{sft_dir} is not a finished stockr1 sft run: missing {missing}")
+    if ts_dir is not None:
+        _check_ts(Path(ts_dir))
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     for name in SFT_DIRS:
@@ -63,21 +108,30 @@ def pack(sft_dir: str | Path, out: str | Path, command: str, data_hash: str | No
     for name in SFT_FILES:
         if (sft_dir / name).exists():
             shutil.copy2(sft_dir / name, tmp / "sft" / name)
-    files = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)} for p in _files(tmp)}
-    total = sum(f["bytes"] for f in files.values()) / 2**20
-    if total > max_mb:
-        shutil.rmtree(tmp)
-        raise ReleaseError(f"the release would be {total:.1f} MB, over the {max_mb:.0f} MB a repository should carry")
+    if ts_dir is not None:
+        shutil.copytree(ts_dir, tmp / TS_DIR)
     summary = json.loads((sft_dir / "summary.json").read_text()) if (sft_dir / "summary.json").exists() else {}
-    manifest = {"format": FORMAT, "version": VERSION, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    manifest = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "git_commit": git_commit(), "command": command, "data_hash": data_hash,
-                "sft_steps": summary.get("steps"), "total_mb": round(total, 2), "versions": package_versions(),
-                "files": files, **(extra or {})}
-    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-    return manifest
+                "sft_steps": summary.get("steps"), "versions": package_versions(),
+                "ts": _ts_record(ts_command or command) if ts_dir is not None else None, **(extra or {})}
+    return _finish(tmp, out, manifest, max_mb)
+
+
+def add_ts(release: str | Path, ts_dir: str | Path, command: str, extra: dict[str, Any] | None = None,
+           max_mb: float = MAX_MB) -> dict[str, Any]:
+    """Put the saved TS encoder ``ts_dir`` into an existing (verified) release as ``ts/``, replacing any
+    there, and record ``command`` (+ ``extra``) as ``ts`` in its manifest; the SFT part and its record
+    stay as they are. Returns the new manifest."""
+    root = Path(release)
+    man = verify(root)
+    _check_ts(Path(ts_dir))
+    tmp = root.with_name(root.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(root, tmp, ignore=shutil.ignore_patterns(MANIFEST))
+    shutil.rmtree(tmp / TS_DIR, ignore_errors=True)
+    shutil.copytree(ts_dir, tmp / TS_DIR)
+    return _finish(tmp, root, {**man, "ts": _ts_record(command, extra)}, max_mb)
 
 
 def verify(release: str | Path = DEFAULT_DIR) -> dict[str, Any]:
@@ -107,30 +161,45 @@ def verify(release: str | Path = DEFAULT_DIR) -> dict[str, Any]:
     return man
 
 
-def install(release: str | Path, sft_dir: str | Path) -> dict[str, Any]:
-    """Verify ``release`` and copy its SFT run to ``sft_dir`` (replaced); returns the manifest."""
+def install(release: str | Path, sft_dir: str | Path, ts_dir: str | Path | None = None) -> dict[str, Any]:
+    """Verify ``release`` and copy its SFT run to ``sft_dir`` and, when given, its TS encoder to
+    ``ts_dir`` (each replaced); returns the manifest. A release without ``ts/`` cannot fill ``ts_dir``."""
     man = verify(release)
-    dst = Path(sft_dir)
-    if dst.exists():
-        shutil.rmtree(dst)
-    shutil.copytree(Path(release) / "sft", dst)
+    if ts_dir is not None and not (Path(release) / TS_DIR).is_dir():
+        raise ReleaseError(f"{release} carries no TS encoder ({TS_DIR}/): add one with `stockr1 release add-ts "
+                           f"--dir {release} --ts <ts fit's pretrained dir> --command ...`")
+    for src, dst in ((Path(release) / "sft", sft_dir), (Path(release) / TS_DIR, ts_dir)):
+        if dst is None:
+            continue
+        if Path(dst).exists():
+            shutil.rmtree(dst)
+        shutil.copytree(src, dst)
     return man
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 release", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("pack", help="package a finished SFT run as the release")
+    p = sub.add_parser("pack", help="package a finished SFT run (and a saved TS encoder) as the release")
     p.add_argument("--sft", required=True, help="finished stockr1 sft run directory")
+    p.add_argument("--ts", default=None, help="saved TS encoder directory (`stockr1 ts fit`'s pretrained/)")
     p.add_argument("--out", default=DEFAULT_DIR)
     p.add_argument("--command", required=True, help="the command that trained the run (recorded in the manifest)")
+    p.add_argument("--ts-command", default=None, help="the command that trained the TS encoder (default --command)")
     p.add_argument("--data-hash", default=None, help="content hash of the data it was trained on")
+    t = sub.add_parser("add-ts", help="put a saved TS encoder into an existing release (its SFT run stays)")
+    t.add_argument("--ts", required=True, help="saved TS encoder directory (`stockr1 ts fit`'s pretrained/)")
+    t.add_argument("--command", required=True, help="the command that trained it (recorded in the manifest)")
+    t.add_argument("--dir", default=DEFAULT_DIR)
     v = sub.add_parser("verify", help="check every file of a release against its manifest")
     v.add_argument("--dir", default=DEFAULT_DIR)
     a = ap.parse_args(argv)
     if a.cmd == "pack":
-        man = pack(a.sft, a.out, a.command, a.data_hash)
+        man = pack(a.sft, a.out, a.command, a.data_hash, ts_dir=a.ts, ts_command=a.ts_command)
         print(f"wrote {len(man['files'])} files ({man['total_mb']} MB) and {MANIFEST} to {a.out}")
+    elif a.cmd == "add-ts":
+        man = add_ts(a.dir, a.ts, a.command)
+        print(f"{a.dir}: TS encoder from {a.ts}; {len(man['files'])} files ({man['total_mb']} MB)")
     else:
         man = verify(a.dir)
         print(f"{a.dir}: {len(man['files'])} files match {MANIFEST} (commit {man['git_commit'][:10]}, {man['created']})")

@@ -176,7 +176,7 @@ def test_lightning_checkpoint_still_loads_and_resaves(windows, tmp_path) -> None
     np.testing.assert_array_equal(samples(dec, windows), expected)
     dec.save_pretrained(tmp_path / "decoder")  # the decoder inside the module (shared encoder) saves standalone
     np.testing.assert_array_equal(samples(ActionConditionedDecoder.load(tmp_path / "decoder"), windows), expected)
-    with pytest.raises(ValueError, match="load_from_checkpoint"):  # the plain loader points to the right one
+    with pytest.raises(ValueError, match="stockr1 decoder --export"):  # the plain loader says how to convert it
         ActionConditionedDecoder.load(tmp_path / "decoder.ckpt")
     (tmp_path / "bad.ckpt").write_bytes((tmp_path / "decoder.ckpt").read_bytes()[:100])
     with pytest.raises(ValueError, match="bad.ckpt"):

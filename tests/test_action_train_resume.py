@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 import torch
 
-from forecast_action.train import train
-from tests.test_action_train import CFG
+from forecast_action.train import ActionTrainConfig, train
+from tests.test_action_train import RAW
 
 # 96 train windows / batch 32 = 3 steps per epoch; dropout 0.2 and action dropout draw from the global RNG
-RESUME_CFG = dataclasses.replace(
-    CFG, data={**CFG.data, "max_val": 24}, model={**CFG.model, "dropout": 0.2},
-    train={**CFG.train, "max_epochs": 3, "val_samples": 4, "normalizer_fit_windows": 64, "warmup_steps": 2})
+RESUME_CFG = ActionTrainConfig.from_dict({
+    **RAW, "data": {**RAW["data"], "max_val": 24}, "model": {**RAW["model"], "dropout": 0.2},
+    "train": {**RAW["train"], "max_epochs": 3, "val_samples": 4, "normalizer_fit_windows": 64, "warmup_steps": 2}})
 
 
 class Crash(L.Callback):
@@ -61,7 +61,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path) -> None:
 
 
 def test_rerunning_a_finished_run_trains_no_further(tmp_path) -> None:
-    cfg = dataclasses.replace(RESUME_CFG, train={**RESUME_CFG.train, "max_epochs": 1})
+    cfg = dataclasses.replace(RESUME_CFG, train=dataclasses.replace(RESUME_CFG.train, max_epochs=1))
     train(cfg, tmp_path)
     before = ckpt(tmp_path / "last.ckpt")
     again = train(cfg, tmp_path)

@@ -45,7 +45,7 @@ LOADERS: dict[str, Callable[[Path], object]] = {
     "sft_recipe": _typed("benchmarks.sft_recipe", "RecipeConfig"),
     "ts_encoder": _ts,
 }
-NO_HINT = ("ts_encoder", "forecast_action")  # LightningCLI's parser and the decoder config name the key, no suggestion
+NO_HINT = ("ts_encoder",)  # LightningCLI's parser names the key, with no suggestion
 
 
 def _family(path: Path) -> str:
@@ -101,17 +101,12 @@ def _ids(p: Path) -> str:
     return p.relative_to(ROOT / "configs").as_posix()
 
 
-def _forecast_action_nested(p: Path):
-    mark = pytest.mark.xfail(strict=True, reason="owned by forecast_action typed config")
-    return pytest.param(p, marks=mark, id=_ids(p)) if _ids(p).startswith("forecast_action/") else pytest.param(p, id=_ids(p))
-
-
 @pytest.mark.parametrize("path", CONFIGS, ids=_ids)
 def test_misspelled_section_is_refused(path: Path, tmp_path: Path) -> None:
     _check(path, tmp_path, "top")
 
 
-@pytest.mark.parametrize("path", [_forecast_action_nested(p) for p in CONFIGS])
+@pytest.mark.parametrize("path", CONFIGS, ids=_ids)
 def test_misspelled_nested_key_is_refused(path: Path, tmp_path: Path) -> None:
     _check(path, tmp_path, "nested")
 

@@ -9,7 +9,7 @@ the decoder training ``forecast_action.train`` (thresholds, weights, input stats
 grpo`` setup (thresholds, the decoder's buffers, every train query's prompt, soft tokens and U_q).
 
 Model selection may read validation but never test: with only the test labels replaced, the chosen
-checkpoints (``best.ckpt``, ``decoder.ckpt``) are bit-identical too, and so are ``bench
+checkpoints (``best.ckpt`` of both, ``decoder/`` exported from the decoder's) are bit-identical too, and so are ``bench
 sft_recipe``'s graded numbers and exported step and the baselines' validation-tuned settings.
 
 The plants at the end fit on more than train in a way that gets past the ``train_only`` type check
@@ -179,14 +179,15 @@ def checkpoint(path: Path) -> dict[str, Any]:
 
 def decoder_training(tmp: Path, data: Data) -> dict[str, Any]:
     """``python -m forecast_action.train`` (2 epochs), the stage that trains the action decoder."""
-    cfg = ActionTrainConfig(data={"source": "synthetic", "lookback": 30, "horizon": 10, "max_train": 64},
-                            model=ENC, action=ACTION,
-                            train={"lr": 3e-3, "batch_size": 32, "max_epochs": 2, "seed": 0, "val_samples": 4,
-                                   "normalizer_fit_windows": 64, "warmup_steps": 1})
+    cfg = ActionTrainConfig.from_dict({
+        "data": {"source": "synthetic", "lookback": 30, "horizon": 10, "max_train": 64}, "model": ENC, "action": ACTION,
+        "train": {"lr": 3e-3, "batch_size": 32, "max_epochs": 2, "seed": 0, "val_samples": 4,
+                  "normalizer_fit_windows": 64, "warmup_steps": 1}})
     with reading(data):
         train_decoder(cfg, tmp)
-    return {"thresholds.json": (tmp / "action_thresholds.json").read_text(),
-            "last": checkpoint(tmp / "last.ckpt"), "decoder": checkpoint(tmp / "decoder.ckpt")}
+    saved = decoder_file(tmp / "decoder")  # the val-best weights; the thresholds inside are train-fitted
+    return {"thresholds": saved["thresholds"], "decoder/": saved,
+            "last": checkpoint(tmp / "last.ckpt"), "best": checkpoint(tmp / "best.ckpt")}
 
 
 SFT = {"data": DATA, "max_context_chars": 200, "qa": {"n_train": 8, "n_val": 4, "n_test": 4, "seed": 0},
@@ -197,7 +198,7 @@ def decoder_file(path: Path) -> dict[str, Any]:
     """A saved decoder directory as plain data: its configs and its weights (not the file hash, which
     the config carries and which follows the weights)."""
     meta = json.loads((path / "config.json").read_text())
-    return {**{k: meta[k] for k in ("ts_cfg", "act_cfg", "tool_samples")},
+    return {**{k: meta.get(k) for k in ("ts_cfg", "act_cfg", "tool_samples", "thresholds")},
             "state_dict": load_file(str(path / "model.safetensors"))}
 
 
@@ -268,7 +269,7 @@ def built(tmp_path_factory, data, policy_cfg) -> Built:
 def test_every_artefact_a_command_fits_is_bit_identical_when_everything_after_the_train_end_moves(built, cmd) -> None:
     got = {v: {k: a for k, a in art.items() if not k.startswith("_")} for v, art in built[cmd].items()}
     if cmd in ("ts_fit", "decoder_training"):  # the val/loss choice may read validation; everything else not
-        got = {v: {k: a for k, a in art.items() if k not in ("best", "decoder")} for v, art in got.items()}
+        got = {v: {k: a for k, a in art.items() if k not in ("best", "decoder/")} for v, art in got.items()}
         for art in got.values():
             art["last"] = {k: a for k, a in art["last"].items() if k != "chosen"}
     assert diff(got["base"], got["after_train"]) == []
@@ -279,7 +280,7 @@ def test_the_compared_artefacts_hold_the_fitted_statistics(built) -> None:
     ts = built["ts_fit"]["base"]["last"]["state_dict"]
     assert bool(ts["normalizer.fitted"]) and ts["model.x_scale"].ne(1).all() and ts["normalizer.knots"].diff().gt(0).all()
     dec = built["decoder_training"]["base"]
-    assert json.loads(dec["thresholds.json"])["n_fit"] > 3 and bool(dec["last"]["state_dict"]["normalizer.fitted"])
+    assert dec["thresholds"]["n_fit"] > 3 and bool(dec["last"]["state_dict"]["normalizer.fitted"])
     init = built["sft_prepare"]["base"]["decoder_init"]["state_dict"]
     assert bool(init["normalizer.fitted"]) and init["encoder.x_scale"].ne(1).all()
     assert built["sft_prepare"]["base"]["train_items"] and built["sft_prepare"]["base"]["traces.jsonl"]
@@ -297,7 +298,7 @@ def test_the_compared_artefacts_hold_the_fitted_statistics(built) -> None:
 @pytest.mark.parametrize("cmd", [*COMMANDS])
 def test_model_selection_and_every_artefact_ignore_the_test_labels(built, cmd) -> None:
     """Replacing only the test split's ``y``/``future`` changes no chosen checkpoint (``best.ckpt`` of
-    ts fit, ``decoder.ckpt`` of the decoder training: both by val/loss) and nothing else either."""
+    ts fit and of the decoder training, and its exported ``decoder/``: both by val/loss) and nothing else either."""
     got = {v: {k: a for k, a in art.items() if not k.startswith("_")} for v, art in built[cmd].items()}
     assert diff(got["base"], got["test_labels"]) == []
     if cmd in ("ts_fit", "decoder_training"):

@@ -1,5 +1,5 @@
 """The real first two demo stages (data build -> Lightning TS fit) on a small synthetic dataset, through
-`stockr1 demo --config`: run dirs, markers, the Lightning checkpoint, skip on rerun, resume argv."""
+`stockr1 demo --from-scratch --config`: run dirs, markers, the Lightning checkpoint, skip on rerun, resume argv."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from stockr1.pipeline.demo import main
+from stockr1.pipeline.stages import TS_MODEL
 
 
 @pytest.mark.slow
@@ -25,9 +26,10 @@ def test_data_and_ts_stages_on_synthetic(tmp_path: Path) -> None:
     cfg_path = tmp_path / "demo.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg))
     run = tmp_path / "run"
-    assert main(["--config", str(cfg_path), "--out", str(run), "--only", "data"]) == 0
-    assert main(["--config", str(cfg_path), "--out", str(run), "--only", "ts"]) == 0
+    assert main(["--config", str(cfg_path), "--out", str(run), "--from-scratch", "--only", "data"]) == 0
+    assert main(["--config", str(cfg_path), "--out", str(run), "--from-scratch", "--only", "ts"]) == 0
     assert (run / "ts" / "checkpoints" / "best.ckpt").exists() and (run / "ts" / "checkpoints" / "last.ckpt").exists()
+    assert (run / TS_MODEL / "config.json").exists()  # the saved encoder the benches and the action stage read
     done = json.loads((run / "ts" / ".done").read_text())
     assert done["argv"][:3] == ["stockr1", "ts", "fit"] and "--ckpt_path" not in done["argv"]
     over = yaml.safe_load((run / "ts" / "demo_overrides.yaml").read_text())
@@ -38,6 +40,6 @@ def test_data_and_ts_stages_on_synthetic(tmp_path: Path) -> None:
     assert man["data_hash"] == data_man["content_hash"] and set(man["stages"]) == {"data", "ts"}
     # an interrupted fit (no .done, last.ckpt present) resumes through Lightning's --ckpt_path
     (run / "ts" / ".done").unlink()
-    assert main(["--config", str(cfg_path), "--out", str(run), "--only", "ts"]) == 0
+    assert main(["--config", str(cfg_path), "--out", str(run), "--from-scratch", "--only", "ts"]) == 0
     done = json.loads((run / "ts" / ".done").read_text())
     assert done["resumed"] and done["argv"][-2:] == ["--ckpt_path", str(run / "ts" / "checkpoints" / "last.ckpt")]

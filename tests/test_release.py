@@ -1,9 +1,11 @@
-"""The shipped tiny SFT run (``release/tiny``) and the code that packs, checks and installs it.
+"""The shipped tiny artefacts (``release/tiny``: TS encoder + SFT run) and the code that packs, checks and
+installs them.
 
-- pack -> verify -> install round-trips a run; a changed, missing or unlisted file is refused naming
-  it; a release over the size cap is refused and the old one kept;
-- the committed release loads in a fresh process the way the demo and ``stockr1 ask`` load it, and
-  its manifest records the command, commit and data hash that made it.
+- pack -> verify -> install round-trips a run and a TS encoder; a changed, missing or unlisted file is
+  refused naming it; a release over the size cap is refused and the old one kept; ``add_ts`` replaces
+  the encoder and keeps the SFT part and its record;
+- the committed release loads in a fresh process the way the demo, ``stockr1 ask`` and ``stockr1
+  forecast`` load it, and its manifest records the command, commit and data hash that made each part.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from stockr1.release import MANIFEST, ReleaseError, install, pack, verify
+from forecast_action.forecaster import FILE_FORMAT as FORECASTER_FORMAT
+from stockr1.release import MANIFEST, TS_FORMAT, ReleaseError, add_ts, install, pack, verify
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "release" / "tiny"
@@ -32,16 +35,44 @@ def _fake_run(d: Path) -> Path:
     return d
 
 
+def _fake_ts(d: Path, tag: str = "a") -> Path:
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({"format": TS_FORMAT, "tag": tag}))
+    (d / "model.safetensors").write_text(tag)
+    return d
+
+
 def test_pack_verify_install_round_trip_and_what_stays_behind(tmp_path: Path) -> None:
     run = _fake_run(tmp_path / "run")
-    man = pack(run, tmp_path / "rel", "stockr1 sft --config x.yaml", data_hash="abc")
+    man = pack(run, tmp_path / "rel", "stockr1 sft --config x.yaml", data_hash="abc", ts_dir=_fake_ts(tmp_path / "ts"),
+               ts_command="stockr1 ts fit --config t.yaml")
     assert man["command"] == "stockr1 sft --config x.yaml" and man["data_hash"] == "abc" and man["sft_steps"] == 7
+    assert man["ts"]["command"] == "stockr1 ts fit --config t.yaml"
     assert set(man["files"]) == {"sft/policy/policy_config.json", "sft/policy/tokenizer/tokenizer.json",
                                  "sft/decoder/config.json", "sft/qa.jsonl", "sft/thresholds.json", "sft/config.yaml",
-                                 "sft/summary.json"}  # no optimizer state, no traces
+                                 "sft/summary.json", "ts/config.json", "ts/model.safetensors"}  # no optimizer state, no traces
     assert verify(tmp_path / "rel")["files"] == man["files"]
-    install(tmp_path / "rel", tmp_path / "demo" / "sft")
+    install(tmp_path / "rel", tmp_path / "demo" / "sft", tmp_path / "demo" / "ts")
     assert (tmp_path / "demo" / "sft" / "policy" / "tokenizer" / "tokenizer.json").read_text() == "{}"
+    assert (tmp_path / "demo" / "ts" / "model.safetensors").read_text() == "a"
+
+
+def test_add_ts_replaces_the_encoder_and_keeps_the_sft_record(tmp_path: Path) -> None:
+    pack(_fake_run(tmp_path / "run"), tmp_path / "rel", "stockr1 sft --config x.yaml", data_hash="abc")
+    with pytest.raises(ReleaseError, match="carries no TS encoder"):
+        install(tmp_path / "rel", tmp_path / "demo" / "sft", tmp_path / "demo" / "ts")
+    before = verify(tmp_path / "rel")
+    man = add_ts(tmp_path / "rel", _fake_ts(tmp_path / "ts", "b"), "stockr1 ts fit --config t.yaml", {"val_loss": -1.0})
+    assert {k: man[k] for k in ("command", "data_hash", "git_commit", "created")} == \
+        {k: before[k] for k in ("command", "data_hash", "git_commit", "created")}
+    assert man["ts"]["command"] == "stockr1 ts fit --config t.yaml" and man["ts"]["val_loss"] == -1.0
+    assert set(man["files"]) == set(before["files"]) | {"ts/config.json", "ts/model.safetensors"}
+    assert verify(tmp_path / "rel") == man
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "config.json").write_text('{"format": "stockr1.action_decoder"}')
+    with pytest.raises(ReleaseError, match="is not a saved TS encoder"):
+        add_ts(tmp_path / "rel", tmp_path / "junk", "x")
+    assert verify(tmp_path / "rel") == man  # the refused call left the release as it was
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -73,6 +104,8 @@ def test_an_oversized_release_is_refused_and_the_old_one_kept(tmp_path: Path) ->
 def test_the_shipped_release_verifies_and_loads_in_a_fresh_process() -> None:
     man = verify(SHIPPED)
     assert man["total_mb"] < 20 and man["command"].startswith("stockr1 ") and man["data_hash"]
+    assert man["ts"]["command"].startswith("stockr1 ") and man["ts"]["data_hash"] == man["data_hash"]
+    assert TS_FORMAT == FORECASTER_FORMAT
     assert man["sft_steps"] == 2000  # the validation-picked step count (results/sft_recipe)
     assert man["validation"]["n_questions"] == 40  # checked on validation questions before it was shipped
     code = ("import sys, json; from llm.ask import load_run; from llm.qa import load_items; "
@@ -85,3 +118,20 @@ def test_the_shipped_release_verifies_and_loads_in_a_fresh_process() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["params"] > 500_000 and got["fitted"] and got["splits"] == ["test", "train", "val"]
+
+
+def test_the_shipped_ts_encoder_forecasts_through_the_cli(tmp_path: Path) -> None:
+    """``stockr1 forecast --checkpoint release/tiny/ts`` in a fresh process: the encoder the demo's
+    ``bench forecast`` scores, with its fitted uncertainty normaliser."""
+    import pandas as pd
+
+    from tests.test_forecaster import random_walk
+
+    random_walk(120, seed=3).to_csv(tmp_path / "prices.csv", index=False)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "stockr1.cli", "forecast", "--checkpoint", str(SHIPPED / "ts"),
+                           "--data", str(tmp_path / "prices.csv"), "--horizon", "10", "--out", str(tmp_path / "f.csv")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = pd.read_csv(tmp_path / "f.csv")
+    assert len(out) == 10 and out["uncertainty"].between(0, 1).all() and (out["q0.95"] > out["q0.05"]).all()

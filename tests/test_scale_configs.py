@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+from forecast_action.train import DECODER_DIR  # what `stockr1 decoder` writes (tests/test_action_train.py)
 from llm.arch import QWEN3_ARCHS, hidden_size, qwen3_config
 from llm.policy import Policy, PolicyConfig
 from tests.test_sft_joint import setup  # noqa: F401 (the shared tiny SFT fixture)
@@ -77,23 +78,18 @@ def _yaml(path: str | Path) -> dict:
 
 @pytest.mark.parametrize("config", REAL)
 def test_real_scale_decoder_width_and_file(config: str) -> None:
-    """decoder.checkpoint is the decoder.ckpt that `stockr1 decoder --config <decoder.config> --out
-    <its folder>` writes (the command is in the decoder config's header), and that decoder's d_llm equals
+    """decoder.checkpoint is the saved decoder directory that `stockr1 decoder --config <decoder.config>
+    --out <its folder>` writes (the command is in the decoder config's header), and that decoder's d_llm equals
     the policy's hidden size (table) and policy.d_ts."""
     cfg = _yaml(config)
     ckpt, dconf = Path(cfg["decoder"]["checkpoint"]), cfg["decoder"]["config"]
-    assert ckpt.name == "decoder.ckpt"  # forecast_action.train's ModelCheckpoint(filename="decoder")
+    assert ckpt.name == DECODER_DIR  # forecast_action.train writes OUT/decoder/ (save_pretrained)
     text = (ROOT / dconf).read_text()
     assert re.search(rf"stockr1 decoder --config {re.escape(dconf)} --out {re.escape(str(ckpt.parent))}\s",
                      re.sub(r"\n#\s*", " ", text)), "the decoder config's header names the command that writes the file"
     d_llm = yaml.safe_load(text)["model"]["d_llm"]
     pol = cfg["policy"]
     assert d_llm == hidden_size(pol["name_or_path"]) == pol["d_ts"]
-
-
-def test_forecast_action_train_writes_decoder_ckpt() -> None:
-    src = (ROOT / "forecast_action" / "train.py").read_text()
-    assert 'filename="decoder"' in src and "decoder.ckpt" in src
 
 
 # ------------------------------------------------------------------ grad_clip_scope
@@ -151,7 +147,7 @@ def test_smoke_settings_and_refusals(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="real-scale"):
         policy_section(_yaml("configs/sft/tiny.yaml"), tmp_path, dev)
     with pytest.raises(FileNotFoundError, match="stockr1 decoder --config configs/forecast_action/qwen3-4b.yaml"):
-        build_decoder({"checkpoint": str(tmp_path / "missing" / "decoder.ckpt"),
+        build_decoder({"checkpoint": str(tmp_path / "missing" / "decoder"),
                        "config": "configs/forecast_action/qwen3-4b.yaml"})
 
 

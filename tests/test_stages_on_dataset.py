@@ -17,8 +17,8 @@ import torch
 import yaml
 
 from benchmarks.qa import main as bench_qa
+from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import ActionThresholds
-from forecast_action.module import THRESHOLDS_FILE
 from forecast_action.train import main as decoder_main
 from llm.qa.dataset import load_items
 from llm.sft import run_sft
@@ -89,8 +89,11 @@ def test_compare_environment_reads_the_dataset(runs) -> None:
     from rl.methods.env import DecisionEnv
 
     data, df, _, _, _ = runs
-    cfg = SimpleNamespace(seed=0, data=data, decisions_per_ticker=4, n_train=4, max_context_chars=200,
-                          benchmark=None, backtest={})
+    from stockr1.backtest import BacktestConfig
+    from stockr1.data.config import DataConfig
+
+    cfg = SimpleNamespace(seed=0, data=DataConfig.from_dict(data), decisions_per_ticker=4, n_train=4,
+                          max_context_chars=200, benchmark=None, backtest=BacktestConfig())
     env = DecisionEnv.build(cfg)
     assert set(env.prices) == set(env.frames) == set(TICKERS) and len(env.rows) == 8
     days = _csv_days(df)
@@ -138,7 +141,8 @@ def test_decoder_trains_on_the_dataset(dataset, tmp_path: Path) -> None:
            "train": {"lr": 1e-3, "warmup_steps": 1, "normalizer_fit_windows": 64, "batch_size": 32, "max_epochs": 1}}
     (tmp_path / "dec.yaml").write_text(yaml.safe_dump(cfg))
     assert decoder_main(["--config", str(tmp_path / "dec.yaml"), "--out", str(tmp_path / "dec"), "--threads", "1"]) == 0
-    assert ActionThresholds.load(tmp_path / "dec" / THRESHOLDS_FILE) == ActionThresholds.fit(train_only(load_windows(ds)))
+    saved = ActionConditionedDecoder.from_pretrained(tmp_path / "dec" / "decoder")  # the thresholds travel inside
+    assert saved.thresholds == ActionThresholds.fit(train_only(load_windows(ds)))
 
 
 def test_bench_qa_evaluates_the_sft_run_on_the_dataset(runs, tmp_path: Path) -> None:

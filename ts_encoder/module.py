@@ -22,7 +22,7 @@ from stockr1.types import Forecast, TrainWindows, Windows, require_train
 from ts_encoder.config import LossWeights, TSEncoderConfig
 from ts_encoder.loss import ts_loss
 from ts_encoder.model import TSEncoder, TSOutput
-from ts_encoder.sampling import to_forecast
+from ts_encoder.sampling import forecast_windows, to_forecast
 from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
 
 _Z95 = 1.6448536269514722
@@ -170,22 +170,7 @@ class TSForecastModule(L.LightningModule):
                  batch_size: int = 1024, seed: int | None = 0) -> Forecast:
         """Price-space forecast of every window (eval mode, no dropout); ``seed`` fixes the sample
         paths (None: torch's global RNG). cond: optional [N, cond_dim] FiLM conditioning."""
-        if windows.x.shape[1:] != (self.cfg.n_vars, self.cfg.lookback):
-            raise ValueError(f"windows.x is {windows.x.shape[1:]}, this encoder expects "
-                             f"({self.cfg.n_vars}, {self.cfg.lookback})")
-        was_training = self.training
-        self.eval()
-        parts: list[dict[str, Tensor]] = []
-        for start in range(0, len(windows), batch_size):
-            x = torch.as_tensor(windows.x[start:start + batch_size], dtype=torch.float32, device=self.device)
-            c = None if cond is None else cond[start:start + batch_size].to(self.device)
-            out = self.model(x, c)
-            parts.append({"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high, "q_low": out.q_low})
-        self.train(was_training)
-        cat = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
-        out = TSOutput(**cat, hidden=cat["mu"].new_zeros(0), h_ts=cat["mu"].new_zeros(0), state=cat["mu"].new_zeros(0))
-        gen = torch.Generator().manual_seed(seed) if seed is not None else None
-        return to_forecast(out, windows.hist[:, -1, :], n_samples, self._fitted_normalizer(), gen)
+        return forecast_windows(self.model, windows, n_samples, self._fitted_normalizer(), cond, batch_size, seed)
 
     # ----------------------------------------------------------- optimiser
     def configure_optimizers(self) -> dict[str, Any]:

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from stockr1.types import CLOSE, VOLUME, Forecast
-from ts_encoder.model import TSOutput
+from stockr1.types import CLOSE, VOLUME, Forecast, Windows
+from ts_encoder.model import TSEncoder, TSOutput
 from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
 
 _Z95 = 1.6448536269514722
@@ -79,3 +79,29 @@ def to_forecast(
         volume=volume.clamp_min(0).numpy(),
         uncertainty=unc,
     )
+
+
+@torch.no_grad()
+def forecast_windows(model: TSEncoder, windows: Windows, n_samples: int = 100,
+                     normalizer: UncertaintyNormalizer | None = None, cond: Tensor | None = None,
+                     batch_size: int = 1024, seed: int | None = 0) -> Forecast:
+    """Price-space forecast of every window by ``model`` (eval mode, restored after); ``seed`` fixes the
+    sample paths (None: torch's global RNG); ``normalizer`` only when fitted; cond: optional
+    [N, cond_dim] FiLM conditioning. What ``TSForecastModule.forecast`` and ``Forecaster`` both call."""
+    cfg = model.cfg
+    if windows.x.shape[1:] != (cfg.n_vars, cfg.lookback):
+        raise ValueError(f"windows.x is {windows.x.shape[1:]}, this encoder expects ({cfg.n_vars}, {cfg.lookback})")
+    was_training = model.training
+    model.eval()
+    dev = next(model.parameters()).device
+    parts: list[dict[str, Tensor]] = []
+    for start in range(0, len(windows), batch_size):
+        x = torch.as_tensor(windows.x[start:start + batch_size], dtype=torch.float32, device=dev)
+        c = None if cond is None else cond[start:start + batch_size].to(dev)
+        out = model(x, c)
+        parts.append({"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high, "q_low": out.q_low})
+    model.train(was_training)
+    cat = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    out = TSOutput(**cat, hidden=cat["mu"].new_zeros(0), h_ts=cat["mu"].new_zeros(0), state=cat["mu"].new_zeros(0))
+    gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    return to_forecast(out, windows.hist[:, -1, :], n_samples, normalizer, gen)

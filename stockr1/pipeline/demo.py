@@ -2,11 +2,12 @@
 [--fresh] [--config FILE]``.
 
 The whole offline pipeline into one run directory: data -> TS encoder -> action-conditioned decoder ->
-SFT policy -> u-GRPO -> benchmarks -> ``report.md``. By default the SFT run (tokenizer, policy, its
-decoder with its fitted statistics, QA items) is the shipped, validation-picked one in ``release/tiny``
-(hashes checked), so the demo takes minutes (``runs/demo-<seed>/``); ``--from-scratch`` trains the
-tokenizer and the SFT run too (``runs/demo-scratch-<seed>/``), and with ``--release DIR`` packs that run
-as the new release. Budgets and settings of every stage are in ``configs/demo.yaml``; docs/pipeline.md
+SFT policy -> u-GRPO -> benchmarks -> ``report.md``. By default the TS encoder and the SFT run
+(tokenizer, policy, its decoder with its fitted statistics, QA items) are the shipped, validation-picked
+ones in ``release/tiny`` (hashes checked), so the demo trains only GRPO and takes minutes
+(``runs/demo-<seed>/``); ``--from-scratch`` trains the TS encoder, a standalone decoder, the tokenizer
+and the SFT run too (``runs/demo-scratch-<seed>/``), and with ``--release DIR`` packs the encoder and
+the SFT run as the new release. Budgets and settings of every stage are in ``configs/demo.yaml``; docs/pipeline.md
 describes the stages, the run layout and resuming.
 """
 
@@ -61,7 +62,7 @@ def scratch_estimate(release: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stockr1.pipeline.stages import DEMO_STAGES, SCRATCH_STAGES
+    from stockr1.pipeline.stages import DEMO_STAGES, SCRATCH_STAGES, TS_MODEL
 
     argv = sys.argv[1:] if argv is None else list(argv)
     scratch = "--from-scratch" in argv
@@ -77,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true", help="rerun the selected stages from scratch (no resume)")
     ap.add_argument("--config", default=DEFAULT_CONFIG, help=f"pipeline config (default {DEFAULT_CONFIG})")
     ap.add_argument("--from-scratch", action="store_true",
-                    help="train the tokenizer and the SFT run too instead of starting from release/tiny")
+                    help="train the TS encoder, decoder, tokenizer and SFT run too instead of starting from release/tiny")
     ap.add_argument("--release", default=None, metavar="DIR",
-                    help="with --from-scratch: afterwards, pack the run's SFT stage as the release in DIR")
+                    help="with --from-scratch: afterwards, pack the run's TS encoder and SFT run as the release in DIR")
     ap.add_argument("--export", default=None, metavar="DIR",
                     help="afterwards, copy report.md and the small files it links to DIR (e.g. results/demo)")
     args, over = parse_config_args(ap, argv)
@@ -121,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         from stockr1.release import pack
 
         check = validation_metrics(run_dir / "sft")  # on validation questions, recorded in the manifest
-        rel = pack(run_dir / "sft", args.release, "stockr1 demo " + " ".join(argv), check.pop("data_hash"), extra=check)
-        print(f"[demo] packed the SFT run as {args.release} ({rel['total_mb']} MB, {len(rel['files'])} files)")
+        rel = pack(run_dir / "sft", args.release, "stockr1 demo " + " ".join(argv), check.pop("data_hash"), extra=check,
+                   ts_dir=run_dir / TS_MODEL)
+        print(f"[demo] packed the TS encoder and the SFT run as {args.release} ({rel['total_mb']} MB, "
+              f"{len(rel['files'])} files)")
     return 0

@@ -97,7 +97,8 @@ def learned(run_dir: Path) -> list[str]:
     am = _json(run_dir / "bench_action" / "metrics.json") or {}
     if "oracle_full" in am:
         o = am["oracle_full"]
-        out.append(f"- **Decoder**: conditioning on the realised action a* cuts return RMSE by "
+        out.append(f"- **Decoder** (the one the policy's forecast tool calls): conditioning on the realised action a* "
+                   f"cuts return RMSE by "
                    f"{o['return_rmse_reduction'] * 100:.0f}% and CRPS by {o['crps_reduction'] * 100:.0f}% (oracle "
                    f"gain; the action carries information the decoder uses).")
     iv = _json(run_dir / "bench_qa" / "intervals.json") or {}

@@ -23,9 +23,9 @@ from stockr1.pipeline.runner import Stage, StageContext
 
 # run-relative paths that stages hand to each other
 DATA = "data"
-TS_BEST = "ts/checkpoints/best.ckpt"
-TS_LAST = "ts/checkpoints/last.ckpt"
-ACTION_CKPT = "action/decoder.ckpt"
+TS_LAST = "ts/checkpoints/last.ckpt"  # resume state of the ts stage
+TS_MODEL = "ts/checkpoints/pretrained"  # the TS encoder's saved form (ts fit's ExportPretrained, or the release's)
+ACTION_MODEL = "action/decoder"  # the decoder's saved form (stockr1 decoder)
 TOKENIZER = "tokenizer/tokenizer"
 POLICY_TINY = "tokenizer/policy_tiny"
 SFT = "sft"
@@ -112,16 +112,14 @@ def run_ts(ctx: StageContext) -> list[str]:
 
 
 def run_action(ctx: StageContext) -> list[str]:
-    """forecast_action.train, initialised from the TS encoder. An interrupted run keeps its stage dir
-    (no ``.done``), and rerunning the same command resumes from ``action/last.ckpt``, which
-    forecast_action.train writes at every validation. SFT reads the best ``action/decoder.ckpt``
-    directly (``llm.sft.load_decoder`` takes a Lightning checkpoint)."""
-    import torch
-
-    # the decoder starts from the encoder, so it takes the encoder's architecture from its checkpoint
-    arch = torch.load(ctx.path(TS_BEST), map_location="cpu", weights_only=False)["hyper_parameters"]["encoder"]
+    """``stockr1 decoder`` (--from-scratch only), initialised from the ts stage's saved encoder; writes
+    ``action/decoder/``, the standalone decoder of the recipe's first stage (the demo's SFT trains its own,
+    which ``bench action`` measures). An interrupted run keeps its stage dir (no ``.done``), and rerunning
+    the same command resumes from ``action/last.ckpt``."""
+    # the decoder starts from the encoder, so it takes the encoder's architecture from its saved config
+    arch = json.loads((ctx.path(TS_MODEL) / "config.json").read_text())["encoder"]
     cfg = derived_config(ctx, {"data": {"source": "dataset", "path": str(ctx.path(DATA))}, "model": arch,
-                               "init_encoder": str(ctx.path(TS_BEST)), "train": {"seed": ctx.seed}})
+                               "init_encoder": str(ctx.path(TS_MODEL)), "train": {"seed": ctx.seed}})
     return _cli(ctx, ["--config", cfg, "--out", ctx.stage_dir, "--threads", ctx.cfg.get("threads", 2)],
                 isolate=True, module="forecast_action.train")
 
@@ -143,16 +141,19 @@ def run_sft(ctx: StageContext) -> list[str]:
 
 
 def run_release(ctx: StageContext) -> list[str]:
-    """The shipped SFT run (``release/tiny``, hashes checked) copied to ``<run>/sft``, where GRPO and
-    ``bench qa`` read it; ``--release`` after ``--from-scratch`` packs a fresh one instead."""
+    """The shipped artefacts (``release/tiny``, hashes checked): the SFT run copied to ``<run>/sft``, where
+    GRPO, ``bench qa`` and ``bench action`` read it, and the TS encoder to ``<run>/ts/checkpoints/pretrained``,
+    where the ts stage would have written it (``bench forecast`` / ``bench backtest``); ``--release``
+    after ``--from-scratch`` packs a fresh one instead."""
     from stockr1.release import install
 
     src = ctx.cfg.get("dir", DEFAULT_RELEASE)
     src = src if Path(src).is_absolute() else str(REPO / src)
-    man = install(src, ctx.path(SFT))
+    man = install(src, ctx.path(SFT), ctx.path(TS_MODEL))
     (ctx.stage_dir / "manifest.json").write_text(json.dumps({k: v for k, v in man.items() if k != "files"}, indent=1))
-    ctx.log(f"[release] {src}: SFT run of commit {man['git_commit'][:10]} ({man['created']}), {man['sft_steps']} steps")
-    return ["(stockr1.release.install)", src, str(ctx.path(SFT))]
+    ctx.log(f"[release] {src}: SFT run of commit {man['git_commit'][:10]} ({man['created']}), {man['sft_steps']} steps; "
+            f"TS encoder: {man.get('ts_command')}")
+    return ["(stockr1.release.install)", src, str(ctx.path(SFT)), str(ctx.path(TS_MODEL))]
 
 
 def run_grpo(ctx: StageContext) -> list[str]:
@@ -172,13 +173,16 @@ def run_grpo(ctx: StageContext) -> list[str]:
 
 
 def run_bench_forecast(ctx: StageContext) -> list[str]:
-    return _cli(ctx, ["bench", "forecast", "--data", ctx.path(DATA), "--checkpoint", ctx.path(TS_BEST),
+    return _cli(ctx, ["bench", "forecast", "--data", ctx.path(DATA), "--checkpoint", ctx.path(TS_MODEL),
                       "--out", ctx.stage_dir, "--seed", ctx.seed, "--cache-dir", ctx.run_dir / ".cache" / "bench_forecast",
                       "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))], owns_out=True)
 
 
 def run_bench_action(ctx: StageContext) -> list[str]:
-    return _cli(ctx, ["bench", "action", "--checkpoint", ctx.path(ACTION_CKPT), "--out", ctx.stage_dir,
+    """The decoder the policy's forecast tool calls (``sft/decoder``, with the SFT run's thresholds), so
+    the oracle gain in the report is that of the decoder GRPO and ``bench qa`` use."""
+    return _cli(ctx, ["bench", "action", "--checkpoint", ctx.path(SFT) / "decoder", "--thresholds",
+                      ctx.path(SFT) / "thresholds.json", "--out", ctx.stage_dir,
                       "--seed", ctx.seed, "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))],
                 owns_out=True)
 
@@ -192,7 +196,7 @@ def run_bench_qa(ctx: StageContext) -> list[str]:
 
 
 def run_bench_backtest(ctx: StageContext) -> list[str]:
-    return _cli(ctx, ["bench", "backtest", "--data", ctx.path(DATA), "--checkpoint", ctx.path(TS_BEST),
+    return _cli(ctx, ["bench", "backtest", "--data", ctx.path(DATA), "--checkpoint", ctx.path(TS_MODEL),
                       "--out", ctx.stage_dir, *flags(ctx.cfg.get("args"))], owns_out=True)
 
 
@@ -203,35 +207,34 @@ def run_report(ctx: StageContext) -> list[str]:
     return ["(stockr1.pipeline.report.write_report)"]
 
 
-_SFT_OUT = (f"{SFT}/policy", f"{SFT}/decoder/", f"{SFT}/qa.jsonl", f"{SFT}/config.yaml")
-_BEFORE_SFT: tuple[Stage, ...] = (
-    Stage("data", run_data, (), (f"{DATA}/manifest.json",), "build windows + context from the offline sample"),
-    Stage("ts", run_ts, (f"{DATA}/manifest.json",), (TS_BEST, TS_LAST), "pretrain the tiny TS encoder (Lightning CLI)"),
-    Stage("action", run_action, (f"{DATA}/manifest.json", TS_BEST), (ACTION_CKPT,),
-          "action-conditioned decoder, initialised from the encoder"),
-)
+_SFT_OUT = (f"{SFT}/policy", f"{SFT}/decoder/", f"{SFT}/qa.jsonl", f"{SFT}/config.yaml", f"{SFT}/thresholds.json")
+DATA_STAGE = Stage("data", run_data, (), (f"{DATA}/manifest.json",), "build windows + context from the offline sample")
 _AFTER_SFT: tuple[Stage, ...] = (
     Stage("grpo", run_grpo, (f"{SFT}/policy", f"{SFT}/decoder/", f"{SFT}/config.yaml"),
           (f"{GRPO}/policy", f"{GRPO}/decoder/", f"{GRPO}/summary.json"), "uncertainty-weighted GRPO"),
-    Stage("bench_forecast", run_bench_forecast, (f"{DATA}/manifest.json", TS_BEST), ("bench_forecast/metrics.json",),
+    Stage("bench_forecast", run_bench_forecast, (f"{DATA}/manifest.json", TS_MODEL), ("bench_forecast/metrics.json",),
           "TS encoder vs baselines (Table 2)"),
-    Stage("bench_action", run_bench_action, (ACTION_CKPT,), ("bench_action/metrics.json",),
-          "oracle gain + controllability of the decoder"),
+    Stage("bench_action", run_bench_action, (f"{SFT}/decoder/", f"{SFT}/thresholds.json"),
+          ("bench_action/metrics.json",), "oracle gain + controllability of the policy's decoder"),
     Stage("bench_qa", run_bench_qa, (f"{SFT}/policy", f"{GRPO}/policy", f"{SFT}/qa.jsonl"),
           ("bench_qa/metrics.json", "bench_qa/intervals.json"), "QA accuracy per family, SFT vs u-GRPO"),
-    Stage("bench_backtest", run_bench_backtest, (f"{DATA}/manifest.json", TS_BEST), ("bench_backtest/metrics.json",),
+    Stage("bench_backtest", run_bench_backtest, (f"{DATA}/manifest.json", TS_MODEL), ("bench_backtest/metrics.json",),
           "z-score signal backtest (Table 6)"),
     Stage("report", run_report, ("data/manifest.json",), ("report.md",), "report.md with tables, plots and links"),
 )
-# `stockr1 demo` (default): the SFT run comes from the shipped release
+# `stockr1 demo` (default): the TS encoder and the SFT run (policy, its decoder, tokenizer) come from the
+# shipped release; nothing is pretrained here
 DEMO_STAGES: tuple[Stage, ...] = (
-    *_BEFORE_SFT,
-    Stage("release", run_release, (), _SFT_OUT, "the shipped SFT run (release/tiny, hashes checked)"),
+    DATA_STAGE,
+    Stage("release", run_release, (), (*_SFT_OUT, TS_MODEL), "the shipped TS encoder and SFT run (release/tiny)"),
     *_AFTER_SFT,
 )
-# `stockr1 demo --from-scratch`: tokenizer and SFT trained here (what `--release DIR` packs)
+# `stockr1 demo --from-scratch`: every model trained here (what `--release DIR` packs: ts + sft)
 SCRATCH_STAGES: tuple[Stage, ...] = (
-    *_BEFORE_SFT,
+    DATA_STAGE,
+    Stage("ts", run_ts, (f"{DATA}/manifest.json",), (TS_MODEL, TS_LAST), "pretrain the tiny TS encoder (Lightning CLI)"),
+    Stage("action", run_action, (f"{DATA}/manifest.json", TS_MODEL), (ACTION_MODEL,),
+          "standalone action-conditioned decoder, initialised from the encoder"),
     Stage("tokenizer", run_tokenizer, (), (TOKENIZER, POLICY_TINY), "offline tokenizer + tiny Qwen3 policy"),
     Stage("sft", run_sft, (TOKENIZER,), _SFT_OUT, "joint SFT (L_SFT + λ L_TS)"),
     *_AFTER_SFT,
