@@ -3,9 +3,11 @@
 daily frames, the point-in-time store, the decision and training rows, the test prices of each
 ticker and the backtest rules they are traded by.
 
-Decision days are every ``stride``-th test day per ticker, from the first, with
-``stride = max(holding, ceil(n_test_days / decisions_per_ticker))`` (``decision_rows``; the why is
-in ``benchmarks.compare``). Training queries are ``n_train`` random *train-split* days.
+Decision days (``decision_rows``): by default every test day whose holding period does not overlap
+the previous decision's, i.e. every ``holding``-th test day per ticker from the first (~74 per ticker
+on the offline sample); ``decisions_per_ticker`` (optional) caps them by widening the stride to
+``max(holding, ceil(n_test_days / cap))``, still spread over the whole period (the why is in
+``benchmarks.compare``). Training queries are ``n_train`` random *train-split* days.
 """
 
 from __future__ import annotations
@@ -31,20 +33,22 @@ class EnvConfig(Protocol):
 
     seed: int
     data: DataConfig  # source (sample | synthetic | dataset), path, lookback, horizon
-    decisions_per_ticker: int
+    decisions_per_ticker: int | None  # optional cap (None: every non-overlapping test day)
     n_train: int
     max_context_chars: int | None
     benchmark: str | None  # ticker whose prices define beta
     backtest: BacktestConfig
 
 
-def decision_rows(windows, per_ticker: int, holding: int) -> np.ndarray:
-    """Test-split rows of the decision days (module docstring), sorted by ticker then date."""
+def decision_rows(windows, per_ticker: int | None, holding: int) -> np.ndarray:
+    """Test-split rows of the decision days (module docstring), sorted by ticker then date: the
+    stride is ``holding`` test days (a position entered at one decision closes at the next), or
+    wider when ``per_ticker`` caps the count."""
     out = []
     for tk in sorted(set(windows.ticker[windows.split == "test"].tolist())):
         rows = np.flatnonzero((windows.split == "test") & (windows.ticker == tk))
         rows = rows[np.argsort(windows.date[rows], kind="stable")]
-        stride = max(holding, math.ceil(len(rows) / per_ticker))
+        stride = holding if per_ticker is None else max(holding, math.ceil(len(rows) / per_ticker))
         out.append(rows[::stride][:per_ticker])
     return np.concatenate(out)
 
