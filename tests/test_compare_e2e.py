@@ -75,6 +75,9 @@ def test_text_methods_scripted_through_the_engine(env, tok):
             assert "<tool_response>" in example and "O=" in example
             n_model = len(tok(CALL, add_special_tokens=False).input_ids) + len(tok(DECIDE, add_special_tokens=False).input_ids)
             assert all(r.tokens == n_model for r in records)
+            assert all(r.tool_calls == 1 for r in records) and m["tool_calls_per_decision"] == 1.0
+        else:
+            assert all(r.tool_calls == 0 for r in records)
         if name == "trade_r1_dsr":
             assert records[0].consistency == 0.0  # no decision -> s = 0
         if name == "trading_r1":
@@ -104,3 +107,20 @@ def test_stock_r1_scripted_through_the_forecast_tool(env, tok):
     assert all(r.position in (-1, 0, 1) for r in records[1:])
     m, _ = method_metrics(records, env.prices, env.bt)
     assert m["parse_failure_rate"] == pytest.approx(0.25)
+
+
+def test_compare_refuses_a_pretrained_policy_before_its_cutoff_and_the_flag_overrides(env, tmp_path):
+    import dataclasses
+
+    from benchmarks.compare import compare, cutoff_lines
+
+    pre = dataclasses.replace(env.cfg, policy={"name_or_path": "Qwen/Qwen3-8B", "knowledge_cutoff": "2100-01"})
+    env2 = dataclasses.replace(env, cfg=pre)
+    with pytest.raises(ValueError, match="on or before Qwen/Qwen3-8B's knowledge cutoff 2100-01"):
+        compare(pre, tmp_path / "out", env=env2, methods=["trading_r1"])  # refused before any training
+    assert not (tmp_path / "out").exists()
+    line = cutoff_lines(pre, env2, ["trading_r1", "alphaquanter"], allow=True)
+    assert len(line) == 1 and line[0].startswith(f"**{len(env.rows)} of {len(env.rows)} decision dates are on or before")
+    after = dataclasses.replace(pre, policy={"name_or_path": "Qwen/Qwen3-8B", "knowledge_cutoff": "1990-01"})
+    assert cutoff_lines(after, env2, ["trading_r1"], allow=False)[0].startswith("Knowledge cutoff 1990-01")
+    assert "not applicable" in cutoff_lines(env.cfg, env, ["trading_r1"], allow=False)[0]  # tiny random init
