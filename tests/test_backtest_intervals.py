@@ -6,7 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stockr1.backtest import BacktestConfig, BacktestResult, Trade, bootstrap_intervals, buy_and_hold, simulate
+from stockr1.backtest import (
+    BacktestConfig,
+    BacktestResult,
+    Trade,
+    bootstrap_intervals,
+    buy_and_hold,
+    simulate,
+)
 
 DAYS = pd.bdate_range("2020-01-01", periods=300)
 
