@@ -56,10 +56,17 @@ class Anonymiser:
     def for_frames(cls, frames: Mapping[str, pd.DataFrame], names: Mapping[str, Sequence[str]] | None = None,
                    **kw) -> Anonymiser:
         """Ids in sorted ticker order and price ranges from each ticker's daily OHLC frame."""
-        tickers = sorted(frames)
-        ranges = {tk: (float(frames[tk][list(PRICE_COLUMNS)].min().min()),
-                       float(frames[tk][list(PRICE_COLUMNS)].max().max())) for tk in tickers}
-        return cls({tk: f"TKR{k + 1:02d}" for k, tk in enumerate(tickers)}, dict(names or {}), ranges, **kw)
+        ranges = {tk: (float(f[list(PRICE_COLUMNS)].min().min()), float(f[list(PRICE_COLUMNS)].max().max()))
+                  for tk, f in frames.items()}
+        return cls(_ids(ranges), dict(names or {}), ranges, **kw)
+
+    @classmethod
+    def for_windows(cls, w: Windows, names: Mapping[str, Sequence[str]] | None = None, **kw) -> Anonymiser:
+        """As ``for_frames``, the price ranges from the windows' OHLC histories."""
+        ohlc = w.hist[..., [OPEN, HIGH, LOW, CLOSE]]
+        ranges = {tk: (float(ohlc[w.ticker == tk].min()), float(ohlc[w.ticker == tk].max()))
+                  for tk in set(w.ticker.tolist())}
+        return cls(_ids(ranges), dict(names or {}), ranges, **kw)
 
     # ---------------------------------------------------------------- values
     def ticker(self, tk: str) -> str:
@@ -124,6 +131,21 @@ class Anonymiser:
         return replace(w, ticker=np.array([self.ticker(str(t)) for t in w.ticker]), date=self.date(w.date),
                        hist=hist, future=future, context=ctx)
 
+    def item(self, it):
+        """A QA item (a dataclass with ``question``, ``ticker``, ``date`` YYYY-MM-DD) as asked of the
+        anonymised windows; its answer, window row and split are the item's own."""
+        return replace(it, question=self.text(it.question, it.ticker), ticker=self.ticker(it.ticker),
+                       date=str(self.date(pd.Timestamp(it.date)).date()))
+
     def prices(self, p: pd.Series) -> pd.Series:
         """One ticker's price series as the simulator reads it."""
         return pd.Series(p.to_numpy() * self.scale, self.date(pd.DatetimeIndex(p.index)), name=self.ids.get(p.name))
+
+
+def _ids(tickers) -> dict[str, str]:
+    return {tk: f"TKR{k + 1:02d}" for k, tk in enumerate(sorted(tickers))}
+
+
+def profile_names(profiles: Mapping[str, object]) -> dict[str, list[str]]:
+    """ticker -> the names a store's profiles give it (official name and keywords)."""
+    return {tk: [str(getattr(p, "name", "") or ""), *getattr(p, "keywords", ())] for tk, p in profiles.items()}
