@@ -84,6 +84,7 @@ def test_backtest_decisions_and_rewards_are_identical(sample):
 
 def test_qa_answers_are_identical_and_questions_hide_names_and_dates():
     from llm.qa import QAConfig, QAGenerator
+    from llm.qa.prompt import user_message
     from llm.sft import load_data
     from tests.test_bench_qa_args import DATA
 
@@ -99,10 +100,12 @@ def test_qa_answers_are_identical_and_questions_hide_names_and_dates():
     items, _ = QAGenerator(w, ctx).generate(cfg)
     aitems, _ = QAGenerator(an.windows(w), actx).generate(cfg)
     assert [(i.template, i.window, i.answer) for i in aitems] == [(i.template, i.window, i.answer) for i in items]
-    for it in items:
-        q = an.text(it.question, it.ticker)
-        assert it.ticker not in q and it.date not in q
-        assert not re.search(r"\b(19|20[0-5])\d-\d{2}-\d{2}\b", q)
+    aw = an.windows(w)
+    for it in items:  # the whole prompt: context, ticker / date line and question
+        prompt = user_message(an.item(it), str(aw.context[it.window]))
+        assert it.ticker.lower() not in prompt.lower() and it.date not in prompt
+        assert not re.search(r"\b(19|20[0-5])\d-\d{2}-\d{2}\b", prompt)  # every date written was shifted
+        assert an.item(it).answer == it.answer
 
 
 def test_text_leaves_percentages_ratios_and_macro_dollars_alone():
