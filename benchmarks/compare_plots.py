@@ -226,6 +226,12 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
         f"(per ticker: {', '.join(f'{k} {v}' for k, v in days['per_ticker'].items())}); each position held "
         f"{bt['holding']} days, {bt['cost_bps']} bps per side, threshold {bt['threshold']}; {cfg['n_train']} "
         f"train-split days as GRPO queries; seed {cfg['seed']}; {run_info['total_s']:.0f} s in all.", "",
+        *([f"Memorisation probe (`--anonymise`): the rows `<method> (anonymised)` are the same trained policies on "
+           f"the same decision days with neutral ticker ids, no company names, every date {an['weeks']} weeks later "
+           f"and prices x {an['scale']} (`stockr1.anonymise`: answers, labels and rewards unchanged); the "
+           "`<method> - <method> (anonymised)` rows of the intervals are the paired gap: above 0 beyond noise means "
+           "the policy used what it knew of the named stocks and dates.", ""]
+          if (an := run_info.get("anonymise")) else []),
         "## Table", "",
         "CR/AR/MDD/HR in %, means over the tickers; Trades = closed trades per ticker; tokens = model-written "
         "tokens per decision; tool calls = tool calls run per decision (AlphaQuanter's data tools, Stock-R1's "

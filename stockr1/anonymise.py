@@ -29,10 +29,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from stockr1.data.render import render
 from stockr1.types import CLOSE, HIGH, LOW, OPEN, Windows
 
 _DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_QUARTER = re.compile(r"\b(\d{4})Q([1-4])\b")
+_QUARTER = re.compile(r"\b(\d{4})Q([1-4])\b|\bQ([1-4]) (\d{4})\b")
 _NUMBER = re.compile(r"(?<![\w.$])(\d{1,3}(?:,\d{3})+|\d+)\.(\d{2})(?![\d%A-Za-z]|\s*(?:pp|x)\b)")
 PRICE_COLUMNS = ("open", "high", "low", "close")
 
@@ -102,9 +103,13 @@ class Anonymiser:
         return f"{x * self.scale:,.2f}" if "," in m.group(0) else f"{x * self.scale:.2f}"
 
     def _quarter(self, m: re.Match) -> str:
-        mid = pd.Timestamp(int(m.group(1)), 3 * int(m.group(2)) - 1, 15)
-        t = self.date(mid)
-        return f"{t.year}Q{(t.month - 1) // 3 + 1}"
+        year, q = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+        t = self.date(pd.Timestamp(int(year), 3 * int(q) - 1, 15))  # the quarter's middle, shifted
+        qt = (t.month - 1) // 3 + 1
+        return f"{t.year}Q{qt}" if m.group(1) else f"Q{qt} {t.year}"
+
+    def undate(self, t) -> pd.Timestamp:
+        return pd.Timestamp(t) - pd.Timedelta(weeks=self.weeks)
 
     # ---------------------------------------------------------------- data
     def frames(self, frames: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -149,3 +154,51 @@ def _ids(tickers) -> dict[str, str]:
 def profile_names(profiles: Mapping[str, object]) -> dict[str, list[str]]:
     """ticker -> the names a store's profiles give it (official name and keywords)."""
     return {tk: [str(getattr(p, "name", "") or ""), *getattr(p, "keywords", ())] for tk, p in profiles.items()}
+
+
+@dataclass
+class AnonymisedStore:
+    """A point-in-time store (``stockr1.data.context.PointInTimeStore``) seen through an ``Anonymiser``:
+    queried by neutral id and shifted date, it asks the real store with the real ones and rewrites what
+    comes back (prices, dates, names, text), so every prompt built from it (rendered context,
+    Trading-R1's snapshot, AlphaQuanter's data tools) is anonymised the same way."""
+
+    store: object
+    an: Anonymiser
+
+    def __post_init__(self) -> None:
+        self.back = {v: k for k, v in self.an.ids.items()}
+        self.n_news = self.store.n_news
+        self.profiles = {self.an.ticker(tk): replace(p, name=f"Company {self.an.ticker(tk)}", keywords=(),
+                                                     summary=self.an.text(p.summary, tk))
+                         for tk, p in getattr(self.store, "profiles", {}).items() if tk in self.an.ids}
+        self.frames = self.an.frames({tk: f for tk, f in self.store.frames.items() if tk in self.an.ids})
+
+    def _tk(self, tid: str) -> str:
+        if tid not in self.back:
+            raise KeyError(f"AnonymisedStore: unknown id {tid!r} (known: {sorted(self.back)})")
+        return self.back[tid]
+
+    def ohlcv_until(self, tid: str, t) -> pd.DataFrame:
+        return self.an.frames({self._tk(tid): self.store.ohlcv_until(self._tk(tid), self.an.undate(t))})[tid]
+
+    def macro_asof(self, t) -> dict:
+        return {k: replace(m, period=self.an.date(m.period), released=self.an.date(m.released))
+                for k, m in self.store.macro_asof(self.an.undate(t)).items()}
+
+    def fundamentals_asof(self, tid: str, t):
+        st = self.store.fundamentals_asof(self._tk(tid), self.an.undate(t))
+        return None if st is None else replace(st, ticker=tid, period_end=self.an.date(st.period_end),
+                                               published=self.an.date(st.published))
+
+    def news_before(self, tid: str, t, n: int = 10) -> list[dict]:
+        tk = self._tk(tid)
+        out = []
+        for item in self.store.news_before(tk, self.an.undate(t), n):
+            d = {k: self.an.text(v, tk) if isinstance(v, str) else v for k, v in item.items()}
+            d["time"] = self.an.date(pd.Timestamp(item["time"]))
+            out.append(d)
+        return out
+
+    def render_context(self, tid: str, t) -> str:
+        return render(self, tid, pd.Timestamp(t))

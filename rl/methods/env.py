@@ -12,6 +12,7 @@ on the offline sample); ``decisions_per_ticker`` (optional) caps them by widenin
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,6 +22,7 @@ import pandas as pd
 
 from llm.qa.prompt import trim_context
 from rl.methods.trading_r1.labels import labels_for_windows
+from stockr1.anonymise import AnonymisedStore, Anonymiser, profile_names
 from stockr1.backtest import BacktestConfig, prices_from_windows
 from stockr1.data import load_run_data, load_source, sample_windows
 from stockr1.data.config import DataConfig
@@ -91,6 +93,19 @@ class DecisionEnv:
         aliases = {tk: list(getattr(p, "keywords", ()) or ()) + [getattr(p, "name", tk)] for tk, p in profiles.items()}
         return cls(cfg, windows, frames, store, decision_rows(windows, cfg.decisions_per_ticker, bt.holding), pick,
                    prices, bt, aliases)
+
+    def anonymiser(self, **kw) -> Anonymiser:
+        """The memorisation probe's ``Anonymiser`` for this run's tickers, names and price ranges."""
+        return Anonymiser.for_frames(self.frames, profile_names(getattr(self.store, "profiles", None) or {}), **kw)
+
+    def anonymised(self, an: Anonymiser) -> DecisionEnv:
+        """The same decision and training rows seen through ``an`` (``stockr1.anonymise``): neutral tickers,
+        shifted dates, rescaled prices in windows, frames, the store and every text built from them;
+        labels and rewards are recomputed on them (and equal the plain ones by construction)."""
+        cfg = dataclasses.replace(self.cfg, benchmark=an.ticker(self.cfg.benchmark) if self.cfg.benchmark else None)
+        return DecisionEnv(cfg, an.windows(self.windows), an.frames(self.frames), AnonymisedStore(self.store, an),
+                           self.rows, self.train_rows, {an.ticker(tk): an.prices(p) for tk, p in self.prices.items()},
+                           self.bt, {an.ticker(tk): [f"Company {an.ticker(tk)}", an.ticker(tk)] for tk in self.aliases})
 
     def ref(self, i: int) -> tuple[str, pd.Timestamp]:
         """(ticker, decision day) of row i."""
