@@ -143,10 +143,10 @@ def checkpoint_cutoff_line(checkpoint: str | None, dates, allow: bool) -> str:
 
 
 def readme(table: str, run: dict, command: str) -> str:
-    """results/<out>/README.md from this run's table (never edited by hand); first line: the cutoff check."""
+    """results/<out>/README.md from this run's table (never edited by hand); first line under the title: the cutoff check."""
     return "\n".join([
-        *([run["cutoff"], ""] if run.get("cutoff") else []),
         "# Backtest: z-score signal of every forecaster (Stock-R1 App. C.5, Table 6 layout; `stockr1 bench backtest`)", "",
+        *([run["cutoff"], ""] if run.get("cutoff") else []),
         generated_line(command), "",
         f"Data `{run['data']}`, {run['split']} split: {run['n_windows']} decision windows, {run['period'][0]} .. "
         f"{run['period'][1]}. Rules: threshold {run['threshold']}, holding {run['holding']} days, allocation "

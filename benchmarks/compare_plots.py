@@ -204,7 +204,7 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
            levels: Mapping[str, object] | None = None, intervals: Mapping[str, object] | None = None) -> str:
     """results/compare/README.md from ``metrics.json`` and ``run_info.json`` (and ``stock_r1_levels.json``,
     ``intervals.json`` when present): nothing in it is typed by hand. ``header`` is the generated line;
-    the first line says what the knowledge-cutoff check found (runs before the check: "not recorded")."""
+    the first line under the title says what the knowledge-cutoff check found (runs before the check: "not recorded")."""
     cfg, days = run_info["config"], run_info["decision_days"]
     bt, methods = days["backtest"], run_info["methods"]
     metrics, timings = nan_for_none(metrics), nan_for_none(run_info["timings_s"])
@@ -213,8 +213,8 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
                 else "a run that did not record its commit")
     cutoff = " ".join(run_info.get("cutoff") or ["Knowledge cutoff: not recorded (a run before the check)."])
     lines = [
-        cutoff, "",
         "# `stockr1 bench compare`: Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter", "",
+        cutoff, "",  # the first line under the title, as bench qa's
         header, f"The numbers are those of {recorded} (`run_info.json`).", "",
         f"**Read this first.** The policies are those of the config (`{cfg['policy'].get('name_or_path')}`, "
         f"hidden {cfg['policy'].get('tiny_hidden', '–')}, {cfg['policy'].get('tiny_layers', '–')} layers for the "

@@ -191,5 +191,5 @@ def test_compare_anonymise_end_to_end_with_a_saved_policy(env, tok, tmp_path):
     assert len(rec["anonymised_records"]) == len(rec["records"]) == len(env.rows)
     assert rec["anonymised_records"][0]["ticker"].startswith("TKR")
     readme = write_readme(out, "header").read_text()
-    assert readme.startswith("Knowledge cutoff: not applicable") and "Memorisation probe (`--anonymise`)" in readme
+    assert readme.splitlines()[2].startswith("Knowledge cutoff: not applicable") and "Memorisation probe (`--anonymise`)" in readme
     assert "| trading_r1 - trading_r1 (anonymised) |" in readme
