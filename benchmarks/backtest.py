@@ -3,6 +3,11 @@ backtest of Stock-R1 App. C.5 (Table 6); the protocol and the simulator are ``st
 
     stockr1 bench backtest --out results/backtest [--checkpoint CKPT] [--overwrite]
 
+Knowledge cutoff (``stockr1.cutoff``): the baselines are fitted here on the train split and have
+memorised nothing; a ``--checkpoint`` whose ``config.json`` declares ``knowledge_cutoff: YYYY-MM`` (a
+model pretrained elsewhere) is refused on decision days on or before it unless ``--allow-before-cutoff``.
+The README's first line says what held.
+
 Writes ``metrics.json``, ``per_ticker.json``, ``config.json``, ``table.md``, ``equity.png`` and a
 ``README.md`` generated from them (command, commit, date), all moved into ``--out`` at the end
 (``stockr1.outdir``: an ``--out`` holding results is refused unless ``--overwrite``).
@@ -20,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from stockr1.backtest import BacktestConfig, backtest, buy_and_hold, prices_from_windows, zscore_signals
+from stockr1.cutoff import cutoff_line
 from stockr1.metrics.trading import TRADING_METRICS
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 from stockr1.types import CLOSE, Forecast, Windows, train_only
@@ -126,10 +132,21 @@ def json_clean(x: object) -> object:
     return None if isinstance(x, float) and math.isnan(x) else x
 
 
+def checkpoint_cutoff_line(checkpoint: str | None, dates, allow: bool) -> str:
+    """``cutoff_line`` for ``--checkpoint`` (pretrained when its config.json declares ``knowledge_cutoff``)."""
+    cfg = Path(checkpoint or "", "config.json")
+    declared = json.loads(cfg.read_text()).get("knowledge_cutoff") if checkpoint and cfg.is_file() else None
+    if declared is None:
+        return ("Knowledge cutoff: not applicable (every model is fitted in this repository on the train split: "
+                "none has memorised test prices).")
+    return cutoff_line(True, str(checkpoint), declared, dates, allow)
+
+
 def readme(table: str, run: dict, command: str) -> str:
-    """results/<out>/README.md from this run's table (never edited by hand)."""
+    """results/<out>/README.md from this run's table (never edited by hand); first line under the title: the cutoff check."""
     return "\n".join([
         "# Backtest: z-score signal of every forecaster (Stock-R1 App. C.5, Table 6 layout; `stockr1 bench backtest`)", "",
+        *([run["cutoff"], ""] if run.get("cutoff") else []),
         generated_line(command), "",
         f"Data `{run['data']}`, {run['split']} split: {run['n_windows']} decision windows, {run['period'][0]} .. "
         f"{run['period'][1]}. Rules: threshold {run['threshold']}, holding {run['holding']} days, allocation "
@@ -149,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="test")
     ap.add_argument("--benchmark", default=None, help="ticker whose buy-and-hold defines beta")
     ap.add_argument("--n-samples", type=int, default=100)
+    ap.add_argument("--allow-before-cutoff", action="store_true",
+                    help="evaluate a pretrained --checkpoint on days on or before its knowledge cutoff (said in the README)")
     ap.add_argument("--baselines", nargs="*", default=None, help="subset of benchmarks.baselines.BASELINES")
     for f in BacktestConfig.__dataclass_fields__.values():
         ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
@@ -160,9 +179,10 @@ def main(argv: list[str] | None = None) -> int:
 
     windows = data.sample_windows() if a.data == "sample" else data.load_windows(a.data)
     train, val, test = train_only(windows), windows.split_of("val"), windows.split_of(a.split)
+    cutoff = checkpoint_cutoff_line(a.checkpoint, test.date, a.allow_before_cutoff)  # before any fitting
     forecasts = _model_forecasts(train, val, test, a.checkpoint, a.n_samples, a.baselines)
     mean, per, curves = run_models(forecasts, test, cfg, a.benchmark)
-    run = {**asdict(cfg), "data": a.data, "split": a.split, "n_windows": len(test),
+    run = {**asdict(cfg), "data": a.data, "split": a.split, "n_windows": len(test), "cutoff": cutoff,
            "period": [str(test.date.min())[:10], str(test.date.max())[:10]]}
     table = table_md(mean)
     with output_dir(a.out, a.overwrite) as out:

@@ -15,10 +15,11 @@ One stack, no parallel pipeline. Every method is its own labels / prompts / rewa
 
 Held-out period and decision days: the *test* split of the config's ``data`` (the offline sample by
 default: both tickers, ~745 trading days each; ``data: {source: dataset, path: DIR}`` reads a
-``stockr1 data build`` dataset, whose data Stock-R1's u-GRPO run then trains on too). Decision days are every ``stride``-th test day per ticker, from the first, with
-``stride = max(holding, ceil(n_test_days / decisions_per_ticker))``: evenly spread over the
+``stockr1 data build`` dataset, whose data Stock-R1's u-GRPO run then trains on too). Decision days are every test day whose holding period does not overlap the previous decision's
+(every ``holding``-th test day per ticker, from the first; ``rl.methods.env.decision_rows``): the
 whole period (so no sub-period is cherry-picked) and never closer than the holding period (so no
-signal is ignored because a position is still open). Prices cover every test day, so buy-and-hold
+signal is ignored because a position is still open). ``decisions_per_ticker`` optionally caps them
+(stride ``max(holding, ceil(n_test_days / cap))``). Prices cover every test day, so buy-and-hold
 and every method share one calendar. Training queries are ``n_train`` random *train-split* days,
 the same (ticker, day) set for every sibling method.
 
@@ -39,6 +40,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +52,9 @@ from benchmarks.compare_plots import (
     BUY_AND_HOLD,
     DecisionRecord,
     buy_and_hold_metrics,
+    buy_and_hold_results,
     method_metrics,
+    method_results,
     nan_for_none,
     readme,
     table_md,
@@ -62,7 +66,10 @@ from rl.methods.stock_r1 import adapter as stock_r1
 from rl.methods.trade_r1 import adapter as trade_r1
 from rl.methods.trading_r1 import adapter as trading_r1
 from rl.soft_tokens import soft_tokens
+from stockr1.anonymise import Anonymiser
+from stockr1.backtest import bootstrap_intervals
 from stockr1.config import parse_config_args, print_config
+from stockr1.cutoff import cutoff_line
 from stockr1.manifest import git_commit
 from stockr1.outdir import atomic_write, command_line, generated_line, output_dir, refuse_existing
 from stockr1.progress import Progress
@@ -123,8 +130,13 @@ def eval_engine(policy, tok, tools: list, cfg: CompareConfig, m: Mapping, max_to
                          max_batch_rows=ev.max_batch_rows, seed=cfg.seed)
 
 
-def run_text_method(name: str, env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dict[str, Any]]:
-    """Train (unless a checkpoint is given) and evaluate one sibling method on the decision days."""
+Records = list[DecisionRecord]
+
+
+def run_text_method(name: str, env: DecisionEnv, out: Path,
+                    anon: DecisionEnv | None = None) -> tuple[Records, dict[str, Any], Records | None]:
+    """Train (unless a checkpoint is given) and evaluate one sibling method on the decision days (and,
+    with ``anon``, the same policy on the anonymised ones)."""
     from rl.methods import reward_functions, run_grpo
     from rl.methods.alphaquanter.tools import AlphaQuanterTool
 
@@ -152,7 +164,7 @@ def run_text_method(name: str, env: DecisionEnv, out: Path) -> tuple[list[Decisi
     t0 = time.perf_counter()
     records, example = evaluate_text_method(policy.to(eval_device(cfg)), name, env)
     info["eval_s"], info["example_output"] = time.perf_counter() - t0, example
-    return records, info
+    return records, info, evaluate_text_method(policy, name, anon)[0] if anon is not None else None
 
 
 def evaluate_text_method(policy, name: str, env: DecisionEnv, tokenizer=None) -> tuple[list[DecisionRecord], str]:
@@ -172,14 +184,17 @@ def evaluate_text_method(policy, name: str, env: DecisionEnv, tokenizer=None) ->
         tk, t = env.ref(int(i))
         obs = "\n".join(s.text for s in ro.segments if s.kind == "tool")
         s = trade_r1.consistency(f"{b[1]}\n{obs}".strip(), ro.completion, tk, env.aliases)
-        records.append(DecisionRecord(tk, str(t.date()), spec.position(ro.completion), ro.n_generated, s))
+        records.append(DecisionRecord(tk, str(t.date()), spec.position(ro.completion), ro.n_generated, s,
+                                      len(ro.tool_calls)))
     return records, rollouts[0].completion[:600] if rollouts else ""
 
 
 # ------------------------------------------------------------------------------ Stock-R1
-def run_stock_r1(env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dict[str, Any]]:
+def run_stock_r1(env: DecisionEnv, out: Path,
+                 anon: DecisionEnv | None = None) -> tuple[Records, dict[str, Any], Records | None]:
     """u-GRPO through ``rl.cli.run_grpo`` (its own QA prompts, decoder, ForecastTool and scorer),
-    then greedy rollouts on the decision days and the z-rule on each decoded forecast."""
+    then greedy rollouts on the decision days (and the anonymised ones) and the z-rule on each
+    decoded forecast."""
     from llm.policy import Policy
     from llm.sft import load_decoder
     from rl.cli import run_grpo
@@ -204,7 +219,7 @@ def run_stock_r1(env: DecisionEnv, out: Path) -> tuple[list[DecisionRecord], dic
     policy, decoder = Policy.load(run_dir / "policy").to(eval_device(cfg)), load_decoder(run_dir / "decoder")
     records, example = evaluate_stock_r1(policy, decoder, env)
     info["eval_s"], info["example_output"] = time.perf_counter() - t0, example
-    return records, info
+    return records, info, evaluate_stock_r1(policy, decoder, anon)[0] if anon is not None else None
 
 
 def evaluate_stock_r1(policy, decoder, env: DecisionEnv, tokenizer=None) -> tuple[list[DecisionRecord], str]:
@@ -226,7 +241,7 @@ def evaluate_stock_r1(policy, decoder, env: DecisionEnv, tokenizer=None) -> tupl
         obs = "\n".join(s.text for s in ro.segments if s.kind == "tool")
         s = trade_r1.consistency(f"{env.context(int(i))}\n{obs}".strip(), stock_r1.verification_text(model, pos), tk,
                                  env.aliases)
-        records.append(DecisionRecord(tk, str(t.date()), pos, ro.n_generated, s))
+        records.append(DecisionRecord(tk, str(t.date()), pos, ro.n_generated, s, len(ro.tool_calls)))
     return records, rollouts[0].completion[:600] if rollouts else ""
 
 
@@ -246,27 +261,75 @@ def method_fingerprint(cfg: CompareConfig, name: str) -> str:
                       sort_keys=True, default=str)
 
 
-def run_method(name: str, env: DecisionEnv, work: Path, fingerprint: str) -> tuple[list[DecisionRecord], dict[str, Any]]:
-    """One method's records, cached in ``<work>/<name>/records.json`` for this config."""
+def run_method(name: str, env: DecisionEnv, work: Path, fingerprint: str,
+               anon: DecisionEnv | None = None) -> tuple[Records, dict[str, Any], Records | None]:
+    """One method's records (and its anonymised records with ``anon``), cached in
+    ``<work>/<name>/records.json`` for this config; a cache without anonymised records is rerun when
+    they are asked for."""
     out = work / name
     cache = out / "records.json"
     if cache.exists():
         d = json.loads(cache.read_text())
-        if d.get("fingerprint") == fingerprint:
+        if d.get("fingerprint") == fingerprint and (anon is None or d.get("anonymised_records") is not None):
             print(f"[compare] {name}: cached", flush=True)
-            return [DecisionRecord(**r) for r in d["records"]], d["info"]
+            a = d.get("anonymised_records") if anon is not None else None
+            return ([DecisionRecord(**r) for r in d["records"]], d["info"],
+                    None if a is None else [DecisionRecord(**r) for r in a])
     print(f"[compare] {name}: training + evaluating", flush=True)
-    records, info = run_stock_r1(env, out) if name == "stock_r1" else run_text_method(name, env, out)
+    run = run_stock_r1 if name == "stock_r1" else partial(run_text_method, name)
+    records, info, anon_records = run(env, out, anon)
     out.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"fingerprint": fingerprint, "records": [dataclasses.asdict(r) for r in records],
+                                 "anonymised_records": None if anon_records is None else
+                                 [dataclasses.asdict(r) for r in anon_records],
                                  "info": json_clean(info)}, indent=1, default=str))
-    return records, info
+    return records, info, anon_records
+
+
+def deanonymised(records: Records, an: Anonymiser) -> Records:
+    """Anonymised records back on the real tickers and days, so they trade on the plain prices (the
+    same returns by construction) and pair day by day with the plain run."""
+    back = {v: k for k, v in an.ids.items()}
+    return [dataclasses.replace(r, ticker=back[r.ticker], date=str(an.undate(r.date).date())) for r in records]
+
+
+def method_policy_config(cfg: CompareConfig, name: str):
+    """The ``PolicyConfig`` method ``name`` is evaluated with: its checkpoint's saved one, Stock-R1's SFT
+    run's (or the SFT / GRPO config it trains from), else the shared ``policy`` + the method's own."""
+    from llm.policy import PolicyConfig
+    from llm.sft_config import SFTRunConfig
+    from rl.run_config import GRPORunConfig
+
+    m = cfg.method(name)
+    saved = [Path(m["checkpoint"], "policy" if name == "stock_r1" else "")] if m.get("checkpoint") else []
+    saved += [Path(m["sft_run_dir"], "policy")] if name == "stock_r1" and m.get("sft_run_dir") else []
+    if saved:
+        return PolicyConfig.from_dict(json.loads((saved[0] / "policy_config.json").read_text()))
+    if name != "stock_r1":
+        return PolicyConfig.from_dict({**cfg.policy, **dict(m.get("policy", {}))})
+    if m.get("warm_start"):
+        return SFTRunConfig.from_yaml(m["warm_start"]["config"], m["warm_start"]["overrides"]).policy
+    return GRPORunConfig.from_yaml(m["config"], cfg.stock_r1_overrides(m)).policy
+
+
+def cutoff_lines(cfg: CompareConfig, env: DecisionEnv, methods: Sequence[str], allow: bool) -> list[str]:
+    """``stockr1.cutoff.cutoff_line`` of every method's policy on the decision days (ValueError = refused)."""
+    dates = [env.ref(int(i))[1] for i in env.rows]
+    lines = []
+    for name in methods:
+        p = method_policy_config(cfg, name)
+        lines.append(cutoff_line(p.pretrained, p.name_or_path, p.knowledge_cutoff, dates, allow))
+    return list(dict.fromkeys(lines))
 
 
 def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, methods: Sequence[str] | None = None,
-            run_meta: Mapping[str, Any] | None = None) -> dict:
-    """Run every method, write ``metrics.json``, ``table.md``, ``equity.png``, ``decisions.json``,
-    ``run_info.json`` (with ``run_meta``: command, commit, date); return the metrics."""
+            run_meta: Mapping[str, Any] | None = None, allow_before_cutoff: bool = False,
+            anonymise: bool = False) -> dict:
+    """Run every method, write ``metrics.json``, ``table.md``, ``intervals.json``, ``equity.png``,
+    ``decisions.json``, ``run_info.json`` (with ``run_meta``: command, commit, date); return the metrics.
+    A pretrained policy's knowledge cutoff is checked on the decision days first (``cutoff_lines``).
+    ``anonymise``: each trained policy is also evaluated on the anonymised decision days (the
+    memorisation probe); its rows are ``<method> (anonymised)`` with the paired gap in the intervals."""
     import torch
 
     torch.set_num_threads(int(cfg.threads))
@@ -274,15 +337,26 @@ def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, metho
     env = env or DecisionEnv.build(cfg)
     work = Path(cfg.work_dir)
     methods = list(methods or [m for m in METHODS if m in cfg.methods])
+    cutoff = cutoff_lines(cfg, env, methods, allow_before_cutoff)  # before any training
     bench = env.bench_prices()
     metrics, curves = {}, {}
     metrics[BUY_AND_HOLD], curves[BUY_AND_HOLD] = buy_and_hold_metrics(env.prices, env.bt, bench)
+    results = {BUY_AND_HOLD: buy_and_hold_results(env.prices, env.bt, bench)}
     timings, infos, decisions = {}, {}, {}
+    an = env.anonymiser() if anonymise else None
+    aenv = env.anonymised(an) if an is not None else None
+    pairs = []
     bar = Progress(len(methods), "[compare]", unit="method")
     for name in methods:
-        records, info = run_method(name, env, work, method_fingerprint(cfg, name))
+        records, info, anon_records = run_method(name, env, work, method_fingerprint(cfg, name), aenv)
         bar.advance()
         metrics[name], curves[name] = method_metrics(records, env.prices, env.bt, bench)
+        results[name] = method_results(records, env.prices, env.bt, bench)
+        if anon_records is not None:
+            a, back = f"{name} (anonymised)", deanonymised(anon_records, an)
+            metrics[a], curves[a] = method_metrics(back, env.prices, env.bt, bench)
+            results[a], decisions[a] = method_results(back, env.prices, env.bt, bench), [dataclasses.asdict(r) for r in back]
+            pairs.append((name, a))
         timings[name] = {"train_s": info.get("train_s", float("nan")), "eval_s": info.get("eval_s", float("nan"))}
         infos[name], decisions[name] = info, [dataclasses.asdict(r) for r in records]
         print(f"[compare] {name}: {timings[name]}", flush=True)
@@ -290,11 +364,16 @@ def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, metho
     last = {tk: str(p.index[-1].date()) for tk, p in env.prices.items()}
     days = {"n": int(len(env.rows)), "per_ticker": {tk: int(np.sum(env.windows.ticker[env.rows] == tk)) for tk in env.prices},
             "period_start": first, "period_end": last, "backtest": dataclasses.asdict(env.bt)}
+    pairs = [(m, ref) for m in methods for ref in (BUY_AND_HOLD, "stock_r1") if ref in results and m != ref] + pairs
+    intervals = bootstrap_intervals(results, pairs, env.bt.holding, seed=cfg.seed)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "intervals.json").write_text(json.dumps(json_clean(intervals), indent=1))
     table = write_report(out, metrics, curves, timings, decisions,
                          f"held-out period {min(first.values())} .. {max(last.values())}, {len(env.rows)} decisions per method",
                          {"config": dataclasses.asdict(cfg), "methods": methods, "timings_s": timings,
                           "total_s": time.perf_counter() - t_all, "decision_days": days, "info": infos,
-                          **(run_meta or {})})
+                          "cutoff": cutoff, "anonymise": None if an is None else
+                          {"weeks": an.weeks, "scale": an.scale, "ids": dict(an.ids)}, **(run_meta or {})})
     print(table, flush=True)
     return metrics
 
@@ -337,7 +416,9 @@ def write_readme(out: Path, header: str) -> Path:
         saved[name] = json.loads((out / name).read_text())
     lv = out / "stock_r1_levels.json"
     levels = json.loads(lv.read_text()) if lv.is_file() else None
-    text = readme(saved["metrics.json"], saved["run_info.json"], header, levels)
+    iv = out / "intervals.json"
+    text = readme(saved["metrics.json"], saved["run_info.json"], header, levels,
+                  json.loads(iv.read_text()) if iv.is_file() else None)
     table = table_md(nan_for_none(saved["metrics.json"]), nan_for_none(saved["run_info.json"]["timings_s"]))
     atomic_write(out / "table.md", lambda p: p.write_text(table))
     atomic_write(out / "README.md", lambda p: p.write_text(text))
@@ -353,6 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite README.md and table.md from the metrics.json / run_info.json in --out; run nothing")
     ap.add_argument("--methods", nargs="*", default=None, help=f"subset of {list(METHODS)}")
+    ap.add_argument("--allow-before-cutoff", action="store_true",
+                    help="evaluate a pretrained policy on decision days on or before its knowledge cutoff (said in the README)")
+    ap.add_argument("--anonymise", action="store_true",
+                    help="memorisation probe: also evaluate every trained policy on the anonymised decision days")
     ap.add_argument("--diagnose-stock-r1", action="store_true",
                     help="also write <out>/stock_r1_levels.json (emitted action levels vs the day's close)")
     a, over = parse_config_args(ap, argv)
@@ -369,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"command": command_line("stockr1 bench compare", argv), "commit": git_commit(),
             "date": time.strftime("%Y-%m-%d")}
     with output_dir(a.out, a.overwrite) as out:
-        compare(cfg, out, methods=a.methods, run_meta=meta)
+        compare(cfg, out, methods=a.methods, run_meta=meta, allow_before_cutoff=a.allow_before_cutoff,
+                anonymise=a.anonymise)
         if a.diagnose_stock_r1:
             m = cfg.method("stock_r1")
             run_dir = Path(m["checkpoint"]) if m.get("checkpoint") else Path(cfg.work_dir) / "stock_r1" / "grpo" / "stock_r1"

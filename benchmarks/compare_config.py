@@ -125,7 +125,7 @@ class CompareConfig(YamlConfig):
     threads: int = 2
     work_dir: str = "checkpoints/compare"
     data: DataConfig = field(default_factory=DataConfig)
-    decisions_per_ticker: int = 24
+    decisions_per_ticker: int | None = None  # cap; None: every non-overlapping test day (rl.methods.env)
     n_train: int = 16
     max_context_chars: int | None = 800
     benchmark: str | None = "SP500"
@@ -144,7 +144,7 @@ class CompareConfig(YamlConfig):
             cfg = dataclasses.replace(cfg, methods=_method_sections(raw))
         for name in cfg.methods:
             cfg.check_method(name)
-        if min(cfg.threads, cfg.decisions_per_ticker, cfg.n_train) < 1:
+        if min(cfg.threads, cfg.decisions_per_ticker or 1, cfg.n_train) < 1:
             raise ValueError(f"compare config: threads, decisions_per_ticker and n_train must be >= 1, got "
                              f"{cfg.threads}, {cfg.decisions_per_ticker}, {cfg.n_train}")
         return cfg

@@ -19,22 +19,25 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.backtest import json_clean
-from stockr1.backtest import BacktestConfig, buy_and_hold, simulate
+from stockr1.backtest import BacktestConfig, BacktestResult, buy_and_hold, simulate
 from stockr1.metrics.trading import TRADING_METRICS
 
 BUY_AND_HOLD = "buy_and_hold"
-TEXT_METRICS = ("tokens_per_decision", "consistency", "parse_failure_rate", "n_decisions", "n_long", "n_short", "n_flat")
+TEXT_METRICS = ("tokens_per_decision", "tool_calls_per_decision", "consistency", "parse_failure_rate", "n_decisions", "n_long", "n_short", "n_flat")
 
 
 @dataclass(frozen=True)
 class DecisionRecord:
-    """One evaluated decision. position: +1 / -1 / 0, or None = no parseable decision (flat)."""
+    """One evaluated decision. position: +1 / -1 / 0, or None = no parseable decision (flat);
+    tokens: model-written tokens; tool_calls: tool calls the rollout ran (records cached before this
+    field read as 0)."""
 
     ticker: str
     date: str
     position: int | None
     tokens: int
     consistency: float
+    tool_calls: int = 0
 
 
 def _mean_finite(values: Sequence[float]) -> float:
@@ -42,13 +45,12 @@ def _mean_finite(values: Sequence[float]) -> float:
     return float(np.mean(v)) if v else float("nan")
 
 
-def method_metrics(records: Sequence[DecisionRecord], prices: Mapping[str, pd.Series], cfg: BacktestConfig,
-                   benchmark: pd.Series | None = None) -> tuple[dict[str, float], pd.Series]:
-    """Trading metrics (mean over tickers) + tokens / consistency / parse failures, and the mean
-    equity curve [T] over tickers."""
+def method_results(records: Sequence[DecisionRecord], prices: Mapping[str, pd.Series], cfg: BacktestConfig,
+                   benchmark: pd.Series | None = None) -> dict[str, BacktestResult]:
+    """The simulator's result per ticker with decisions (unparsed = flat)."""
     if not records:
         raise ValueError("no decisions to evaluate")
-    per, curves = [], []
+    out = {}
     for tk in sorted(prices):
         rs = [r for r in records if r.ticker == tk]
         if not rs:
@@ -58,12 +60,19 @@ def method_metrics(records: Sequence[DecisionRecord], prices: Mapping[str, pd.Se
         unknown = d.index.difference(prices[tk].index)
         if len(unknown):
             raise ValueError(f"decision days of {tk!r} not in its price calendar: {[str(x.date()) for x in unknown[:3]]}")
-        res = simulate(d, prices[tk], cfg, benchmark)
-        per.append(res.metrics)
-        curves.append(res.equity.reset_index(drop=True))
-    out = {k: _mean_finite([m[k] for m in per]) for k in TRADING_METRICS}
+        out[tk] = simulate(d, prices[tk], cfg, benchmark)
+    return out
+
+
+def method_metrics(records: Sequence[DecisionRecord], prices: Mapping[str, pd.Series], cfg: BacktestConfig,
+                   benchmark: pd.Series | None = None) -> tuple[dict[str, float], pd.Series]:
+    """Trading metrics (mean over tickers) + tokens / tool calls / consistency / parse failures, and
+    the mean equity curve [T] over tickers."""
+    res = method_results(records, prices, cfg, benchmark).values()
+    out = {k: _mean_finite([r.metrics[k] for r in res]) for k in TRADING_METRICS}
     out.update({
         "tokens_per_decision": float(np.mean([r.tokens for r in records])),
+        "tool_calls_per_decision": float(np.mean([r.tool_calls for r in records])),
         "consistency": _mean_finite([r.consistency for r in records]),
         "parse_failure_rate": float(np.mean([r.position is None for r in records])),
         "n_decisions": float(len(records)),
@@ -72,13 +81,18 @@ def method_metrics(records: Sequence[DecisionRecord], prices: Mapping[str, pd.Se
         "n_short": float(sum(r.position == -1 for r in records)),
         "n_flat": float(sum(r.position in (0, None) for r in records)),
     })
-    return out, pd.concat(curves, axis=1).mean(axis=1)
+    return out, pd.concat([r.equity.reset_index(drop=True) for r in res], axis=1).mean(axis=1)
+
+
+def buy_and_hold_results(prices: Mapping[str, pd.Series], cfg: BacktestConfig,
+                         benchmark: pd.Series | None = None) -> dict[str, BacktestResult]:
+    return {tk: buy_and_hold(prices[tk], cfg, benchmark) for tk in sorted(prices)}
 
 
 def buy_and_hold_metrics(prices: Mapping[str, pd.Series], cfg: BacktestConfig,
                          benchmark: pd.Series | None = None) -> tuple[dict[str, float], pd.Series]:
     """The shared simulator's buy-and-hold per ticker, averaged; text metrics are NaN (no model)."""
-    res = [buy_and_hold(prices[tk], cfg, benchmark) for tk in sorted(prices)]
+    res = list(buy_and_hold_results(prices, cfg, benchmark).values())
     out = {k: _mean_finite([r.metrics[k] for r in res]) for k in TRADING_METRICS}
     out.update({k: float("nan") for k in TEXT_METRICS})
     return out, pd.concat([r.equity.reset_index(drop=True) for r in res], axis=1).mean(axis=1)
@@ -98,20 +112,34 @@ def _num(x: float, fmt: str = ".3f") -> str:
 
 
 def table_md(metrics: Mapping[str, Mapping[str, float]], timings: Mapping[str, Mapping[str, float]] | None = None) -> str:
-    """One row per method: returns, Sharpe, drawdown, hit rate, tokens per decision, consistency s,
-    parse failures (and train / eval seconds when ``timings`` is given)."""
+    """One row per method: returns, Sharpe, drawdown, hit rate, tokens and tool calls per decision,
+    consistency s, parse failures (and train / eval seconds when ``timings`` is given)."""
     timings = timings or {}
-    head = ("| Method | CR (%) | AR (%) | Sharpe | MDD (%) | HR (%) | Trades | Tokens/decision | Consistency s "
-            "| Parse failures (%) | Long / short / flat | Train (s) | Eval (s) |\n|---|" + "---|" * 12 + "\n")
+    head = ("| Method | CR (%) | AR (%) | Sharpe | MDD (%) | HR (%) | Trades | Tokens/decision | Tool calls/decision "
+            "| Consistency s | Parse failures (%) | Long / short / flat | Train (s) | Eval (s) |\n|---|" + "---|" * 13
+            + "\n")
     rows = []
     for name, m in metrics.items():
         t = timings.get(name, {})
         rows.append(
             f"| {name} | {_pct(m['cumulative_return'])} | {_pct(m['annual_return'])} | {_num(m['sharpe'])} | "
             f"{_pct(m['max_drawdown'])} | {_pct(m['hit_rate'])} | {_num(m['n_trades'], '.1f')} | "
-            f"{_num(m['tokens_per_decision'], '.1f')} | {_num(m['consistency'])} | {_pct(m['parse_failure_rate'])} | "
+            f"{_num(m['tokens_per_decision'], '.1f')} | {_num(m.get('tool_calls_per_decision', float('nan')), '.2f')} | "
+            f"{_num(m['consistency'])} | {_pct(m['parse_failure_rate'])} | "
             f"{_lsf(m)} | "
             f"{_num(t.get('train_s', float('nan')), '.0f')} | {_num(t.get('eval_s', float('nan')), '.0f')} |")
+    return head + "\n".join(rows) + "\n"
+
+
+def interval_table(iv: Mapping[str, object]) -> str:
+    """``stockr1.backtest.bootstrap_intervals`` as markdown: each strategy, then each paired difference."""
+    def cell(c: Mapping[str, float], pct: bool) -> str:
+        f = _pct if pct else _num
+        return f"{f(c['value'])} [{f(c['lo'])}, {f(c['hi'])}]"
+
+    head = "| | CR (%) | Sharpe | HR (%) |\n|---|---|---|---|\n"
+    rows = [f"| {name} | {cell(r['cumulative_return'], True)} | {cell(r['sharpe'], False)} | {cell(r['hit_rate'], True)} |"
+            for part in ("metrics", "differences") for name, r in iv[part].items()]
     return head + "\n".join(rows) + "\n"
 
 
@@ -173,17 +201,20 @@ def _method_line(name: str, m: Mapping[str, float]) -> str:
 
 
 def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[str, object], header: str,
-           levels: Mapping[str, object] | None = None) -> str:
-    """results/compare/README.md from ``metrics.json`` and ``run_info.json`` (and ``stock_r1_levels.json``
-    when present): nothing in it is typed by hand. ``header`` is the generated line."""
+           levels: Mapping[str, object] | None = None, intervals: Mapping[str, object] | None = None) -> str:
+    """results/compare/README.md from ``metrics.json`` and ``run_info.json`` (and ``stock_r1_levels.json``,
+    ``intervals.json`` when present): nothing in it is typed by hand. ``header`` is the generated line;
+    the first line under the title says what the knowledge-cutoff check found (runs before the check: "not recorded")."""
     cfg, days = run_info["config"], run_info["decision_days"]
     bt, methods = days["backtest"], run_info["methods"]
     metrics, timings = nan_for_none(metrics), nan_for_none(run_info["timings_s"])
     period = ", ".join(f"{k} {v} .. {days['period_end'][k]}" for k, v in days["period_start"].items())
     recorded = (f"commit `{str(run_info['commit'])[:10]}` on {run_info['date']}" if run_info.get("commit")
                 else "a run that did not record its commit")
+    cutoff = " ".join(run_info.get("cutoff") or ["Knowledge cutoff: not recorded (a run before the check)."])
     lines = [
         "# `stockr1 bench compare`: Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter", "",
+        cutoff, "",  # the first line under the title, as bench qa's
         header, f"The numbers are those of {recorded} (`run_info.json`).", "",
         f"**Read this first.** The policies are those of the config (`{cfg['policy'].get('name_or_path')}`, "
         f"hidden {cfg['policy'].get('tiny_hidden', '–')}, {cfg['policy'].get('tiny_layers', '–')} layers for the "
@@ -195,11 +226,28 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
         f"(per ticker: {', '.join(f'{k} {v}' for k, v in days['per_ticker'].items())}); each position held "
         f"{bt['holding']} days, {bt['cost_bps']} bps per side, threshold {bt['threshold']}; {cfg['n_train']} "
         f"train-split days as GRPO queries; seed {cfg['seed']}; {run_info['total_s']:.0f} s in all.", "",
+        *([f"Memorisation probe (`--anonymise`): the rows `<method> (anonymised)` are the same trained policies on "
+           f"the same decision days with neutral ticker ids, no company names, every date {an['weeks']} weeks later "
+           f"and prices x {an['scale']} (`stockr1.anonymise`: answers, labels and rewards unchanged); the "
+           "`<method> - <method> (anonymised)` rows of the intervals are the paired gap: above 0 beyond noise means "
+           "the policy used what it knew of the named stocks and dates.", ""]
+          if (an := run_info.get("anonymise")) else []),
         "## Table", "",
         "CR/AR/MDD/HR in %, means over the tickers; Trades = closed trades per ticker; tokens = model-written "
-        "tokens per decision; consistency s = Trade-R1's triangular score with the offline judge; Train / Eval = "
+        "tokens per decision; tool calls = tool calls run per decision (AlphaQuanter's data tools, Stock-R1's "
+        "forecast tool); consistency s = Trade-R1's triangular score with the offline judge; Train / Eval = "
         "wall seconds of the invocation that computed the row (cached rows keep theirs).", "",
-        table_md(metrics, timings), "## What each row's decisions were", "",
+        table_md(metrics, timings)]
+    if intervals:
+        lines += [
+            "## Intervals", "",
+            f"{100 * intervals['level']:.0f}% circular block-bootstrap intervals ({intervals['n_boot']} resamples of the "
+            f"trading days, blocks of {intervals['block']} days, all tickers of a day together; "
+            "`stockr1.backtest.bootstrap_intervals`), each row's value first; the differences are paired on the "
+            "same resampled days ([intervals.json](intervals.json)). A difference whose interval holds 0 is a tie.", "",
+            interval_table(intervals)]
+    lines += [
+        "## What each row's decisions were", "",
         *(_method_line(k, metrics[k]) for k in methods if k in metrics), ""]
     if levels:
         lines += [

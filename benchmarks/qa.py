@@ -11,6 +11,11 @@ questions of another QA file instead of the run's own ``qa.jsonl`` (its train sp
 majority-class baseline, its test split is evaluated); its windows must come from the same data
 section (``--config``).
 
+``--anonymise`` (the memorisation probe): every policy is also evaluated on the same questions with
+tickers and company names replaced by neutral ids, dates shifted by whole weeks and prices rescaled
+(``stockr1.anonymise``; answers unchanged by construction); the README reports the paired accuracy
+gap plain − anonymised with its date-block interval (rows ``<name>-anonymised``).
+
 Baselines (no policy): majority class, random walk, and the question-only lookup and classifier
 (``llm.qa.question_only``: template and parameters alone, fitted on train). ``baselines.json`` has
 each with its 95% interval per family and overall, the per-family counts, the question-only gap to
@@ -46,6 +51,7 @@ from llm.qa.evaluate import failure_kind, failure_kinds, grade_rollouts, item_hi
 from llm.qa.prompt import answer_instruction, question_line
 from llm.sft import load_data, load_decoder, load_yaml
 from llm.special_tokens import FORECAST_TS_CLOSE
+from stockr1.anonymise import Anonymiser, profile_names
 from stockr1.cutoff import cutoff_line
 from stockr1.manifest import git_commit
 from stockr1.metrics.stats import wilson_interval
@@ -72,6 +78,16 @@ def policy_cutoff_line(run_dir: Path, items, allow: bool) -> str:
     """``stockr1.cutoff.cutoff_line`` for the run's saved policy config and the evaluated decision dates."""
     pcfg = PolicyConfig.from_dict(json.loads((run_dir / "policy" / "policy_config.json").read_text()))
     return cutoff_line(pcfg.pretrained, pcfg.name_or_path, pcfg.knowledge_cutoff, [it.date for it in items], allow)
+
+
+def anonymised(data: dict, windows, items: list) -> tuple:
+    """(anonymised windows, anonymised items) of the memorisation probe; names from the data's store."""
+    from stockr1.data import load_run_data
+    from stockr1.data.config import DataConfig
+
+    store = load_run_data(DataConfig.from_dict(data)).store
+    an = Anonymiser.for_windows(windows, profile_names(getattr(store, "profiles", None) or {}))
+    return an.windows(windows), [an.item(it) for it in items]
 
 
 def table(metrics: dict[str, dict[str, float]]) -> str:
@@ -133,6 +149,13 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
                      f"{m['action_success_rate']:.1f} | {m['answer_parse_rate']:.1f} | {m['tokens_per_answer']:.0f} "
                      f"| {diffs} |")
     paired = [(name, ref, d) for name, iv in intervals.items() for ref, d in iv.get("vs_policy", {}).items()]
+    probe = [(name, iv["anonymised"]) for name, iv in intervals.items() if "anonymised" in iv]
+    if probe:
+        lines += ["", "## Memorisation probe (`--anonymise`): plain − anonymised overall accuracy (points)", "",
+                  "The same questions with neutral ticker ids, no company names, dates shifted by whole weeks and "
+                  "prices rescaled (answers unchanged). A gap above 0 beyond noise means the policy used what it "
+                  "knew of the named stock and dates; for a random-init policy it must be a tie.", ""]
+        lines += [f"- {name}: {d['diff']:+.1f} [{d['ci_lo']:+.1f}, {d['ci_hi']:+.1f}] {d['verdict']}" for name, d in probe]
     if paired:
         lines += ["", "## Paired differences between policies (overall accuracy, points)", ""]
         lines += [f"- {name} − {ref}: {d['diff']:+.1f} [{d['ci_lo']:+.1f}, {d['ci_hi']:+.1f}] {d['verdict']}"
@@ -182,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-name", default="stock-r1-grpo", help="row label of --compare")
     ap.add_argument("--allow-before-cutoff", action="store_true",
                     help="evaluate a pretrained policy on dates on or before its knowledge cutoff (said in the README)")
+    ap.add_argument("--anonymise", action="store_true",
+                    help="also evaluate every policy on the anonymised questions and report the paired gap")
     ap.add_argument("--config", default=None, help="SFT config (for the data section); default: run's")
     ap.add_argument("--name", default="stock-r1-sft", help="row label of --checkpoint in metrics.json / table.md")
     ap.add_argument("--qa", default=None, help="QA jsonl to evaluate instead of the run's qa.jsonl")
@@ -214,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"configured data (items {bad[:3]}...): was it generated from another data section?")
     cutoff = [policy_cutoff_line(Path(path), test, args.allow_before_cutoff)  # before any rollout
               for path in (run, args.ablation_checkpoint, args.compare) if path is not None]
+    anon = anonymised(cfg.get("data", {}), windows, test) if args.anonymise else None
     fns = baseline_answer_fns(train, windows)
     metrics = {k: accuracy_by_family(test, fn) for k, fn in fns.items()}
     all_test = [i for i in items if i.split == "test"]
@@ -239,6 +265,12 @@ def main(argv: list[str] | None = None) -> int:
         if policy_hits:  # paired against the first policy (--checkpoint), on the same questions and resamples
             intervals[name]["vs_policy"] = {args.name: overall_difference(test, hits, policy_hits[args.name], resamples)}
         policy_hits[name] = hits
+        if anon is not None:  # the same run on the anonymised questions, paired on the same resamples
+            metrics[f"{name}-anonymised"], apairs = evaluate_run(Path(path), anon[1], anon[0], args.max_new_tokens,
+                                                                 cfg.get("max_context_chars"), args.device)
+            intervals[name]["anonymised"] = overall_difference(test, hits, item_hits(apairs), resamples)
+            samples[f"{name}-anonymised"] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
+                                             for it, r in apairs[:5]]
         samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                          for it, r in pairs[:5]]
         failures[name] = failure_kinds(pairs)

@@ -163,3 +163,79 @@ def prices_from_windows(windows: Windows, ticker: str, holding: int) -> pd.Serie
     last = pd.Timestamp(w.date[-1])
     dates = pd.DatetimeIndex(w.date).append(pd.bdate_range(last + pd.offsets.BDay(1), periods=len(extra)))
     return pd.Series(np.concatenate([closes, extra]), index=dates, name=ticker)
+
+
+# ------------------------------------------------------------------------------ intervals
+BOOTSTRAP_METRICS: tuple[str, ...] = ("cumulative_return", "sharpe", "hit_rate")
+
+
+def _panel(per_ticker: dict[str, BacktestResult]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ticker id [N], date [N], daily return [N], entry row [M], hit [M]) of all tickers' days stacked."""
+    tid, dates, rets, entry, hit = [], [], [], [], []
+    for k, tk in enumerate(sorted(per_ticker)):
+        res, base = per_ticker[tk], sum(len(r) for r in rets)
+        tid.append(np.full(len(res.returns), k))
+        dates.append(res.returns.index.to_numpy())
+        rets.append(res.returns.to_numpy(dtype=np.float64))
+        pos = {d: i for i, d in enumerate(res.returns.index)}
+        entry += [base + pos[t.entry] for t in res.trades]
+        hit += [float(np.sign(t.direction) == np.sign(t.underlying_return)) for t in res.trades]
+    return (np.concatenate(tid), np.concatenate(dates), np.concatenate(rets), np.array(entry, dtype=int),
+            np.array(hit))
+
+
+def _resampled_metrics(panel, idx: np.ndarray) -> np.ndarray:
+    """[CR, Sharpe, HR] means over tickers on the resampled rows ``idx`` (with repeats); a trade counts
+    as often as its entry day is drawn. ``idx = arange(N)`` gives the simulator's own metrics."""
+    from stockr1.metrics.trading import sharpe_ratio
+
+    tid, _, rets, entry, hit = panel
+    counts = np.bincount(idx, minlength=len(rets)).astype(np.float64)
+    out = []
+    for k in np.unique(tid):
+        r = rets[idx[tid[idx] == k]]
+        mine = tid[entry] == k
+        w = counts[entry[mine]]
+        hr = float(np.sum(w * hit[mine]) / np.sum(w)) if np.sum(w) > 0 else np.nan
+        out.append([np.prod(1.0 + r) - 1.0, sharpe_ratio(r), hr])
+    with np.errstate(all="ignore"):
+        a = np.array(out, dtype=np.float64)
+        return np.array([np.nanmean(c) if np.isfinite(c).any() else np.nan for c in a.T])
+
+
+def bootstrap_intervals(results: dict[str, dict[str, BacktestResult]], pairs: list[tuple[str, str]],
+                        holding: int, block: int | None = None, n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
+    """Circular block-bootstrap intervals of CR, Sharpe and hit rate per strategy, and of the paired
+    differences ``a - b`` for each (a, b) in ``pairs``.
+
+    results[name][ticker]: the simulator's result; every strategy must cover the same tickers on the
+    same calendars. Resampled unit: the trading day (all tickers of a date together), in blocks of
+    ``block`` consecutive days (default ``stockr1.metrics.stats.default_block(D, holding)``: at least the
+    holding period, so a trade's daily returns mostly stay in one block); every strategy and every
+    difference is computed on the SAME resamples, so a difference is paired day by day. Percentile
+    intervals; NaN resamples (e.g. no trade drawn for a hit rate) are left out of the quantiles.
+    """
+    from stockr1.metrics.stats import block_resamples
+
+    names = list(results)
+    panels = {n: _panel(results[n]) for n in names}
+    ref = panels[names[0]]
+    for n in names[1:]:
+        if not (np.array_equal(panels[n][0], ref[0]) and np.array_equal(panels[n][1], ref[1])):
+            raise ValueError(f"bootstrap_intervals: {n!r} does not cover the tickers and days of {names[0]!r}")
+    idx, block = block_resamples(ref[1], block, holding, n_boot, seed)
+    full = {n: _resampled_metrics(p, np.arange(len(p[2]))) for n, p in panels.items()}
+    boots = {n: np.array([_resampled_metrics(p, i) for i in idx]) for n, p in panels.items()}
+    q = [(1 - level) / 2, 1 - (1 - level) / 2]
+
+    def rows(value: np.ndarray, b: np.ndarray) -> dict[str, dict[str, float]]:
+        out = {}
+        for j, m in enumerate(BOOTSTRAP_METRICS):
+            col = b[:, j][np.isfinite(b[:, j])]
+            lo, hi = (float(x) for x in np.quantile(col, q)) if len(col) else (np.nan, np.nan)
+            out[m] = {"value": float(value[j]), "lo": lo, "hi": hi}
+        return out
+
+    return {"block": int(block), "n_boot": len(idx), "level": level, "unit": "trading day",
+            "metrics": {n: rows(full[n], boots[n]) for n in names},
+            "differences": {f"{a} - {b}": rows(full[a] - full[b], boots[a] - boots[b]) for a, b in pairs}}

@@ -102,3 +102,20 @@ def test_compare_grades_a_second_policy_on_the_same_questions_with_a_paired_diff
     assert (d["diff"], d["ci_lo"], d["ci_hi"], d["verdict"]) == (0.0, 0.0, 0.0, "tie")
     assert "- again − stock-r1-sft: +0.0 [+0.0, +0.0] tie" in (out / "README.md").read_text()
     assert questions(out) == [it.question for it in own if it.split == "test"][:2] * 2
+
+
+def test_anonymise_evaluates_the_same_questions_without_names_or_dates(run) -> None:
+    run_dir, own, _, root = run
+    out = root / "anon"
+    assert main(["--checkpoint", str(run_dir), "--n", "2", "--max-new-tokens", "4", "--threads", "1", "--anonymise",
+                 "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert {"stock-r1-sft", "stock-r1-sft-anonymised"} <= set(metrics)
+    test = [it for it in own if it.split == "test"][:2]
+    asked = json.loads((out / "samples.json").read_text())["stock-r1-sft-anonymised"]
+    assert [s["answer"] for s in asked] == [it.answer for it in test]  # answers unchanged
+    for s, it in zip(asked, test, strict=True):
+        assert it.ticker not in s["question"] and it.date not in s["question"]
+    gap = json.loads((out / "intervals.json").read_text())["stock-r1-sft"]["anonymised"]
+    assert gap["diff"] == 0.0 and gap["verdict"] == "tie"  # 4 tokens: neither run answers anything
+    assert "Memorisation probe" in (out / "README.md").read_text()

@@ -110,15 +110,15 @@ def test_buy_and_hold_row_equals_the_simulator():
 
 def test_method_metrics_from_hand_made_records():
     d = PRICES.index
-    recs = [DecisionRecord("AAA", str(d[0].date()), 1, 10, 0.5),  # long 100 -> 99 (held 2 days)
-            DecisionRecord("AAA", str(d[2].date()), None, 30, 0.0),  # parse failure: flat
-            DecisionRecord("AAA", str(d[3].date()), -1, 20, 1.0)]  # short 121 -> 133.1
+    recs = [DecisionRecord("AAA", str(d[0].date()), 1, 10, 0.5, 2),  # long 100 -> 99 (held 2 days)
+            DecisionRecord("AAA", str(d[2].date()), None, 30, 0.0, 0),  # parse failure: flat
+            DecisionRecord("AAA", str(d[3].date()), -1, 20, 1.0, 1)]  # short 121 -> 133.1
     m, curve = method_metrics(recs, {"AAA": PRICES}, CFG)
     ref = simulate(pd.Series([1, 0, -1], index=d[[0, 2, 3]]), PRICES, CFG)
     assert m["cumulative_return"] == pytest.approx(ref.metrics["cumulative_return"])
     assert m["cumulative_return"] == pytest.approx(0.99 * 0.9 - 1)  # -1% long, then -10% short
     assert m["n_trades"] == 2 and m["hit_rate"] == 0.0
-    assert m["tokens_per_decision"] == pytest.approx(20.0)
+    assert m["tokens_per_decision"] == pytest.approx(20.0) and m["tool_calls_per_decision"] == pytest.approx(1.0)
     assert m["consistency"] == pytest.approx(0.5)
     assert m["parse_failure_rate"] == pytest.approx(1 / 3)
     np.testing.assert_allclose(curve.to_numpy(), ref.equity.to_numpy())
@@ -127,8 +127,8 @@ def test_method_metrics_from_hand_made_records():
     lines = table.strip().splitlines()
     assert len(lines) == 4 and lines[2].startswith("| buy_and_hold | 33.10 |")
     row = [c.strip() for c in lines[3].split("|")[1:-1]]
-    assert row[0] == "m" and row[1] == "-10.90" and row[7] == "20.0" and row[8] == "0.500" and row[9] == "33.33"
-    assert row[10] == "1 / 1 / 1" and row[11] == "12" and row[12] == "3"  # long / short / flat (None = flat)
+    assert row[0] == "m" and row[1] == "-10.90" and row[7] == "20.0" and row[8] == "1.00" and row[9] == "0.500"
+    assert row[10] == "33.33" and row[11] == "1 / 1 / 1" and row[12] == "12" and row[13] == "3"  # None = flat
     json.dumps(json_clean({"m": m}))  # NaN-free JSON
 
 
@@ -147,6 +147,21 @@ def test_decision_rows_spread_over_the_period_and_respect_holding():
     assert rows.tolist() == [10, 20, 30, 40, 60, 70, 80, 90]
     rows = decision_rows(w, per_ticker=100, holding=5)  # never closer than the holding period
     assert np.all(np.diff(rows[:8]) == 5) and len(rows) == 16
+
+
+def test_default_decision_days_are_every_non_overlapping_test_day():
+    """No cap: each decision's holding period [t, t+holding] ends where the next one starts, and no
+    test day that could open a non-overlapping position is skipped."""
+    n, holding = 53, 5
+    w = Windows(ticker=np.array(["A"] * n), date=pd.bdate_range("2020-01-01", periods=n).values[::-1],
+                x=np.zeros((n, 5, 3)), y=np.zeros((n, 5, 2)), hist=np.ones((n, 3, 5)), future=np.ones((n, 2, 5)),
+                split=np.array(["test"] * 50 + ["train"] * 3), context=np.array([], dtype=object))
+    rows = decision_rows(w, per_ticker=None, holding=holding)
+    test_days = np.sort(w.date[w.split == "test"])
+    pos = np.searchsorted(test_days, w.date[rows])  # index of each decision among the test days
+    assert np.all(w.split[rows] == "test") and pos[0] == 0
+    assert np.all(np.diff(pos) == holding)  # never overlapping, never a gap a position could use
+    assert len(rows) == -(-50 // holding)
 
 
 def test_config_rejects_unknown_keys_and_methods():

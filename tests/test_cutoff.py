@@ -49,3 +49,18 @@ def test_bench_qa_refuses_a_pretrained_policy_before_its_cutoff_before_any_rollo
     with pytest.raises(ValueError, match="on or before Qwen/Qwen3-8B's knowledge cutoff 2100-01"):
         main(["--checkpoint", str(run), "--out", str(tmp_path / "out"), "--n", "2"])
     assert not (tmp_path / "out").exists()
+
+
+def test_bench_backtest_refuses_a_pretrained_checkpoint_before_its_cutoff_and_the_flag_overrides(tmp_path) -> None:
+    from benchmarks.backtest import checkpoint_cutoff_line, main
+
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"knowledge_cutoff": "2100-01"}))  # after every sample date
+    with pytest.raises(ValueError, match="knowledge cutoff 2100-01"):
+        main(["--checkpoint", str(ckpt), "--out", str(tmp_path / "out"), "--baselines"])  # before any fitting
+    assert not (tmp_path / "out").exists()
+    assert checkpoint_cutoff_line(str(ckpt), DATES, allow=True).startswith("**3 of 3 decision dates")
+    (ckpt / "config.json").write_text(json.dumps({"format": "forecaster"}))  # trained here: nothing to check
+    assert "not applicable" in checkpoint_cutoff_line(str(ckpt), DATES, allow=False)
+    assert "not applicable" in checkpoint_cutoff_line(None, DATES, allow=False)

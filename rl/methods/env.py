@@ -3,13 +3,16 @@
 daily frames, the point-in-time store, the decision and training rows, the test prices of each
 ticker and the backtest rules they are traded by.
 
-Decision days are every ``stride``-th test day per ticker, from the first, with
-``stride = max(holding, ceil(n_test_days / decisions_per_ticker))`` (``decision_rows``; the why is
-in ``benchmarks.compare``). Training queries are ``n_train`` random *train-split* days.
+Decision days (``decision_rows``): by default every test day whose holding period does not overlap
+the previous decision's, i.e. every ``holding``-th test day per ticker from the first (~74 per ticker
+on the offline sample); ``decisions_per_ticker`` (optional) caps them by widening the stride to
+``max(holding, ceil(n_test_days / cap))``, still spread over the whole period (the why is in
+``benchmarks.compare``). Training queries are ``n_train`` random *train-split* days.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,6 +22,7 @@ import pandas as pd
 
 from llm.qa.prompt import trim_context
 from rl.methods.trading_r1.labels import labels_for_windows
+from stockr1.anonymise import AnonymisedStore, Anonymiser, profile_names
 from stockr1.backtest import BacktestConfig, prices_from_windows
 from stockr1.data import load_run_data, load_source, sample_windows
 from stockr1.data.config import DataConfig
@@ -31,20 +35,22 @@ class EnvConfig(Protocol):
 
     seed: int
     data: DataConfig  # source (sample | synthetic | dataset), path, lookback, horizon
-    decisions_per_ticker: int
+    decisions_per_ticker: int | None  # optional cap (None: every non-overlapping test day)
     n_train: int
     max_context_chars: int | None
     benchmark: str | None  # ticker whose prices define beta
     backtest: BacktestConfig
 
 
-def decision_rows(windows, per_ticker: int, holding: int) -> np.ndarray:
-    """Test-split rows of the decision days (module docstring), sorted by ticker then date."""
+def decision_rows(windows, per_ticker: int | None, holding: int) -> np.ndarray:
+    """Test-split rows of the decision days (module docstring), sorted by ticker then date: the
+    stride is ``holding`` test days (a position entered at one decision closes at the next), or
+    wider when ``per_ticker`` caps the count."""
     out = []
     for tk in sorted(set(windows.ticker[windows.split == "test"].tolist())):
         rows = np.flatnonzero((windows.split == "test") & (windows.ticker == tk))
         rows = rows[np.argsort(windows.date[rows], kind="stable")]
-        stride = max(holding, math.ceil(len(rows) / per_ticker))
+        stride = holding if per_ticker is None else max(holding, math.ceil(len(rows) / per_ticker))
         out.append(rows[::stride][:per_ticker])
     return np.concatenate(out)
 
@@ -87,6 +93,19 @@ class DecisionEnv:
         aliases = {tk: list(getattr(p, "keywords", ()) or ()) + [getattr(p, "name", tk)] for tk, p in profiles.items()}
         return cls(cfg, windows, frames, store, decision_rows(windows, cfg.decisions_per_ticker, bt.holding), pick,
                    prices, bt, aliases)
+
+    def anonymiser(self, **kw) -> Anonymiser:
+        """The memorisation probe's ``Anonymiser`` for this run's tickers, names and price ranges."""
+        return Anonymiser.for_frames(self.frames, profile_names(getattr(self.store, "profiles", None) or {}), **kw)
+
+    def anonymised(self, an: Anonymiser) -> DecisionEnv:
+        """The same decision and training rows seen through ``an`` (``stockr1.anonymise``): neutral tickers,
+        shifted dates, rescaled prices in windows, frames, the store and every text built from them;
+        labels and rewards are recomputed on them (and equal the plain ones by construction)."""
+        cfg = dataclasses.replace(self.cfg, benchmark=an.ticker(self.cfg.benchmark) if self.cfg.benchmark else None)
+        return DecisionEnv(cfg, an.windows(self.windows), an.frames(self.frames), AnonymisedStore(self.store, an),
+                           self.rows, self.train_rows, {an.ticker(tk): an.prices(p) for tk, p in self.prices.items()},
+                           self.bt, {an.ticker(tk): [f"Company {an.ticker(tk)}", an.ticker(tk)] for tk in self.aliases})
 
     def ref(self, i: int) -> tuple[str, pd.Timestamp]:
         """(ticker, decision day) of row i."""
