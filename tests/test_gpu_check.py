@@ -66,12 +66,13 @@ def test_deadline_guard_stops_a_phase_when_the_next_step_would_not_fit(tmp_path)
 @pytest.mark.slow
 def test_gpu_check_tiny_on_cpu(tmp_path) -> None:
     """The whole check at tiny width, with every package the GPU image lacks unimportable: SFT asked for
-    1000 steps is stopped by its deadline share, GRPO runs its steps, and every output is written."""
+    1000 steps is stopped by its deadline share, GRPO runs its steps, and every output is written. The
+    budget leaves room for a setup slowed by a busy machine (the CI runs the 8B smokes beside it)."""
     out = tmp_path / "acc"
     env = {**os.environ, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     env.pop("OUT", None)
     cmd = [sys.executable, "-c", BLOCKED_RUN, "--device", "cpu", "--scale", "tiny", "--out", str(out),
-           "--budget-s", "45", "--reserve-s", "0", "--sft-steps", "1000", "--grpo-steps", "2", "--queries", "2",
+           "--budget-s", "90", "--reserve-s", "0", "--sft-steps", "1000", "--grpo-steps", "2", "--queries", "2",
            "--group", "2", "--new-tokens", "8", "--qa-items", "8", "--work", str(tmp_path)]
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -87,7 +88,7 @@ def test_gpu_check_tiny_on_cpu(tmp_path) -> None:
     assert sum(r["phase"] == "sft" for r in rows) == s["sft"]["steps_done"]
     grpo = [r for r in rows if r["phase"] == "grpo"]
     assert all(r["rows"] == 4 and r["tokens"] > 0 and r["model_flops"] > 0 for r in grpo)
-    assert s["total_s"] < 45 + 60  # bounded: the guard stops each phase within about one step of its deadline
+    assert s["total_s"] < 90 + 60  # bounded: the guard stops each phase within about one step of its deadline
 
 
 def test_unfit_machine_stops_with_a_message(tmp_path) -> None:
