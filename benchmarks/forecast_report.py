@@ -45,7 +45,7 @@ PROB_COLUMNS = (
     ("Cov 80% (%)", "cov_close80", 100.0, 1),
     ("Cov 90% (%)", "cov_close90", 100.0, 1),
     ("Cov 95% (%)", "cov_close95", 100.0, 1),
-    ("Max |cov − nominal| (pt)", "cal_err_max", 100.0, 1),
+    ("Max \\|cov − nominal\\| (pt)", "cal_err_max", 100.0, 1),
 )
 
 
