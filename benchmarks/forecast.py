@@ -2,17 +2,24 @@
 
     stockr1 bench forecast --data sample --checkpoint CKPT --out results/forecast
     stockr1 bench forecast --data my_ohlcv.csv --out out/   # baselines only (no --checkpoint)
+    stockr1 bench forecast --data sample --checkpoint CKPT_TRAINED_ON_SP500 --cross-series NASDAQ --out OUT
 
 Writes under ``--out``: ``metrics.json`` (model -> metric -> value), ``table.md`` (Table 2 layout
-plus CRPS / coverage / pinball columns), ``README.md`` (generated from these numbers, with the command, commit and date), ``differences.md`` and
-``differences.json`` (reference
-model minus each other forecaster, paired block-bootstrap 95% CI, win/tie/loss), ``run.json``
-(windows, timings, chosen hyper-parameters), ``fan_charts.png`` and ``calibration.png``. They are
+plus CRPS / coverage / pinball columns, then the close distribution: CRPS, pinball at 0.05 / 0.95,
+coverage of the central 50/80/90/95% intervals), ``README.md`` (generated from these numbers, with
+the command, commit and date), ``differences.md`` and ``differences.json`` (reference model minus
+each other forecaster, paired block-bootstrap 95% CI, win/tie/loss), ``run.json`` (windows,
+timings, chosen hyper-parameters), ``fan_charts.png``, ``calibration.png`` and ``pit.png`` (PIT
+histogram per forecaster). ``--cross-series T`` scores the windows of tickers T (a series the
+checkpoint was not trained on) in ``cross_series/`` with the same files, and the time split on the
+other tickers; baselines of each split are fitted on that split's tickers only. Files are
 written to a temporary sibling and moved into place at the end (``stockr1.outdir``): a failed run
 leaves the previous ``--out`` as it was; one that holds results is refused unless ``--overwrite``.
 
 Baselines fit on the train split and choose hyper-parameters on val; everything is scored on the
-test split only. The reference of the differences is the model when a checkpoint is given, else
+test split only. Under ``--cross-series`` the baselines of the cross-series split are fitted on the
+target series' own train split: they are per-series statistical models, so the question is whether
+a model that never saw the series beats models fitted to it. The reference of the differences is the model when a checkpoint is given, else
 the random walk.
 """
 
@@ -26,39 +33,19 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.forecast_report import MODEL_NAME, Split, tables_md, write_outputs
 from stockr1.data.quality import DataQualityError, check_frames
-from stockr1.metrics.forecast import HIGHER_IS_BETTER, NOMINAL, REDUCERS, per_window, reduce
+from stockr1.metrics.forecast import HIGHER_IS_BETTER, REDUCERS, per_window, reduce
 from stockr1.metrics.stats import block_resamples, paired_bootstrap
-from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
+from stockr1.outdir import command_line, output_dir, refuse_existing
 from stockr1.types import Forecast, Windows, train_only
 
-MODEL_NAME = "stockr1_ts"
-DEFAULT_BASELINES = ("random_walk", "drift", "auto_arima", "garch11", "dlinear", "patchtst")
+DEFAULT_BASELINES = ("random_walk", "drift", "auto_arima", "garch11", "gjr_garch_t", "ewma", "dlinear", "patchtst")
 RESUME_HINT = " (with --cache-dir, a rerun reuses the baseline forecasts saved there)"
 DIFF_METRICS = (
-    "crps", "return_rmse", "rv_mae", "rv_mae_dist", "cal_err_close90", "pinball",
-    "price_mape", "da_3", "da_5", "da_10",
+    "crps", "return_rmse", "rv_mae", "rv_mae_dist", "cal_err_close90", "cal_err_max", "pinball",
+    "pinball_close05", "pinball_close95", "price_mape", "da_3", "da_5", "da_10",
 )
-# (header, metric, scale, decimals); the first ten follow Stock-R1 Table 2
-TABLE_COLUMNS = (
-    ("Price (MAPE)", "price_mape", 1.0, 3),
-    ("Price (rMSE)", "price_rmse", 1.0, 3),
-    ("Volume (MAPE)", "vol_mape", 1.0, 3),
-    ("Volume (rMSE)", "vol_rmse", 1.0, 3),
-    ("Return (rMSE)", "return_rmse", 1.0, 3),
-    ("3-day Acc. (%)", "da_3", 100.0, 1),
-    ("5-day Acc. (%)", "da_5", 100.0, 1),
-    ("10-day Acc. (%)", "da_10", 100.0, 1),
-    ("Volatility (MAE×10⁻³)", "rv_mae", 1e3, 3),
-    ("Vol. dist (MAE×10⁻³)", "rv_mae_dist", 1e3, 3),
-    ("CRPS (×10⁻²)", "crps", 1e2, 3),
-    ("Cov 90% (%)", "cov_close90", 100.0, 1),
-    ("Cov H.95 (%)", "cov_high95", 100.0, 1),
-    ("Cov L.05 (%)", "cov_low05", 100.0, 1),
-    ("Pinball (×10⁻³)", "pinball", 1e3, 3),
-)
-
-
 def load_data(spec: str, lookback: int, horizon: int) -> Windows:
     """``sample`` | an OHLCV CSV/parquet file | a directory of such files | a built dataset dir."""
     import stockr1.data as data
@@ -171,60 +158,6 @@ def differences(
     return rows
 
 
-def _best(metrics: dict[str, dict[str, float]], m: str) -> str | None:
-    vals = {k: v[m] for k, v in metrics.items() if m in v and np.isfinite(v[m])}
-    if not vals:
-        return None
-    if m in NOMINAL:
-        return min(vals, key=lambda k: abs(vals[k] - NOMINAL[m]))
-    return (max if HIGHER_IS_BETTER.get(m, False) else min)(vals, key=vals.get)
-
-
-def table_md(metrics: dict[str, dict[str, float]]) -> str:
-    """Markdown table in the layout of Stock-R1 Table 2 (+ probabilistic columns); best in bold."""
-    head = "| Model | " + " | ".join(h for h, *_ in TABLE_COLUMNS) + " |"
-    lines = [head, "|" + "---|" * (len(TABLE_COLUMNS) + 1)]
-    best = {m: _best(metrics, m) for _, m, _, _ in TABLE_COLUMNS}
-    for name, vals in metrics.items():
-        cells = []
-        for _, m, scale, dec in TABLE_COLUMNS:
-            if m not in vals:
-                cells.append("–")
-                continue
-            cell = f"{vals[m] * scale:.{dec}f}"
-            cells.append(f"**{cell}**" if best[m] == name else cell)
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def differences_md(rows: list[dict]) -> str:
-    """A verdict matrix (baseline × metric) followed by every difference with its CI."""
-    if not rows:
-        return "No differences: only one forecaster was scored.\n"
-    metrics = list(dict.fromkeys(r["metric"] for r in rows))
-    verdict = {(r["baseline"], r["metric"]): r["verdict"] for r in rows}
-    lines = [
-        f"Verdicts for **{rows[0]['reference']}** vs each baseline (paired block bootstrap, 95% CI; "
-        "tie = CI contains 0; cal_err_close90 = |coverage of the 90% interval - 0.90|).",
-        "",
-        "| vs | " + " | ".join(metrics) + " |",
-        "|---|" + "---|" * len(metrics),
-    ]
-    for b in dict.fromkeys(r["baseline"] for r in rows):
-        lines.append(f"| {b} | " + " | ".join(verdict.get((b, m), "–") for m in metrics) + " |")
-    lines += [
-        "",
-        "| Reference vs | Metric | Reference | Baseline | Diff (ref − base) | 95% CI | Verdict |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['baseline']} | {r['metric']} | {r['reference_value']:.5g} | {r['baseline_value']:.5g} | "
-            f"{r['diff']:+.4g} | [{r['ci_lo']:+.4g}, {r['ci_hi']:+.4g}] | {r['verdict']} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="stockr1 bench forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="sample", help="sample | OHLCV csv/parquet file | dir of them | built dataset dir")
@@ -241,41 +174,42 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--cache-dir", default=None, help="reuse baseline forecasts saved here by an earlier run")
+    p.add_argument("--cross-series", default=None, metavar="TICKERS",
+                   help="comma list of tickers the checkpoint was NOT trained on: score them as a cross-series "
+                        "split (in cross_series/) beside the time split of the other tickers")
     return p.parse_args(argv)
 
 
-def readme(metrics: dict[str, dict[str, float]], rows: list[dict], run: dict, command: str) -> str:
-    """results/<out>/README.md from the numbers this run just produced (never edited by hand)."""
-    model = f"the TS encoder `{run['forecasters'][MODEL_NAME]['checkpoint']}`" if MODEL_NAME in metrics else "no model"
-    return "\n".join([
-        "# Forecasting benchmark: TS encoder vs baselines (`stockr1 bench forecast`)", "",
-        generated_line(command), "",
-        f"Data `{run['data']}`: {run['n_test_windows']} held-out **test** windows ({', '.join(run['tickers'])}, "
-        f"decision days {run['test_dates'][0]} .. {run['test_dates'][1]}); baselines fitted on "
-        f"{run['n_train_windows']} train windows, hyper-parameters chosen on {run['n_val_windows']} val windows. "
-        f"Scored: {model} and {len(metrics) - (MODEL_NAME in metrics)} baseline(s), {run['n_samples']} sample paths, "
-        f"seed {run['seed']}. Best per column in bold.", "",
-        table_md(metrics), "## Differences", "",
-        f"Reference **{run['reference']}**, paired block bootstrap over {run['n_boot']} resamples.", "",
-        differences_md(rows),
-        "Files: [metrics.json](metrics.json), [table.md](table.md), [differences.md](differences.md), "
-        "[differences.json](differences.json), [run.json](run.json)"
-        + ("" if run["no_plots"] else ", [fan_charts.png](fan_charts.png), [calibration.png](calibration.png)") + ".", ""])
+def split_tickers(windows: Windows, target: list[str]) -> tuple[Windows, Windows]:
+    """(the other tickers' windows, the target tickers' windows) for ``--cross-series``."""
+    tgt = windows.of_tickers(target, "--cross-series")
+    rest = sorted(set(map(str, windows.ticker)) - set(target))
+    if not rest:
+        raise ValueError(f"--cross-series {','.join(target)}: no other ticker left for the time split")
+    return windows.of_tickers(rest), tgt
 
 
-def write_outputs(out: Path, forecasts: dict[str, Forecast], test: Windows, metrics: dict, rows: list[dict],
-                  run: dict, command: str) -> None:
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    (out / "table.md").write_text(table_md(metrics))
-    (out / "differences.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (out / "differences.md").write_text(differences_md(rows))
-    (out / "run.json").write_text(json.dumps(run, indent=2) + "\n")
-    (out / "README.md").write_text(readme(metrics, rows, run, command))
-    if not run["no_plots"]:
-        from benchmarks.plots import calibration_curve, fan_charts
-
-        fan_charts(forecasts, test, out / "fan_charts.png")
-        calibration_curve(forecasts, test, out / "calibration.png")
+def evaluate(name: str, windows: Windows, names: list[str], args: argparse.Namespace) -> tuple[Split, dict]:
+    """Fit the baselines on ``windows``' train split, score every forecaster on its test split."""
+    test = subsample(windows.split_of("test"), args.max_windows)
+    if len(test) < 2:
+        raise ValueError(f"--data {args.data!r}: the {name} test split has {len(test)} windows; need at least 2")
+    key = json.dumps([args.data, args.lookback, args.horizon, args.n_samples, args.seed, len(test),
+                      str(test.date[0]), str(test.date[-1]), float(test.future[:, :, 3].sum()),
+                      sorted(map(str, np.unique(windows.ticker)))])
+    forecasts, info = run_forecasters(windows, test, names, args.checkpoint, args.n_samples, args.seed,
+                                      args.cache_dir, key)
+    parts = {k: per_window(f, test) for k, f in forecasts.items()}
+    metrics = {k: reduce(p) for k, p in parts.items()}
+    reference = MODEL_NAME if args.checkpoint else names[0]
+    rows = differences(parts, reference, test, args.n_boot, args.seed) if len(parts) > 1 else []
+    run = {
+        "n_test_windows": len(test), "n_train_windows": int((windows.split == "train").sum()),
+        "n_val_windows": int((windows.split == "val").sum()), "tickers": sorted(map(str, np.unique(test.ticker))),
+        "fit_tickers": sorted(map(str, np.unique(windows.ticker))),
+        "test_dates": [str(test.date.min())[:10], str(test.date.max())[:10]],
+    }
+    return Split(name, test, forecasts, metrics, rows, run), info
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,31 +219,27 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     refuse_existing(args.out, args.overwrite, RESUME_HINT)  # before any work
-    windows = load_data(args.data, args.lookback, args.horizon)
-    test = subsample(windows.split_of("test"), args.max_windows)
-    if len(test) < 2:
-        raise ValueError(f"--data {args.data!r}: the test split has {len(test)} windows; need at least 2")
     names = [b for b in args.baselines.split(",") if b]
     if not names and not args.checkpoint:
         raise ValueError("nothing to score: give --checkpoint and/or at least one baseline")
+    windows = load_data(args.data, args.lookback, args.horizon)
+    target = [t for t in (args.cross_series or "").split(",") if t]
+    sets = dict(zip(("time", "cross_series"), split_tickers(windows, target), strict=True)) if target \
+        else {"time": windows}
     t0 = time.perf_counter()
-    key = json.dumps([args.data, args.lookback, args.horizon, args.n_samples, args.seed, len(test),
-                      str(test.date[0]), str(test.date[-1]), float(test.future[:, :, 3].sum())])
-    forecasts, info = run_forecasters(windows, test, names, args.checkpoint, args.n_samples, args.seed,
-                                      args.cache_dir, key)
-    parts = {k: per_window(f, test) for k, f in forecasts.items()}
-    metrics = {k: reduce(p) for k, p in parts.items()}
-    reference = MODEL_NAME if args.checkpoint else names[0]
-    rows = differences(parts, reference, test, args.n_boot, args.seed) if len(parts) > 1 else []
+    splits, infos = [], {}
+    for name, w in sets.items():
+        split, infos[name] = evaluate(name, w, names, args)
+        splits.append(split)
     run = {
-        "data": args.data, "n_test_windows": len(test), "n_train_windows": int((windows.split == "train").sum()),
-        "n_val_windows": int((windows.split == "val").sum()), "tickers": sorted(map(str, np.unique(test.ticker))),
-        "test_dates": [str(test.date.min())[:10], str(test.date.max())[:10]], "n_samples": args.n_samples,
-        "n_boot": args.n_boot, "reference": reference, "seed": args.seed, "forecasters": info,
+        "data": args.data, **splits[0].run, "n_samples": args.n_samples, "n_boot": args.n_boot,
+        "reference": MODEL_NAME if args.checkpoint else names[0], "seed": args.seed, "forecasters": infos["time"],
+        **({"cross_series": {**splits[1].run, "forecasters": infos["cross_series"]}} if target else {}),
         "no_plots": args.no_plots, "wall_s": time.perf_counter() - t0,
     }
     with output_dir(args.out, args.overwrite) as tmp:
-        write_outputs(tmp, forecasts, test, metrics, rows, run, command_line("stockr1 bench forecast", argv))
-    print(table_md(metrics))
+        write_outputs(tmp, splits, run, command_line("stockr1 bench forecast", argv))
+    for s in splits:
+        print(f"[{s.name}] {', '.join(s.run['tickers'])}\n{tables_md(s.metrics)}")
     print(f"wrote {args.out}")
     return 0

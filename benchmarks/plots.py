@@ -1,4 +1,5 @@
-"""Benchmark figures (matplotlib, Agg backend): fan charts and the close-interval reliability curve."""
+"""Benchmark figures (matplotlib, Agg backend): fan charts, the close-interval reliability curve and
+PIT histograms."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from stockr1.metrics.forecast import interval_coverage  # noqa: E402
+from stockr1.metrics.forecast import interval_coverage, pit_values  # noqa: E402
 from stockr1.types import CLOSE, Forecast, Windows  # noqa: E402
 
 
@@ -59,6 +60,29 @@ def calibration_curve(forecasts: dict[str, Forecast], windows: Windows, path: st
     ax.set_ylabel("empirical coverage of the true close")
     ax.set_title("Close-interval reliability (all horizons)", fontsize=9)
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def pit_histograms(forecasts: dict[str, Forecast], windows: Windows, path: str | Path, bins: int = 10) -> Path:
+    """One panel per forecaster: histogram (density) of the PIT of the true close over all windows and
+    horizons. Flat at 1 = calibrated; U = too narrow; hump = too wide; slope = biased."""
+    names = list(forecasts)
+    cols = min(4, len(names))
+    rows = -(-len(names) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 2.4 * rows), squeeze=False, sharey=True)
+    for ax, name in zip(axes.ravel(), names, strict=False):  # the grid may have spare panels
+        ax.hist(pit_values(forecasts[name], windows).ravel(), bins=bins, range=(0, 1), density=True,
+                color="tab:blue", alpha=0.7)
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_title(name, fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes.ravel()[len(names):]:
+        ax.axis("off")
+    fig.suptitle("PIT of the true close (all horizons)", fontsize=9)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=90)

@@ -70,6 +70,13 @@ class Windows:
             context=ctx,
         )
 
+    def of_tickers(self, tickers: list[str] | tuple[str, ...], where: str = "tickers") -> Windows:
+        """The windows of ``tickers`` (same order); ValueError naming ``where`` and any ticker with none."""
+        missing = sorted(set(tickers) - set(np.asarray(self.ticker).astype(str).tolist()))
+        if missing:
+            raise ValueError(f"{where}: no windows for {missing}; the data has {sorted(set(self.ticker.tolist()))}")
+        return self.select(np.isin(np.asarray(self.ticker).astype(str), list(tickers)))
+
     def split_of(self, name: str) -> Windows:
         if name not in SPLITS:
             raise ValueError(f"unknown split {name!r}; expected one of {SPLITS}")

@@ -6,9 +6,20 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.baselines import BASELINES, GARCH11, AutoARIMA, DLinear, HistoricalDrift, PatchTST, RandomWalk
+from benchmarks.baselines import (
+    BASELINES,
+    GARCH11,
+    GJRGARCH,
+    AutoARIMA,
+    DLinear,
+    EWMAVol,
+    HistoricalDrift,
+    PatchTST,
+    RandomWalk,
+)
 from benchmarks.baselines.neural import DLinearNet, PatchTSTNet
 from benchmarks.baselines.synthetic import random_walk_windows
+from stockr1.baselines.ewma import ewma_variance
 from stockr1.metrics.forecast import forecast_metrics
 from stockr1.types import CLOSE, Forecast, train_only
 
@@ -40,16 +51,17 @@ def _no_lookahead(b, w) -> None:
 
 
 def test_registry_names_match():
-    assert set(BASELINES) == {"random_walk", "drift", "auto_arima", "garch11", "dlinear", "patchtst"}
+    assert set(BASELINES) == {"random_walk", "drift", "auto_arima", "garch11", "gjr_garch_t", "ewma", "dlinear",
+                              "patchtst"}
 
 
-@pytest.mark.parametrize("name", ["drift", "garch11", "dlinear"])
+@pytest.mark.parametrize("name", ["drift", "garch11", "gjr_garch_t", "dlinear"])
 def test_a_baseline_that_estimates_from_train_refuses_anything_but_train_only(rw, name):
     with pytest.raises(TypeError, match="fits on the train split only"):
         BASELINES[name]().fit(rw.split_of("train"), rw.split_of("val"))  # a plain Windows, even of train rows
 
 
-@pytest.mark.parametrize("cls", [RandomWalk, HistoricalDrift])
+@pytest.mark.parametrize("cls", [RandomWalk, HistoricalDrift, EWMAVol])
 def test_simple_baselines_calibrated_on_random_walk(rw, cls):
     b = cls().fit(train_only(rw), rw.split_of("val"))
     te = rw.split_of("test")
@@ -103,6 +115,50 @@ def test_garch_spread_tracks_recent_volatility(rw):
     loud = g.predict(dataclasses.replace(te, x=te.x * np.float32(3.0)), 200)
     spread = lambda f: np.log(f.close_samples[:, :, 0]).std(1).mean()  # noqa: E731
     assert spread(loud) > 2.0 * spread(calm)
+
+
+def test_ewma_variance_three_steps_by_hand():
+    # σ²_2 = .94e-4 + .06·1e-4 = 1e-4; σ²_3 = .94e-4 + .06·4e-4 = 1.18e-4; σ²_4 = .94·1.18e-4 + .06·9e-4
+    r = np.array([[0.01, -0.02, 0.03]])
+    assert ewma_variance(r, 0.94, np.array([1e-4]))[0] == pytest.approx(0.94 * 1.18e-4 + 0.06 * 9e-4, rel=1e-12)
+    # default start: the mean squared return of the window
+    v0 = np.mean(r**2)
+    want = ((v0 * 0.94 + 0.06e-4) * 0.94 + 0.06 * 4e-4) * 0.94 + 0.06 * 9e-4
+    assert ewma_variance(r)[0] == pytest.approx(want, rel=1e-12)
+
+
+def test_ewma_spread_follows_recent_shocks(rw):
+    te = rw.split_of("test").select(np.arange(40))
+    x = te.x.copy()
+    x[:, CLOSE, -5:] *= 4.0  # a burst in the last 5 days: EWMA reacts, a 60-day std barely
+    loud = dataclasses.replace(te, x=x)
+    spread = lambda f: np.log(f.close_samples[:, :, 0] / te.last_close[:, None]).std(1).mean()  # noqa: E731
+    e_calm, e_loud = EWMAVol().predict(te, 400), EWMAVol().predict(loud, 400)
+    r_calm, r_loud = RandomWalk(60).predict(te, 400), RandomWalk(60).predict(loud, 400)
+    assert spread(e_loud) / spread(e_calm) > 1.5 > spread(r_loud) / spread(r_calm)
+
+
+def _garch_data():
+    return random_walk_windows(n_tickers=2, n_days=2500, garch=(2e-6, 0.08, 0.9), seed=5)
+
+
+def test_gjr_fit_ignores_val_and_test_values():
+    """No look-ahead in the fit: perturbing every val/test row leaves the fitted parameters unchanged."""
+    w = _garch_data()
+    rng = np.random.default_rng(1)
+    held = w.split != "train"
+    x = w.x.copy()
+    x[held] = x[held] * rng.uniform(0.2, 5.0, x[held].shape).astype(np.float32)
+    w2 = dataclasses.replace(w, x=x, future=w.future * np.where(held, 1.5, 1.0)[:, None, None])
+    g1, g2 = GJRGARCH().fit(train_only(w)), GJRGARCH().fit(train_only(w2))
+    assert g1.params == g2.params and set(g1.params) == {"SYN0", "SYN1", "*"}
+    om, al, ga, be, nu = g1.params["*"]
+    assert 0.9 < al + 0.5 * ga + be < 1.0 and nu > 2.0
+    te = w.split_of("test")
+    f = g1.predict(te, n_samples=200)
+    _valid(f, te, 200)
+    assert 0.85 <= forecast_metrics(f, te)["cov_close90"] <= 0.95
+    _no_lookahead(g1, te.select(np.arange(20)))
 
 
 def test_auto_arima_intervals_match_random_walk_scale(rw):

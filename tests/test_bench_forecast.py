@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.forecast import DIFF_METRICS, main, table_md
+from benchmarks.forecast import DIFF_METRICS, main
+from benchmarks.forecast_report import table_md
 from stockr1.metrics.forecast import METRICS
 
 
@@ -30,22 +31,25 @@ def test_bench_forecast_on_tiny_csv(tmp_path):
     _write_csv(csv)
     out = tmp_path / "out"
     rc = main([
-        "--data", str(csv), "--out", str(out), "--baselines", "random_walk,drift,garch11,dlinear,auto_arima",
+        "--data", str(csv), "--out", str(out),
+        "--baselines", "random_walk,drift,garch11,gjr_garch_t,ewma,dlinear,auto_arima",
         "--max-windows", "12", "--n-samples", "32", "--n-boot", "50",
     ])
     assert rc == 0
     for f in ("metrics.json", "table.md", "differences.md", "differences.json", "run.json",
-              "fan_charts.png", "calibration.png"):
+              "fan_charts.png", "calibration.png", "pit.png", "README.md"):
         assert (out / f).stat().st_size > 0, f
     metrics = json.loads((out / "metrics.json").read_text())
-    assert list(metrics) == ["random_walk", "drift", "garch11", "dlinear", "auto_arima"]
+    assert list(metrics) == ["random_walk", "drift", "garch11", "gjr_garch_t", "ewma", "dlinear", "auto_arima"]
     for vals in metrics.values():
         assert tuple(vals) == METRICS
         assert all(np.isfinite(v) for v in vals.values())
+        assert vals["cov_close50"] <= vals["cov_close80"] <= vals["cov_close90"] <= vals["cov_close95"]
+        assert vals["pinball_close05"] > 0 and vals["pinball_close95"] > 0
     run = json.loads((out / "run.json").read_text())
     assert run["n_test_windows"] == 12 and run["reference"] == "random_walk" and run["tickers"] == ["MYCO"]
     rows = json.loads((out / "differences.json").read_text())
-    assert {r["baseline"] for r in rows} == {"drift", "garch11", "dlinear", "auto_arima"}
+    assert {r["baseline"] for r in rows} == {"drift", "garch11", "gjr_garch_t", "ewma", "dlinear", "auto_arima"}
     assert {r["metric"] for r in rows} == set(DIFF_METRICS)
     for r in rows:
         assert r["ci_lo"] <= r["ci_hi"] and r["verdict"] in {"win", "tie", "loss"}
@@ -53,7 +57,11 @@ def test_bench_forecast_on_tiny_csv(tmp_path):
             assert r["verdict"] == "tie"
     table = (out / "table.md").read_text()
     assert "| Price (MAPE) | Price (rMSE) | Volume (MAPE)" in table and "CRPS" in table
-    assert table.count("\n") == 2 + len(metrics)
+    assert "| Model | CRPS (×10⁻²) | Pinball C.05 (×10⁻³) | Pinball C.95 (×10⁻³) | Cov 50% (%) | Cov 80% (%) " in table
+    for name in metrics:  # one row in the Table 2 layout, one in the close-distribution table
+        assert table.count(f"| {name} |") == 2
+    readme = (out / "README.md").read_text()
+    assert table in readme and "[pit.png](pit.png)" in readme and "Cross-series" not in readme
 
 
 def test_table_bolds_best_and_nominal_closest():
@@ -90,9 +98,7 @@ def test_cached_baselines_are_reused_identically(tmp_path, capsys):
     assert len(list((tmp_path / "cache").glob("*.npz"))) == 4
 
 
-def test_bench_forecast_scores_a_checkpoint_against_baselines(tmp_path):
-    """The model path: a (random-init) TSForecastModule checkpoint is loaded with no extra
-    arguments and becomes the reference of the differences."""
+def _random_checkpoint(tmp_path):
     import lightning as L
     import torch
 
@@ -103,6 +109,13 @@ def test_bench_forecast_scores_a_checkpoint_against_baselines(tmp_path):
     ckpt = tmp_path / "rand.ckpt"
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
                 "pytorch-lightning_version": L.__version__}, ckpt)
+    return ckpt
+
+
+def test_bench_forecast_scores_a_checkpoint_against_baselines(tmp_path):
+    """The model path: a (random-init) TSForecastModule checkpoint is loaded with no extra
+    arguments and becomes the reference of the differences."""
+    ckpt = _random_checkpoint(tmp_path)
     csv = tmp_path / "M.csv"
     _write_csv(csv, seed=5)
     out = tmp_path / "out"
@@ -126,3 +139,35 @@ def test_bench_forecast_reads_a_built_dataset_dir(tmp_path):
           "--n-samples", "16", "--n-boot", "20", "--no-plots"])
     run = json.loads((out / "run.json").read_text())
     assert run["tickers"] == ["D"] and run["n_test_windows"] >= 2
+
+
+def test_cross_series_scores_only_the_other_tickers_windows(tmp_path):
+    """--cross-series B: the time split holds A's windows, cross_series/ B's only, and B's baselines are
+    fitted on B's train split alone - the same numbers as a run on B's data by itself."""
+    src = tmp_path / "two"
+    src.mkdir()
+    _write_csv(src / "A.csv", seed=11)
+    _write_csv(src / "B.csv", seed=12)
+    ckpt = _random_checkpoint(tmp_path)
+    common = ["--baselines", "random_walk,ewma,gjr_garch_t", "--n-samples", "16", "--n-boot", "20", "--no-plots"]
+    out = tmp_path / "cross"
+    main(["--data", str(src), "--out", str(out), "--checkpoint", str(ckpt), "--cross-series", "B", *common])
+    run = json.loads((out / "run.json").read_text())
+    assert run["tickers"] == run["fit_tickers"] == ["A"]
+    assert run["cross_series"]["tickers"] == run["cross_series"]["fit_tickers"] == ["B"]
+    cross = json.loads((out / "cross_series" / "metrics.json").read_text())
+    rows = json.loads((out / "cross_series" / "differences.json").read_text())
+    assert list(cross) == ["stockr1_ts", "random_walk", "ewma", "gjr_garch_t"]
+    assert {(r["reference"], r["baseline"]) for r in rows if r["metric"] == "crps"} == {
+        ("stockr1_ts", b) for b in ("random_walk", "ewma", "gjr_garch_t")}
+    alone = tmp_path / "alone"
+    main(["--data", str(src / "B.csv"), "--out", str(alone), *common])
+    b_only = json.loads((alone / "metrics.json").read_text())
+    assert run["cross_series"]["n_test_windows"] == json.loads((alone / "run.json").read_text())["n_test_windows"]
+    for name in ("random_walk", "ewma", "gjr_garch_t"):
+        assert cross[name] == b_only[name]
+    assert json.loads((out / "metrics.json").read_text())["ewma"] != cross["ewma"]
+    readme = (out / "README.md").read_text()
+    assert "## Time split" in readme and "## Cross-series split: scored on B" in readme
+    with pytest.raises(ValueError, match=r"--cross-series: no windows for \['Z'\]"):
+        main(["--data", str(src), "--out", str(tmp_path / "z"), "--cross-series", "Z", *common])

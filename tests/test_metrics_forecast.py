@@ -14,6 +14,8 @@ from stockr1.metrics.forecast import (
     interval_coverage,
     per_window,
     pinball,
+    pit,
+    pit_values,
     realized_vol,
     znorm,
 )
@@ -162,6 +164,38 @@ def test_coverage_and_pinball_hand_values():
     assert m["pinball"] == pytest.approx(0.5 * (want_hi + want_lo))
     assert pinball(np.array(1.0), np.array(0.0), 0.9) == pytest.approx(0.9)
     assert pinball(np.array(0.0), np.array(1.0), 0.9) == pytest.approx(0.1)
+
+
+def test_coverage_levels_and_close_pinball_hand_values():
+    # 11 samples 95..105 each day: central 50% = [97.5, 102.5], 80% = [96, 104], 90% = [95.5, 104.5],
+    # 95% = [95.25, 104.75]; true closes 100, 103, 104.6, 105
+    c = np.array([[100.0, 103.0, 104.6, 105.0]])
+    samples = np.arange(95.0, 106.0)[None, :, None] * np.ones((1, 1, 4))
+    m = forecast_metrics(make_forecast(c, samples=samples), make_windows(c, c0=100.0))
+    assert (m["cov_close50"], m["cov_close80"], m["cov_close90"], m["cov_close95"]) == (0.25, 0.5, 0.5, 0.75)
+    assert m["cal_err_max"] == pytest.approx(0.4)  # |0.5 - 0.9| at 90%
+    r = np.array([0.0, 0.03, 0.046, 0.05])  # true simple returns; q05 = -0.045, q95 = +0.045
+    assert m["pinball_close05"] == pytest.approx(np.mean(0.05 * (r + 0.045)))  # every y above q05
+    assert m["pinball_close95"] == pytest.approx(np.mean([0.05 * 0.045, 0.05 * 0.015, 0.95 * 0.001, 0.95 * 0.005]))
+    # pinball on 3 points: y = 1, 2, 3 against q = 2 at tau 0.05 -> 0.95, 0, 0.05
+    np.testing.assert_allclose(pinball(np.array([1.0, 2.0, 3.0]), np.array(2.0), 0.05), [0.95, 0.0, 0.05])
+
+
+def test_pit_hand_values_and_uniform_for_the_true_distribution():
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    assert pit(np.array(2.5), x) == 0.5 and pit(np.array(2.0), x) == 0.375 and pit(np.array(9.0), x) == 1.0
+    rng = np.random.default_rng(4)
+    n, m = 4000, 200
+    samples = 100 * np.exp(rng.normal(0, 0.01, (n, m, 1)))
+    truth = 100 * np.exp(rng.normal(0, 0.01, (n, 1)))
+    u = pit_values(make_forecast(samples.mean(1), samples=samples), make_windows(truth, c0=100.0))
+    hist = np.histogram(u, bins=10, range=(0, 1))[0] / u.size
+    np.testing.assert_allclose(hist, 0.1, atol=0.02)
+    # a forecaster half as wide as the truth piles PIT mass at both ends (a U shape)
+    narrow = 100 * np.exp(rng.normal(0, 0.005, (n, m, 1)))
+    u2 = pit_values(make_forecast(narrow.mean(1), samples=narrow), make_windows(truth, c0=100.0))
+    ends = np.histogram(u2, bins=10, range=(0, 1))[0][[0, -1]] / u2.size
+    assert np.all(ends > 0.2)
 
 
 def test_perfect_forecast_and_metric_names():

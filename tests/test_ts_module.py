@@ -96,3 +96,21 @@ def test_datamodule_checks() -> None:
     dm = WindowDataModule.from_windows(w, batch_size=8)
     batch = next(iter(dm.train_dataloader()))
     assert batch["x"].shape == (8, 5, 20) and batch["y"].shape == (8, 5, 5)
+
+
+def test_datamodule_tickers_keeps_only_those_tickers_in_every_split() -> None:
+    """`ts fit --data.tickers '[SYN00]'` trains, validates and tests on SYN00 alone (cross-series training)."""
+    from lightning.pytorch.cli import LightningCLI
+
+    cli = LightningCLI(TSForecastModule, WindowDataModule, run=False, args=[
+        "--model.encoder", str(ENC).replace("'", '"'), "--data.source", "synthetic", "--data.n_tickers", "2",
+        "--data.n_days", "300", "--data.lookback", "20", "--data.horizon", "5", "--data.tickers", "[SYN00]",
+        "--trainer.logger", "false"])
+    dm = cli.datamodule
+    dm.setup()
+    full = _windows()
+    for split, w in dm.windows.items():
+        assert set(w.ticker.tolist()) == {"SYN00"}
+        assert len(w) == int(((full.split == split) & (full.ticker == "SYN00")).sum()) > 0
+    with pytest.raises(ValueError, match=r"data.tickers: no windows for \['NOPE'\]"):
+        WindowDataModule.from_windows(full, tickers=["NOPE"])

@@ -5,7 +5,8 @@ source:
   synthetic  seeded synthetic tickers (``stockr1.data.synthetic_windows``), for tests
   csv        any OHLCV csv (``path``), windows built with ``stockr1.data.build_windows``
   dataset    a directory written by ``stockr1 data build`` (``stockr1.data.load_windows``)
-Batches are dicts ``{"x": [B, 5, L], "y": [B, 5, S], "idx": [B]}``; ``idx`` indexes the split's
+``tickers`` keeps only those tickers' windows (every split), e.g. train on one index and score the
+other with ``stockr1 bench forecast --cross-series``. Batches are dicts ``{"x": [B, 5, L], "y": [B, 5, S], "idx": [B]}``; ``idx`` indexes the split's
 ``Windows`` so metrics can be computed in price space.
 """
 
@@ -78,6 +79,7 @@ class WindowDataModule(L.LightningDataModule):
         n_days: int = 400,
         seed: int = 0,
         predict_split: str = "test",
+        tickers: list[str] | None = None,
     ) -> None:
         super().__init__()
         if source not in SOURCES:
@@ -96,6 +98,8 @@ class WindowDataModule(L.LightningDataModule):
 
     def _set(self, windows: Windows) -> None:
         hp = self.hparams
+        if hp.tickers:
+            windows = windows.of_tickers(list(hp.tickers), "data.tickers")
         if windows.x.shape[1:] != (5, hp.lookback) or windows.y.shape[1:] != (5, hp.horizon):
             raise ValueError(f"windows are x{windows.x.shape[1:]} y{windows.y.shape[1:]}, expected "
                              f"x(5, {hp.lookback}) y(5, {hp.horizon}) (lookback / horizon of the datamodule)")

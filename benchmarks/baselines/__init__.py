@@ -4,9 +4,10 @@ The interface and the simple ones (random walk, drift) live in ``stockr1.baselin
 and neural ones here.
 """
 
-from benchmarks.baselines.classical import GARCH11, AutoARIMA
+from benchmarks.baselines.classical import GARCH11, GJRGARCH, AutoARIMA
 from benchmarks.baselines.neural import DLinear, PatchTST
 from stockr1.baselines.base import Baseline
+from stockr1.baselines.ewma import EWMAVol
 from stockr1.baselines.simple import HistoricalDrift, RandomWalk
 
 BASELINES = {
@@ -14,8 +15,10 @@ BASELINES = {
     "drift": HistoricalDrift,
     "auto_arima": AutoARIMA,
     "garch11": GARCH11,
+    "gjr_garch_t": GJRGARCH,
+    "ewma": EWMAVol,
     "dlinear": DLinear,
     "patchtst": PatchTST,
 }
 
-__all__ = ["BASELINES", "Baseline", "AutoARIMA", "DLinear", "GARCH11", "HistoricalDrift", "PatchTST", "RandomWalk"]
+__all__ = ["BASELINES", "Baseline", "AutoARIMA", "DLinear", "EWMAVol", "GARCH11", "GJRGARCH", "HistoricalDrift", "PatchTST", "RandomWalk"]

@@ -1,4 +1,4 @@
-"""AutoARIMA (statsforecast) and GARCH(1,1) (arch), each with its own predictive distribution."""
+"""AutoARIMA (statsforecast), GARCH(1,1) and GJR-GARCH(1,1,1)-t (arch), each with its own predictive distribution."""
 
 from __future__ import annotations
 
@@ -45,13 +45,54 @@ class AutoARIMA:
         return forecast_from_paths(windows, cum, rng)
 
 
+def per_ticker_fits(train: TrainWindows, fit, who: str) -> dict:
+    """``fit(returns)`` per ticker with at least 250 training returns (a 90-day window is too short to
+    fit a GARCH) and on all tickers' returns pooled (key ``"*"``, for unseen tickers)."""
+    rets = daily_close_returns(require_train(train, who))
+    if not rets:
+        raise ValueError(f"{who} got no training windows")
+    params = {k: fit(v) for k, v in rets.items() if len(v) >= 250}
+    params["*"] = fit(np.concatenate(list(rets.values())))
+    return params
+
+
+def garch_paths(r: np.ndarray, p: np.ndarray, n_samples: int, s: int, rng: np.random.Generator) -> np.ndarray:
+    """Daily returns ``[N, M, S]`` (same units as ``r``) of a GJR-GARCH(1,1,1) filtered over each
+    window's own history ``r [N, L]`` and simulated S days ahead.
+
+    p: [N, 6] (mu, omega, alpha, gamma, beta, nu) per window; gamma = 0 is GARCH(1,1); nu = inf (every window)
+    draws Gaussian innovations, else Student-t scaled to unit variance. The recursion starts at the
+    unconditional variance ``ω / (1 - α - γ/2 - β)``; β^L makes the start irrelevant.
+    """
+    n = len(r)
+    mu, om, al, ga, be, nu = (p[:, j] for j in range(6))
+    var = om / np.maximum(1.0 - al - 0.5 * ga - be, 1e-6)
+    for t in range(r.shape[1]):
+        e = r[:, t] - mu
+        var = om + (al + ga * (e < 0)) * e**2 + be * var
+    var = np.repeat(var[:, None], n_samples, axis=1)  # [N, M], variance of day t+1
+    gaussian = bool(np.isinf(nu).all())
+    if not gaussian and not (np.isfinite(nu) & (nu > 2.0)).all():
+        raise ValueError("garch_paths: nu must be inf for every window or > 2 for every window")
+    nu = nu[:, None]
+    daily = np.empty((n, n_samples, s))
+    for h in range(s):
+        if gaussian:
+            z = rng.standard_normal((n, n_samples))
+        else:
+            z = rng.standard_t(nu, size=(n, n_samples)) * np.sqrt((nu - 2.0) / nu)
+        eps = np.sqrt(var) * z
+        daily[:, :, h] = mu[:, None] + eps
+        var = om[:, None] + (al[:, None] + ga[:, None] * (eps < 0)) * eps**2 + be[:, None] * var
+    return daily
+
+
 class GARCH11:
     """Constant-mean GARCH(1,1) with Gaussian innovations on daily close log returns (in %).
 
-    fit: one parameter set per ticker by maximum likelihood on the training return series (a 90-day
-    window is too short to fit GARCH; the all-ticker pooled fit serves unseen tickers). predict:
-    run the variance recursion over the window's own history (started at the unconditional
-    variance; β^L makes the start irrelevant) and simulate ``n_samples`` paths S days ahead.
+    fit: one parameter set per ticker by maximum likelihood on the training return series
+    (``per_ticker_fits``). predict: run the variance recursion over the window's own history and
+    simulate ``n_samples`` paths S days ahead (``garch_paths``).
     """
 
     name = "garch11"
@@ -68,26 +109,49 @@ class GARCH11:
         return float(p["mu"]), float(p["omega"]), float(p["alpha[1]"]), float(p["beta[1]"])
 
     def fit(self, train: TrainWindows, val: Windows | None = None) -> GARCH11:
-        rets = daily_close_returns(require_train(train, "GARCH11.fit"))
-        if not rets:
-            raise ValueError("GARCH11.fit got no training windows")
-        self.params = {k: self._fit(v) for k, v in rets.items() if len(v) >= 250}
-        self.params["*"] = self._fit(np.concatenate(list(rets.values())))
+        self.params = per_ticker_fits(train, self._fit, "GARCH11.fit")
         return self
 
     def predict(self, windows: Windows, n_samples: int = 100, seed: int = 0) -> Forecast:
         rng = np.random.default_rng(seed)
-        n, s = len(windows), windows.future.shape[1]
-        p = np.array([self.params.get(str(t), self.params["*"]) for t in windows.ticker])  # [N, 4]
-        mu, om, al, be = (p[:, j] for j in range(4))
-        r = 100.0 * windows.x[:, CLOSE, :].astype(np.float64)  # [N, L]
-        var = om / np.maximum(1.0 - al - be, 1e-6)
-        for t in range(r.shape[1]):
-            var = om + al * (r[:, t] - mu) ** 2 + be * var
-        var = np.repeat(var[:, None], n_samples, axis=1)  # [N, M], variance of day t+1
-        daily = np.empty((n, n_samples, s))
-        for h in range(s):
-            eps = np.sqrt(var) * rng.standard_normal((n, n_samples))
-            daily[:, :, h] = mu[:, None] + eps
-            var = om[:, None] + al[:, None] * eps**2 + be[:, None] * var
+        mu, om, al, be = np.array([self.params.get(str(t), self.params["*"]) for t in windows.ticker]).T
+        p = np.stack([mu, om, al, np.zeros_like(al), be, np.full_like(al, np.inf)], 1)
+        daily = garch_paths(100.0 * windows.x[:, CLOSE, :].astype(np.float64), p, n_samples,
+                            windows.future.shape[1], rng)
+        return forecast_from_paths(windows, np.cumsum(daily / 100.0, axis=2), rng)
+
+
+class GJRGARCH:
+    """Zero-mean GJR-GARCH(1,1,1) with Student-t innovations on daily close log returns (in %):
+    ``σ²_{d+1} = ω + (α + γ·1[r_d < 0]) r_d² + β σ²_d`` - volatility reacts more to falls (leverage)
+    and the tails are fat. Zero mean: the drift of daily index returns is noise next to σ.
+
+    fit and predict as ``GARCH11``: parameters (ω, α, γ, β, ν) by maximum likelihood on each ticker's
+    training return series only, then filtered forward over each window's own history.
+    """
+
+    name = "gjr_garch_t"
+
+    def __init__(self) -> None:
+        self.params: dict[str, tuple[float, float, float, float, float]] = {}
+
+    @staticmethod
+    def _fit(r: np.ndarray) -> tuple[float, float, float, float, float]:
+        from arch import arch_model
+
+        res = arch_model(100.0 * r, mean="Zero", vol="GARCH", p=1, o=1, q=1, dist="t").fit(disp="off")
+        p = res.params
+        return (float(p["omega"]), float(p["alpha[1]"]), float(p["gamma[1]"]), float(p["beta[1]"]),
+                float(p["nu"]))
+
+    def fit(self, train: TrainWindows, val: Windows | None = None) -> GJRGARCH:
+        self.params = per_ticker_fits(train, self._fit, "GJRGARCH.fit")
+        return self
+
+    def predict(self, windows: Windows, n_samples: int = 100, seed: int = 0) -> Forecast:
+        rng = np.random.default_rng(seed)
+        p = np.array([self.params.get(str(t), self.params["*"]) for t in windows.ticker])  # [N, 5]
+        p = np.concatenate([np.zeros((len(p), 1)), p], 1)  # mu = 0
+        daily = garch_paths(100.0 * windows.x[:, CLOSE, :].astype(np.float64), p, n_samples,
+                            windows.future.shape[1], rng)
         return forecast_from_paths(windows, np.cumsum(daily / 100.0, axis=2), rng)

@@ -28,8 +28,14 @@ Choices where App. C.1 is ambiguous (each is tested in tests/test_metrics_foreca
   distribution the samples come from, for any M (the plain estimator, ``fair=False``, is biased
   up by ``E|X-X'|/(2M)`` and favours large ensembles). Values are in log-return units.
 * ``cov_high95 = P(H ≤ q̂_high)`` (nominal 0.95), ``cov_low05 = P(L ≤ q̂_low)`` (nominal 0.05) per
-  day; ``cov_close90`` is the share of true closes inside the 5%-95% sample quantiles;
-  ``cal_err_close90 = |cov_close90 - 0.9|``. Pinball losses are on returns relative to ``c0``.
+  day; ``cov_closeK`` (K = 50, 80, 90, 95) is the share of true closes inside the central K% sample
+  interval (quantiles ``(1-K/100)/2`` and ``(1+K/100)/2``, linear interpolation, ends included);
+  ``cal_err_close90 = |cov_close90 - 0.9|``; ``cal_err_max`` is the largest ``|cov_closeK - K/100|``
+  over the four levels. Pinball losses are on simple returns relative to ``c0``: ``pinball_high95``
+  / ``pinball_low05`` of the High / Low quantile forecasts, ``pinball_close05`` / ``pinball_close95``
+  of the close's 5% / 95% sample quantiles.
+* ``pit_values`` (the PIT histogram): ``F̂(c) = #{x_m < c}/M + #{x_m = c}/(2M)`` per window and day,
+  uniform on [0, 1] for a calibrated forecaster (up to the 1/M grid).
 """
 
 from __future__ import annotations
@@ -47,7 +53,10 @@ DA_HORIZONS = (3, 5, 10)
 # metric -> True when higher is better (everything else: lower is better)
 HIGHER_IS_BETTER: dict[str, bool] = {"da_3": True, "da_5": True, "da_10": True, "rv_r2": True, "rv_r2_dist": True}
 # metric -> nominal value; these are reported, and compared through cal_err_close90
-NOMINAL: dict[str, float] = {"cov_close90": 0.90, "cov_high95": 0.95, "cov_low05": 0.05}
+COVERAGE_LEVELS: tuple[float, ...] = (0.50, 0.80, 0.90, 0.95)
+NOMINAL: dict[str, float] = {
+    **{f"cov_close{round(100 * k)}": k for k in COVERAGE_LEVELS}, "cov_high95": 0.95, "cov_low05": 0.05,
+}
 
 
 def znorm(x: np.ndarray) -> np.ndarray:
@@ -89,6 +98,19 @@ def pinball(y: np.ndarray, q: np.ndarray, tau: float) -> np.ndarray:
     """Quantile (pinball) loss ``max(τ(y-q), (τ-1)(y-q))``, elementwise."""
     d = np.asarray(y, np.float64) - np.asarray(q, np.float64)
     return np.maximum(tau * d, (tau - 1.0) * d)
+
+
+def inside_central(y: np.ndarray, x: np.ndarray, level: float) -> np.ndarray:
+    """Is ``y [...]`` inside the central ``level`` interval of the samples ``x [..., M]`` (ends included)?"""
+    lo, hi = np.quantile(np.asarray(x, np.float64), [0.5 - level / 2, 0.5 + level / 2], axis=-1)
+    y = np.asarray(y, np.float64)
+    return (y >= lo) & (y <= hi)
+
+
+def pit(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Probability integral transform of ``y [...]`` under the samples ``x [..., M]`` (ties count half)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)[..., None]
+    return (x < y).mean(-1) + 0.5 * (x == y).mean(-1)
 
 
 def _check(forecast: Forecast, windows: Windows) -> None:
@@ -135,10 +157,16 @@ def per_window(forecast: Forecast, windows: Windows) -> dict[str, np.ndarray]:
     lr_true = np.log(c / c0[:, None])
     lr_samp = np.log(np.maximum(forecast.close_samples, EPS) / c0[:, None, None])  # [N, M, S]
     out["crps"] = crps_ensemble(lr_true, np.moveaxis(lr_samp, 1, -1)).mean(1)
-    lo, hi = np.quantile(forecast.close_samples, [0.05, 0.95], axis=1)
-    out["cov_close90"] = ((c >= lo) & (c <= hi)).mean(1)
+    samples = np.moveaxis(np.asarray(forecast.close_samples, np.float64), 1, -1)  # [N, S, M]
+    inside = {k: inside_central(c, samples, k).mean(1) for k in COVERAGE_LEVELS}
+    for k in COVERAGE_LEVELS:
+        out[f"cov_close{round(100 * k)}"] = inside[k]
+    lo, hi = np.quantile(samples, [0.05, 0.95], axis=-1)
     out["width_close90"] = ((hi - lo) / c0[:, None]).mean(1)
     out["cal_err_close90"] = out["cov_close90"]
+    out["cal_err_max"] = np.stack([inside[k] for k in COVERAGE_LEVELS], 1)
+    out["pinball_close05"] = pinball(r, simple_returns(lo, c0), 0.05).mean(1)
+    out["pinball_close95"] = pinball(r, simple_returns(hi, c0), 0.95).mean(1)
     out["cov_high95"] = (windows.future[:, :, HIGH] <= forecast.high).mean(1)
     out["cov_low05"] = (windows.future[:, :, LOW] <= forecast.low).mean(1)
     p_hi = pinball(simple_returns(windows.future[:, :, HIGH], c0), simple_returns(forecast.high, c0), 0.95)
@@ -168,6 +196,11 @@ def _cal_err_90(a: np.ndarray) -> float:
     return abs(float(np.mean(a)) - 0.9)
 
 
+def _cal_err_max(a: np.ndarray) -> float:
+    """``a [N, K]``: per-window coverage at ``COVERAGE_LEVELS`` -> the worst ``|coverage - level|``."""
+    return float(np.max(np.abs(a.mean(0) - np.asarray(COVERAGE_LEVELS))))
+
+
 REDUCERS: dict[str, Callable[[np.ndarray], float]] = {
     "price_mape": _mean,
     "price_rmse": _rmse,
@@ -180,14 +213,17 @@ REDUCERS: dict[str, Callable[[np.ndarray], float]] = {
     "rv_mae_dist": _mean,
     "rv_r2_dist": _r2,
     "crps": _mean,
-    "cov_close90": _mean,
+    **{f"cov_close{round(100 * k)}": _mean for k in COVERAGE_LEVELS},
     "cal_err_close90": _cal_err_90,
+    "cal_err_max": _cal_err_max,
     "width_close90": _mean,
     "cov_high95": _mean,
     "cov_low05": _mean,
     "pinball_high95": _mean,
     "pinball_low05": _mean,
     "pinball": _mean,
+    "pinball_close05": _mean,
+    "pinball_close95": _mean,
 }
 METRICS: tuple[str, ...] = tuple(REDUCERS)
 
@@ -210,9 +246,10 @@ def interval_coverage(
     Returns ``(levels [K], coverage [K])``; a calibrated forecaster lies on the diagonal.
     """
     levels = np.linspace(0.1, 0.9, 9) if levels is None else np.asarray(levels, np.float64)
-    c = windows.future[:, :, CLOSE]
-    cov = np.empty(len(levels))
-    for i, lev in enumerate(levels):
-        lo, hi = np.quantile(forecast.close_samples, [0.5 - lev / 2, 0.5 + lev / 2], axis=1)
-        cov[i] = float(((c >= lo) & (c <= hi)).mean())
-    return levels, cov
+    c, samples = windows.future[:, :, CLOSE], np.moveaxis(forecast.close_samples, 1, -1)
+    return levels, np.array([float(inside_central(c, samples, lev).mean()) for lev in levels])
+
+
+def pit_values(forecast: Forecast, windows: Windows) -> np.ndarray:
+    """``[N, S]`` PIT of each true close under the sampled close paths (for the PIT histogram)."""
+    return pit(windows.future[:, :, CLOSE], np.moveaxis(forecast.close_samples, 1, -1))
