@@ -143,6 +143,10 @@ def test_report_merges_stage_outputs(tmp_path: Path) -> None:
         {"reference": "stockr1_ts", "baseline": b, "metric": "crps", "baseline_value": v, "diff": 0.0102 - v,
          "ci_lo": 0.0102 - v - 0.0001, "ci_hi": 0.0102 - v + 0.0001, "verdict": verdict}
         for b, v, verdict in (("random_walk", 0.0104, "win"), ("garch11", 0.0099, "loss"))]))
+    (run / "bench_action").mkdir()
+    (run / "bench_action" / "metrics.json").write_text(json.dumps({
+        "oracle_full": {"return_rmse_reduction": 0.776, "crps_reduction": 0.822},
+        "unconditioned": {"crps": 0.0342}, "control/direction": {"up": 0.0, "base_up": 0.0}}))
     qa = run / "bench_qa"
     qa.mkdir()
     (qa / "metrics.json").write_text(json.dumps(
@@ -161,6 +165,8 @@ def test_report_merges_stage_outputs(tmp_path: Path) -> None:
     head = text.split("## What was learned", 1)[1].split("## Stages", 1)[0]  # opens the report
     assert "best baseline (garch11, 0.990×10⁻²)" in head and "so it loses to it" in head
     assert "on 200 held-out questions" in head and "96.0% [94.0, 97.5]" in head and "40.3% [35.4, 45.0]" in head
+    assert "cuts return RMSE by 78% and CRPS by 82%" in head
+    assert "'up' gives an upward g(decoded) on 0% of windows (base 0%), and with no action its CRPS is 3.42×10⁻²" in head
     assert "majority -1.50 [-6.10, +3.60]" in head and "**It beats none of them**" in head
     assert "u-GRPO (? steps) − SFT on the same questions: +0.50 [-2.00, +3.00] points (tie)" in head.replace("**", "")
     assert f"| **total** |  | 3/{len(DEMO_STAGES)} | 30 | 12 |" in text

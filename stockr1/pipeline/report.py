@@ -101,6 +101,12 @@ def learned(run_dir: Path) -> list[str]:
                    f"cuts return RMSE by "
                    f"{o['return_rmse_reduction'] * 100:.0f}% and CRPS by {o['crps_reduction'] * 100:.0f}% (oracle "
                    f"gain; the action carries information the decoder uses).")
+        ctl = am.get("control/direction") or {}
+        if "unconditioned" in am and "up" in ctl:
+            out.append(f"  Asked for one field alone it obeys less: a requested direction 'up' gives an upward "
+                       f"g(decoded) on {ctl['up'] * 100:.0f}% of windows (base {ctl.get('base_up', float('nan')) * 100:.0f}%), "
+                       f"and with no action its CRPS is {am['unconditioned']['crps'] * 100:.2f}×10⁻² "
+                       f"(controllability table in bench_action/).")
     iv = _json(run_dir / "bench_qa" / "intervals.json") or {}
     qm = _json(run_dir / "bench_qa" / "metrics.json") or {}
     if QA_MODEL in iv:
