@@ -170,7 +170,7 @@ def test_report_merges_stage_outputs(tmp_path: Path) -> None:
     assert "majority -1.50 [-6.10, +3.60]" in head and "**It beats none of them**" in head
     assert "u-GRPO (? steps) − SFT on the same questions: +0.50 [-2.00, +3.00] points (tie)" in head.replace("**", "")
     assert f"| **total** |  | 3/{len(DEMO_STAGES)} | 30 | 12 |" in text
-    assert "_not run (`stockr1 demo --only bench_action`)_" in text
+    assert "_not run (`stockr1 demo --only bench_backtest`)_" in text
     assert "| [report](report/) | report.md with tables, plots and links | this page |" in text
 
 
