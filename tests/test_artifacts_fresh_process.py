@@ -18,9 +18,7 @@ from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import QUANTILE_FEATURES, ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig
 from forecast_action.forecaster import Forecaster
-from llm.policy import Policy, PolicyConfig
-from llm.qa.prompt import SYSTEM_PROMPT
-from llm.tokenizer import train_tokenizer
+from llm.policy import Policy
 from ts_encoder.config import TSEncoderConfig
 from ts_encoder.model import TSEncoder
 
@@ -47,9 +45,6 @@ print(json.dumps(out))
 """
 
 
-TINY = dict(tiny_hidden=32, tiny_layers=1, tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64, d_ts=8)
-
-
 def _perturbed(pol: Policy) -> Policy:
     """Trainable weights off their init (LoRA's B starts at zero), so a dropped tensor would show."""
     with torch.no_grad():
@@ -58,7 +53,7 @@ def _perturbed(pol: Policy) -> Policy:
     return pol
 
 
-def test_every_artefact_loads_in_a_fresh_process(tmp_path: Path) -> None:
+def test_every_artefact_loads_in_a_fresh_process(tmp_path: Path, tiny_policy) -> None:
     torch.manual_seed(0)
     x = torch.randn(2, 5, 30)
     torch.save(x, tmp_path / "x.pt")
@@ -70,11 +65,10 @@ def test_every_artefact_loads_in_a_fresh_process(tmp_path: Path) -> None:
     dec.save_pretrained(tmp_path / "decoder")
     enc = TSEncoder(TS).eval()
     Forecaster(enc).save_pretrained(tmp_path / "forecaster")
-    tok = train_tokenizer([SYSTEM_PROMPT, "a b c 1 2 3"], 300, tmp_path / "tok")
-    pol = _perturbed(Policy(PolicyConfig(**TINY, lora_r=0), tokenizer=tok)).eval()
+    pol = _perturbed(tiny_policy()).eval()
     pol.save_pretrained(tmp_path / "policy")
     assert (tmp_path / "policy" / "projector.safetensors").is_file()
-    lora = _perturbed(Policy(PolicyConfig(**TINY, lora_r=4, lora_dropout=0.0), tokenizer=tok)).eval()
+    lora = _perturbed(tiny_policy(lora_r=4, lora_dropout=0.0)).eval()
     assert lora.is_lora
     lora.save_pretrained(tmp_path / "lora")
     assert (tmp_path / "lora" / "adapter" / "adapter_model.safetensors").is_file() and not (tmp_path / "lora" / "model").exists()
@@ -95,12 +89,11 @@ def test_every_artefact_loads_in_a_fresh_process(tmp_path: Path) -> None:
     assert got["modules"] == []  # loading needs no Lightning (resume state), only the artefacts
 
 
-def test_a_policy_loaded_into_a_config_of_another_shape_names_the_mismatch(tmp_path: Path) -> None:
-    tok = train_tokenizer([SYSTEM_PROMPT, "a b c 1 2 3"], 300, tmp_path / "tok")
-    Policy(PolicyConfig(**TINY, lora_r=0), tokenizer=tok).save_pretrained(tmp_path / "full")
+def test_a_policy_loaded_into_a_config_of_another_shape_names_the_mismatch(tmp_path: Path, tiny_policy) -> None:
+    tiny_policy().save_pretrained(tmp_path / "full")
     with pytest.raises(ValueError, match=r"projector.safetensors: weights do not fit the config: .*\(32, 8\) in the "
                                          r"weights vs \(32, 16\) for the config"):
         Policy.from_pretrained(tmp_path / "full", d_ts=16)
-    Policy(PolicyConfig(**TINY, lora_r=4), tokenizer=tok).save_pretrained(tmp_path / "lora")
+    tiny_policy(lora_r=4).save_pretrained(tmp_path / "lora")
     with pytest.raises(ValueError, match=r"adapter: weights do not fit the config: size mismatch for .*\[11, 32\]\) from checkpoint.*\[11, 64\]"):
         Policy.from_pretrained(tmp_path / "lora", tiny_hidden=64)

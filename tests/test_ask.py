@@ -26,7 +26,6 @@ from forecast_action.encoder import ActionEncoderConfig
 from forecast_action.forecaster import as_frames
 from llm.ask import ask, ask_prompt, ask_window, question_item
 from llm.scripted import ScriptedPolicy
-from llm.tokenizer import train_tokenizer
 from ts_encoder.config import TSEncoderConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,9 +81,9 @@ def test_question_item_refuses_what_the_prompt_cannot_state() -> None:
         question_item("Which?", "X", "2024-03-08", "free")
 
 
-def test_a_valid_action_is_decoded_into_dated_days_after_the_last_row(decoder, tmp_path) -> None:
+def test_a_valid_action_is_decoded_into_dated_days_after_the_last_row(decoder, tiny_tokenizer) -> None:
     frames, _ = as_frames(_csv_frame())
-    tok = train_tokenizer(["Will it rise? Trend looks up. So yes x <answer>Yes</answer> " + ACT] * 20, 400, tmp_path / "tok")
+    tok = tiny_tokenizer  # the policy is scripted: any tokenizer that holds the protocol tokens
     q = "Will the close be higher in 5 days?"
     prompt = ask_prompt(tok, question_item(q, "series", "2024-03-08"), "", TS.n_tokens)
     pol = ScriptedPolicy(tok, {prompt: ["Trend looks up. " + ACT, " So yes. <answer>Yes</answer>"]})
@@ -103,15 +102,10 @@ def test_a_valid_action_is_decoded_into_dated_days_after_the_last_row(decoder, t
 
 
 @pytest.mark.slow
-def test_stockr1_ask_on_a_saved_run_and_a_new_csv(decoder, tmp_path) -> None:
-    from llm.policy import Policy, PolicyConfig
-
-    tok_dir = tmp_path / "tok"
-    train_tokenizer(["Will it rise? Trend looks up. <answer>Yes</answer> " + ACT] * 20, 400, tok_dir)
+def test_stockr1_ask_on_a_saved_run_and_a_new_csv(decoder, tmp_path, tiny_policy) -> None:
     torch.manual_seed(0)
     run = tmp_path / "run"
-    Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tok_dir), tiny_hidden=32, tiny_layers=1, tiny_heads=2,
-                        tiny_kv_heads=1, tiny_intermediate=64, lora_r=0, d_ts=TS.d_llm)).save_pretrained(run / "policy")
+    tiny_policy(d_ts=TS.d_llm).save_pretrained(run / "policy")
     decoder.save_pretrained(run / "decoder")
     csv = tmp_path / "mine.csv"
     _csv_frame().to_csv(csv, index=False)

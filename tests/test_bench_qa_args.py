@@ -11,7 +11,6 @@ import yaml
 from benchmarks.qa import main
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.encoder import ActionEncoderConfig
-from llm.policy import Policy, PolicyConfig
 from llm.qa import QAConfig, QAGenerator, save_items
 from llm.qa.prompt import SYSTEM_PROMPT
 from llm.sft import load_data, save_decoder
@@ -22,7 +21,7 @@ DATA = {"source": "synthetic", "n_tickers": 2, "n_days": 400, "seed": 0, "lookba
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, tiny_policy):
     """A saved tiny run (policy/, decoder/, config.yaml, qa.jsonl) and a second QA file."""
     root = tmp_path_factory.mktemp("qa_args")
     run = root / "run"
@@ -33,15 +32,13 @@ def run(tmp_path_factory):
     save_items(own, run / "qa.jsonl")
     save_items(other, root / "other.jsonl")
     (run / "config.yaml").write_text(yaml.safe_dump({"data": DATA, "max_context_chars": 200}))
-    tok = train_tokenizer([SYSTEM_PROMPT] + [it.question for it in own + other], 400, root / "tok")
+    train_tokenizer([SYSTEM_PROMPT] + [it.question for it in own + other], 400, root / "tok")
     torch.manual_seed(0)
     ts = TSEncoderConfig(lookback=90, horizon=10, patch_len=15, d_model=16, n_layers=1, n_heads=2, ffn_dim=32,
                          dropout=0.0, d_llm=16)
     dec = ActionConditionedDecoder(ts, ActionEncoderConfig(cond_dim=8, emb_dim=4, hidden=16))
     save_decoder(dec, run / "decoder")
-    pcfg = PolicyConfig(tiny_hidden=32, tiny_layers=1, tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64,
-                        lora_r=0, d_ts=16)
-    Policy(pcfg, tokenizer=tok).save(run / "policy")
+    tiny_policy(tokenizer_path=str(root / "tok"), d_ts=16).save(run / "policy")
     return run, own, other, root
 
 

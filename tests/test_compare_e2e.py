@@ -85,16 +85,10 @@ def test_text_methods_scripted_through_the_engine(env, tok):
             assert math.isfinite(m["cumulative_return"])
 
 
-def test_stock_r1_scripted_through_the_forecast_tool(env, tok):
-    import torch
-
-    from llm.sft import build_decoder
+def test_stock_r1_scripted_through_the_forecast_tool(env, tok, tiny_decoder):
     from rl.cli import prepare_fresh_decoder
 
-    torch.manual_seed(0)
-    decoder = build_decoder({"ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1,
-                                    "n_heads": 2, "ffn_dim": 32, "dropout": 0.0, "d_llm": 8},
-                             "action": {"cond_dim": 8, "emb_dim": 4, "hidden": 16}}).eval()
+    decoder = tiny_decoder(seed=0).eval()
     prepare_fresh_decoder(decoder, env.windows)  # a decoder is prepared (U normaliser on train) before use
     samples = stock_r1_samples(env, decoder, tok)
     assert soft_tokens(samples).shape[-1] == 8  # soft tokens from the decoder's encoder

@@ -10,16 +10,6 @@ SMALL = dict(vocab_size=300, hidden_size=48, intermediate_size=80, num_hidden_la
              num_key_value_heads=2, head_dim=16)
 
 
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory):
-    from llm.qa.prompt import SYSTEM_PROMPT
-    from llm.tokenizer import train_tokenizer
-
-    out = tmp_path_factory.mktemp("tok")
-    train_tokenizer([SYSTEM_PROMPT, "up down flat 0123456789 <answer>yes</answer>"] * 20, 600, out)
-    return out
-
-
 @pytest.mark.parametrize("tied", [True, False])
 def test_base_params_equal_a_built_qwen3(tied: bool) -> None:
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -29,11 +19,11 @@ def test_base_params_equal_a_built_qwen3(tied: bool) -> None:
     assert cm.Arch.from_config(cfg.to_dict()).base_params() == sum(p.numel() for p in model.parameters())
 
 
-def test_policy_params_equal_a_built_lora_policy(tok_dir) -> None:
+def test_policy_params_equal_a_built_lora_policy(tiny_tokenizer_dir) -> None:
     """Base + LoRA on the 7 targets + protocol-token rows + MLP projector, exactly, at a small width."""
     from llm.policy import Policy, PolicyConfig
 
-    pol = Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tok_dir), tiny_hidden=32, tiny_layers=2,
+    pol = Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tiny_tokenizer_dir), tiny_hidden=32, tiny_layers=2,
                               tiny_heads=4, tiny_kv_heads=2, tiny_intermediate=96, lora_r=4, lora_alpha=4, d_ts=12))
     arch = cm.Arch.from_config(pol.model.config.get_text_config().to_dict())
     pc = cm.param_counts(arch, cm.Adapter(lora_r=4, d_ts=12))
@@ -42,14 +32,14 @@ def test_policy_params_equal_a_built_lora_policy(tok_dir) -> None:
 
 
 @pytest.mark.slow
-def test_full_depth_4b_is_built_under_the_device_context(tok_dir) -> None:
+def test_full_depth_4b_is_built_under_the_device_context(tiny_tokenizer_dir) -> None:
     """What gpu_check builds (all 36 layers, 151,936 rows, LoRA): under ``torch.device`` every parameter
     and buffer is created there (meta here, cuda on the GPU: no CPU copy), and the count is the model's."""
     from llm.policy import Policy, PolicyConfig
 
     with torch.device("meta"):
         pol = Policy(PolicyConfig(name_or_path="Qwen/Qwen3-4B-Instruct-2507", random_init_layers=36,
-                                  tokenizer_path=str(tok_dir), dtype="bfloat16", d_ts=2560))
+                                  tokenizer_path=str(tiny_tokenizer_dir), dtype="bfloat16", d_ts=2560))
     assert {t.device.type for t in [*pol.parameters(), *pol.buffers()]} == {"meta"}
     pc = cm.param_counts(cm.Arch.from_config(QWEN3_ARCHS["Qwen/Qwen3-4B-Instruct-2507"]), cm.Adapter(d_ts=2560))
     assert pc["base"] == 4_022_468_096  # the model card's 4.0B

@@ -10,13 +10,11 @@ import torch
 from llm.logprobs import masked_mean, pad_sequences, token_logprobs, token_logprobs_and_entropy
 from llm.policy import Policy, PolicyConfig
 from llm.special_tokens import FORECAST_TS_OPEN, ts_placeholders
-from llm.tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    tok = train_tokenizer([f"close {i} rose by {i * 0.5:.1f} percent" for i in range(60)], 320,
-                          tmp_path_factory.mktemp("tok"))
+def setup(tiny_tokenizer):
+    tok = tiny_tokenizer
     torch.manual_seed(0)
     pol = Policy(PolicyConfig(d_ts=4, lora_r=0, tiny_hidden=32, tiny_intermediate=64), tokenizer=tok).eval()
     return tok, pol

@@ -11,15 +11,15 @@ import torch
 from llm.policy import LORA_TARGETS, Policy, PolicyConfig
 from llm.rollout import RolloutEngine
 from llm.special_tokens import TS_PLACEHOLDER, ts_placeholders
-from llm.tokenizer import chat_prompt, train_tokenizer
+from llm.tokenizer import chat_prompt
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "policy"
 
 
 @pytest.fixture(scope="module")
-def tok(tmp_path_factory):
-    corpus = [f"Question {i}: will the close rise? trend up down <answer>yes</answer>" for i in range(80)]
-    return train_tokenizer(corpus, 350, tmp_path_factory.mktemp("tok"))
+def tok(tiny_tokenizer):
+    """The session tokenizer (tests/conftest.py): no test here depends on how the text splits."""
+    return tiny_tokenizer
 
 
 def _cfg(**kw) -> PolicyConfig:

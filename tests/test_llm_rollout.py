@@ -14,7 +14,7 @@ from llm.policy import Policy, PolicyConfig
 from llm.rollout import RolloutEngine, ToolResult, encode_segments
 from llm.scripted import ScriptedPolicy
 from llm.special_tokens import FORECAST_TS_CLOSE, FORECAST_TS_OPEN, TOOL_ONLY_TOKENS, ts_placeholders
-from llm.tokenizer import chat_prompt, train_tokenizer
+from llm.tokenizer import chat_prompt
 from llm.tools import ForecastTool
 from stockr1.types import Forecast
 
@@ -23,10 +23,9 @@ BAD = "<forecast_action>gibberish</forecast_action>"
 
 
 @pytest.fixture(scope="module")
-def tok(tmp_path_factory):
-    corpus = [f"Reasoning about day {i}: trend looks up. {ACT} final answer <answer>yes</answer> {BAD} x x"
-              for i in range(60)] + ["Question: will it rise?"] * 10
-    return train_tokenizer(corpus, 400, tmp_path_factory.mktemp("tok"))
+def tok(tiny_tokenizer):
+    """The session tokenizer (tests/conftest.py), trained on this file's ACT/BAD protocol text."""
+    return tiny_tokenizer
 
 
 class FakeDecoder:

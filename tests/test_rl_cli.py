@@ -68,8 +68,7 @@ def test_config_overrides_merge_recursively() -> None:
     assert deep_update(base, {"a": {"c": 5}, "d": 1}) == {"a": {"b": 1, "c": 5}, "d": 1} and base["a"]["c"] == 2
 
 
-def test_lambda_ts_keeps_training_the_decoder_and_zero_freezes_it(setup, tmp_path) -> None:
-    from llm.policy import Policy, PolicyConfig
+def test_lambda_ts_keeps_training_the_decoder_and_zero_freezes_it(setup, tmp_path, tiny_policy) -> None:
     from llm.rollout import RolloutEngine
     from llm.tools import ForecastTool
     from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer
@@ -79,8 +78,7 @@ def test_lambda_ts_keeps_training_the_decoder_and_zero_freezes_it(setup, tmp_pat
         torch.manual_seed(0)
         dec = build_decoder(DECODER)
         prepare_fresh_decoder(dec, windows)
-        pol = Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tok_dir), tiny_hidden=32, tiny_layers=1,
-                                  tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64, lora_r=0, d_ts=8))
+        pol = tiny_policy(tokenizer_path=str(tok_dir))
         samples = build_samples(items[:2], windows, th, dec, pol.tokenizer, max_context_chars=200)
         eng = RolloutEngine(pol, pol.tokenizer, [ForecastTool(dec, windows, n_samples=4)], max_new_tokens=4)
         cfg = GRPOTrainConfig(group_size=2, queries_per_step=2, max_steps=1, lambda_ts=lam, decoder_lr=1e-2,
@@ -116,11 +114,10 @@ def test_load_models_prefers_the_sft_run(setup, tmp_path) -> None:
     assert not torch.equal(fresh.projector.net[0].weight, trained.projector.net[0].weight)
 
 
-def test_soft_tokens_computed_per_batch_train_exactly_as_precomputed_ones(setup, tmp_path) -> None:
+def test_soft_tokens_computed_per_batch_train_exactly_as_precomputed_ones(setup, tmp_path, tiny_policy) -> None:
     """GRPO queries hold a window row, not h_ts (40k queries x K x d_llm would not fit in host memory at
     4B width); one step on lazily computed soft tokens moves every weight exactly as one on the same
     tokens precomputed, and the batch's tokens are the encoder's output for those rows."""
-    from llm.policy import Policy, PolicyConfig
     from llm.rollout import RolloutEngine
     from llm.tools import ForecastTool
     from rl.trainer import FuncScorer, GRPOSample, GRPOTrainConfig, GRPOTrainer
@@ -134,8 +131,7 @@ def test_soft_tokens_computed_per_batch_train_exactly_as_precomputed_ones(setup,
     before, after = [], []
     for k, samples in enumerate((lazy, eager)):
         torch.manual_seed(0)
-        pol = Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tok_dir), tiny_hidden=32, tiny_layers=1,
-                                  tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64, lora_r=0, d_ts=8))
+        pol = tiny_policy(tokenizer_path=str(tok_dir))
         before.append(pol.projector.net[0].weight.detach().clone())
         eng = RolloutEngine(pol, pol.tokenizer, [ForecastTool(decoder, windows, n_samples=4)], max_new_tokens=6)
         cfg = GRPOTrainConfig(group_size=4, queries_per_step=2, max_steps=1, lr=1e-2, accelerator="cpu", ckpt_every=10)

@@ -6,8 +6,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from llm.tokenizer import train_tokenizer
-
 
 def count_e(prompts, completions, **kw):
     return [float(c.count("e")) for c in completions]
@@ -36,13 +34,11 @@ def _worker(fabric, tok_dir: str, out: str) -> None:
 
 
 @pytest.mark.slow
-def test_ddp_gloo_two_processes_one_step(tmp_path) -> None:
+def test_ddp_gloo_two_processes_one_step(tmp_path, tiny_tokenizer_dir) -> None:
     from lightning.fabric import Fabric
 
-    tok_dir = tmp_path / "tok"
-    train_tokenizer(["Question: will it rise? the trend looks up <answer>Yes</answer>"] * 20, 300, tok_dir)
     fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp_spawn")
-    fabric.launch(_worker, str(tok_dir), str(tmp_path))
+    fabric.launch(_worker, str(tiny_tokenizer_dir), str(tmp_path))
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1))
     assert r0["world"] == r1["world"] == 2 and r0["steps"] == r1["steps"] == [1]
     changed = [n for n in r0["after"] if not torch.equal(r0["before"][n], r0["after"][n])]

@@ -11,11 +11,10 @@ from forecast_action.derive import ActionThresholds, actions_from_forecast
 from forecast_action.parser import parse_action
 from forecast_action.schema import ForecastAction
 from forecast_action.score import score_action
-from llm.policy import Policy, PolicyConfig
 from llm.rollout import RolloutEngine
 from llm.scripted import ScriptedPolicy
 from llm.special_tokens import FORECAST_TS_CLOSE, FORECAST_TS_OPEN, ts_placeholders
-from llm.tokenizer import chat_prompt, train_tokenizer
+from llm.tokenizer import chat_prompt
 from llm.tools import ForecastTool
 from rl.grpo import grpo_loss
 from rl.rewards import PENALTY
@@ -35,19 +34,6 @@ BAD = "<forecast_action>gibberish</forecast_action>"
 K, D_TS = 2, 8
 
 
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("tok")
-    corpus = [f"Reasoning about day {i}: trend looks up. {ACT} so <answer>Yes</answer> {BAD} x x x" for i in range(40)]
-    train_tokenizer(corpus + ["Question: will it rise?"] * 10, 400, d)
-    return d
-
-
-def _policy(tok_dir: Path) -> Policy:
-    return Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tok_dir), tiny_hidden=32, tiny_layers=1,
-                               tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64, lora_r=0, d_ts=D_TS))
-
-
 def _samples(tok, n: int = 4) -> list[GRPOSample]:
     g = torch.Generator().manual_seed(0)
     return [GRPOSample(chat_prompt(tok, f"{ts_placeholders(K)} Question {i}: will it rise?"), i,
@@ -64,9 +50,9 @@ class Kill(Exception):
     pass
 
 
-def _trainer(tok_dir: Path, out: Path, steps: int, kill_at_call: int | None = None) -> GRPOTrainer:
+def _trainer(tiny_policy, out: Path, steps: int, kill_at_call: int | None = None) -> GRPOTrainer:
     torch.manual_seed(0)  # the projector's init draws from the global RNG, as a run's start would seed it
-    pol = _policy(tok_dir)
+    pol = tiny_policy(d_ts=D_TS)
     eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=6, temperature=1.0)
     cfg = GRPOTrainConfig(group_size=4, queries_per_step=2, max_steps=steps, lr=1e-2, accelerator="cpu",
                           ckpt_every=2, micro_batch=3)
@@ -82,9 +68,9 @@ def _trainer(tok_dir: Path, out: Path, steps: int, kill_at_call: int | None = No
 
 
 @pytest.fixture(scope="module")
-def full_run(tok_dir, tmp_path_factory):
+def full_run(tiny_policy, tmp_path_factory):
     out = tmp_path_factory.mktemp("full")
-    tr = _trainer(tok_dir, out, steps=3)
+    tr = _trainer(tiny_policy, out, steps=3)
     before = tr.trainable_state()
     tr.fit()
     return tr, before, out
@@ -102,13 +88,13 @@ def test_a_few_steps_change_trainable_parameters(full_run) -> None:
     assert (out / "last.ckpt").exists()
 
 
-def test_kill_mid_step_and_resume_reproduces_uninterrupted_run(full_run, tok_dir, tmp_path) -> None:
+def test_kill_mid_step_and_resume_reproduces_uninterrupted_run(full_run, tiny_policy, tmp_path) -> None:
     full = full_run[0]
-    killed = _trainer(tok_dir, tmp_path, steps=3, kill_at_call=3)  # dies inside step 3; checkpoint is step 2
+    killed = _trainer(tiny_policy, tmp_path, steps=3, kill_at_call=3)  # dies inside step 3; checkpoint is step 2
     with pytest.raises(Kill):
         killed.fit()
     assert killed.step == 2
-    resumed = _trainer(tok_dir, tmp_path, steps=3)
+    resumed = _trainer(tiny_policy, tmp_path, steps=3)
     resumed.fit(resume=True)
     assert resumed.step == 3 and len(resumed.history) == 3
     a, b = full.trainable_state(), resumed.trainable_state()
@@ -153,10 +139,8 @@ def _render(fc, i, error=None):
     return f"{FORECAST_TS_OPEN}close {fc.close[i, -1]:.1f}{FORECAST_TS_CLOSE}"
 
 
-def test_stock_r1_scorer_on_real_rollouts_and_tool_tokens_get_no_gradient(tok_dir) -> None:
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+def test_stock_r1_scorer_on_real_rollouts_and_tool_tokens_get_no_gradient(tiny_tokenizer) -> None:
+    tok = tiny_tokenizer
     p_good, p_bad = chat_prompt(tok, "Question: will it rise?"), chat_prompt(tok, "Question 2: will it rise?")
     scripts = {p_good: ["trend looks up. " + ACT, " so <answer>Yes</answer>"], p_bad: [BAD, " <answer>No</answer>"]}
     hist = np.zeros((2, 5, 5))

@@ -23,19 +23,15 @@ from llm.vllm_backend import BAN_BIAS, VLLMBackend, write_model_dir
 from llm.vllm_config import vllm_import_error
 from llm.vllm_server import VLLMServerClient
 from tests.fake_vllm import FakeLLM, FakeServer
-from tests.test_llm_rollout import ACT, BAD, _tool
+from tests.test_llm_rollout import _tool
 
 K, D_TS, BUDGET = 3, 8, 24
 
 
 @pytest.fixture(scope="module")
-def tok(tmp_path_factory):
-    """The offline tokenizer of tests/test_llm_rollout.py (same corpus, same size)."""
-    from llm.tokenizer import train_tokenizer
-
-    corpus = [f"Reasoning about day {i}: trend looks up. {ACT} final answer <answer>yes</answer> {BAD} x x"
-              for i in range(60)] + ["Question: will it rise?"] * 10
-    return train_tokenizer(corpus, 400, tmp_path_factory.mktemp("tok"))
+def tok(tiny_tokenizer):
+    """The session tokenizer (tests/conftest.py): the offline tokenizer of tests/test_llm_rollout.py."""
+    return tiny_tokenizer
 
 
 def _prompts(tok):

@@ -12,16 +12,15 @@ from rl.run_config import GRPORunConfig, RolloutConfig
 from stockr1.config import config_from_dict
 
 
-def test_default_backend_is_hf_and_engine_kwargs_build_it(tmp_path):
+def test_default_backend_is_hf_and_engine_kwargs_build_it(tiny_tokenizer):
     from llm.policy import Policy, PolicyConfig
     from llm.rollout import RolloutEngine
-    from llm.tokenizer import train_tokenizer
 
     rc = GRPORunConfig.from_dict({"rollout": {"max_new_tokens": 8, "prefill_chunk": 256}}).rollout
     assert rc.backend == "hf" and rc.prefill_chunk == 256 and rc.vllm == VLLMConfig()
     kw = rc.engine_kwargs()
     assert "backend" not in kw and "vllm" not in kw and kw["prefill_chunk"] == 256
-    tok = train_tokenizer(["day 3 trend up <answer>yes</answer>"] * 10, 300, tmp_path)
+    tok = tiny_tokenizer
     eng = RolloutEngine(Policy(PolicyConfig(d_ts=8, lora_r=0), tokenizer=tok), tok, [], **kw)
     assert isinstance(eng.backend, HFBackend) and eng.backend.prefill_chunk == 256
 

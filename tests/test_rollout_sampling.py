@@ -12,13 +12,13 @@ from llm.policy import Policy, PolicyConfig
 from llm.rollout import RolloutEngine
 from llm.sampling import SeededGenerator, TokenSampler
 from llm.special_tokens import ts_placeholders
-from llm.tokenizer import chat_prompt, train_tokenizer
+from llm.tokenizer import chat_prompt
 
 
 @pytest.fixture(scope="module")
-def tok(tmp_path_factory):
-    corpus = [f"Reasoning about day {i}: trend looks up. <answer>yes</answer> x x" for i in range(40)]
-    return train_tokenizer(corpus, 300, tmp_path_factory.mktemp("tok"))
+def tok(tiny_tokenizer):
+    """The session tokenizer (tests/conftest.py): these tests compare two decodes of the same text."""
+    return tiny_tokenizer
 
 
 def _old_sample(logits, temperature, top_p, banned, gen):

@@ -35,16 +35,7 @@ def test_arch_table_shapes() -> None:
         qwen3_config("Qwen/Qwen9-1T")
 
 
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory) -> Path:
-    from llm.tokenizer import train_tokenizer
-
-    out = tmp_path_factory.mktemp("tok")
-    train_tokenizer(["the close rose by one percent <answer>Yes</answer>"] * 20, 300, out)
-    return out
-
-
-def test_random_init_policy_of_a_local_architecture(tmp_path: Path, tok_dir: Path) -> None:
+def test_random_init_policy_of_a_local_architecture(tmp_path: Path, tiny_tokenizer_dir: Path) -> None:
     """A local config.json (what AutoConfig reads before the table) with 3 layers, cut to 1; LoRA on every
     target plus the protocol rows (untied head: lm_head rows too); deterministic; save/load round trip."""
     from transformers import Qwen3Config
@@ -54,7 +45,7 @@ def test_random_init_policy_of_a_local_architecture(tmp_path: Path, tok_dir: Pat
     arch = tmp_path / "arch"
     Qwen3Config(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
                 num_key_value_heads=1, head_dim=16, tie_word_embeddings=False).save_pretrained(arch)
-    cfg = PolicyConfig(name_or_path=str(arch), tokenizer_path=str(tok_dir), random_init_layers=1, lora_r=2,
+    cfg = PolicyConfig(name_or_path=str(arch), tokenizer_path=str(tiny_tokenizer_dir), random_init_layers=1, lora_r=2,
                        lora_alpha=2, lora_dropout=0.0, d_ts=4)
     pol = Policy(cfg)
     base = pol.model.get_base_model()
