@@ -79,8 +79,8 @@ def reading(data: Data) -> Iterator[None]:
     windows, _ = data
     with pytest.MonkeyPatch.context() as m:
         m.setattr("llm.sft.load_data", lambda cfg: data)
-        m.setattr("ts_encoder.datamodule.load_split_windows", lambda *a, **k: windows)
-        m.setattr("forecast_action.train.load_split_windows", lambda *a, **k: windows)
+        m.setattr("ts_encoder.datamodule.source_windows", lambda *a, **k: windows)
+        m.setattr("forecast_action.train.source_windows", lambda *a, **k: windows)
         yield
 
 
