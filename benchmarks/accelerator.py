@@ -53,8 +53,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import lightning
+import lightning as L
 import numpy as np
+import peft
 import torch
+import transformers
+from transformers import AutoModelForCausalLM, Qwen3Config
+
+from forecast_action.derive import ActionThresholds
+from llm.logprobs import keep_for_mask, token_logprobs
+from llm.policy import Policy, PolicyConfig
+from llm.qa.prompt import SYSTEM_PROMPT
+from llm.rollout import RolloutEngine
+from llm.sft import JointSFT, SFTTrainer, TrainConfig, from_dict, prepare, sft_data
+from llm.tokenizer import build_or_load_tokenizer
+from llm.tools import ForecastTool
+from rl.setup import build_samples
+from rl.soft_tokens import soft_tokens
+from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer, rollout_batch
+from stockr1.config import load_yaml
+from stockr1.data import sample_windows
+from ts_encoder.datamodule import WindowDataModule
+from ts_encoder.module import TSForecastModule
 
 # Qwen/Qwen3-4B-Instruct-2507 config.json (architecture fields; vocab includes Qwen's padding rows).
 QWEN3_4B: dict[str, Any] = dict(vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
@@ -90,8 +111,6 @@ SCALES = {
 # --------------------------------------------------------------------------------- the model
 def qwen3_config(arch: dict[str, Any], vocab_size: int | None = None, **token_ids: int):
     """A transformers ``Qwen3Config`` for ``arch``; ``vocab_size`` fills a ``None`` vocab (tiny)."""
-    from transformers import Qwen3Config
-
     kw = dict(arch)
     kw["vocab_size"] = kw["vocab_size"] or vocab_size
     return Qwen3Config(**kw, **token_ids)
@@ -110,8 +129,6 @@ def qwen3_param_count(cfg) -> int:
 def save_random_qwen3(cfg, tokenizer, out_dir: Path, device: str, dtype: torch.dtype, seed: int = 0) -> Path:
     """Initialise ``Qwen3ForCausalLM(cfg)`` on ``device`` (a 4B init on CPU is slow) and save it with
     ``tokenizer`` as an HF model dir that ``from_pretrained`` reads."""
-    from transformers import AutoModelForCausalLM
-
     torch.manual_seed(seed)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
@@ -156,21 +173,9 @@ def step_times(prefix: str, times: list[float]) -> dict[str, float]:
     return {f"{prefix}_first_s": times[0], f"{prefix}_s": statistics.median(later)}
 
 
-def load_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
-    return yaml.safe_load(Path(path).read_text()) or {}
-
-
 # --------------------------------------------------------------------------------- part (a)
 def bench_ts(scale: Scale, device: str, steps: int, bf16: bool, meter: Meter) -> dict[str, float]:
     """A few Lightning training steps of TSForecastModule on the offline sample."""
-    import lightning as L
-
-    from stockr1.data import sample_windows
-    from ts_encoder.datamodule import WindowDataModule
-    from ts_encoder.module import TSForecastModule
-
     spec = load_yaml(scale.ts_config)
     data = spec["data"]
     module = TSForecastModule(**spec["model"])
@@ -213,10 +218,6 @@ def batch_to(b, device: torch.device):
 
 def build_policy(scale: Scale, device: str, bf16: bool, work: Path, traces, d_ts: int):
     """Offline tokenizer on the traces -> random Qwen3 saved to ``work/model`` -> ``Policy`` from there."""
-    from llm.policy import Policy, PolicyConfig
-    from llm.qa.prompt import SYSTEM_PROMPT
-    from llm.tokenizer import build_or_load_tokenizer
-
     tok = build_or_load_tokenizer([SYSTEM_PROMPT] + [t.user + t.completion for t in traces], scale.tokenizer_vocab,
                                   work / "tokenizer")
     qcfg = qwen3_config(scale.arch, len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
@@ -229,15 +230,6 @@ def build_policy(scale: Scale, device: str, bf16: bool, work: Path, traces, d_ts
 def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_tokens: int, work: Path, meter: Meter,
                  record: Callable[[dict[str, float]], None]) -> None:
     """Part (b); ``record`` is called after each phase with that phase's metrics."""
-    from forecast_action.derive import ActionThresholds
-    from llm.logprobs import keep_for_mask, token_logprobs
-    from llm.rollout import RolloutEngine
-    from llm.sft import JointSFT, SFTTrainer, TrainConfig, from_dict, prepare, sft_data
-    from llm.tools import ForecastTool
-    from rl.cli import build_samples
-    from rl.soft_tokens import soft_tokens
-    from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer, rollout_batch
-
     sft_cfg, grpo_cfg = load_yaml(scale.sft_config), load_yaml(scale.grpo_config)
     ts_model = load_yaml(scale.ts_config)["model"]["encoder"]
     ctx_chars = sft_cfg.get("max_context_chars")
@@ -345,10 +337,6 @@ def table(metrics: dict[str, dict[str, float]]) -> str:
 
 
 def run_info(device: str, scale: str, steps: int) -> dict[str, Any]:
-    import lightning
-    import peft
-    import transformers
-
     info = {"device": device, "scale": scale, "steps": steps, "platform": platform.platform(),
             "torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
             "lightning": lightning.__version__, "torch_threads": torch.get_num_threads(), "errors": {}}

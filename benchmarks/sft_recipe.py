@@ -86,7 +86,8 @@ def val_slice(items, n: int) -> list:
 def prepare_shared(cfg: dict[str, Any]) -> None:
     """Write ``common.prepare_from`` (QA items, decoder init, traces of ``sft_config``) once, before the
     variants copy it, so parallel variants never race to write their own (identical) copies."""
-    from llm.sft import load_yaml, prepare
+    from llm.sft import prepare
+    from stockr1.config import load_yaml
 
     shared = cfg.get("common", {}).get("prepare_from")
     if shared and not (Path(shared) / "traces.jsonl").exists():
@@ -99,18 +100,10 @@ def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict
 
     import torch
 
+    from llm.build import build_policy
     from llm.qa.evaluate import grade_rollouts, rollout_items
-    from llm.sft import (
-        JointSFT,
-        SFTTrainer,
-        TrainConfig,
-        average_checkpoints,
-        build_policy,
-        from_dict,
-        load_yaml,
-        prepare,
-        sft_data,
-    )
+    from llm.sft import JointSFT, SFTTrainer, TrainConfig, average_checkpoints, from_dict, prepare, sft_data
+    from stockr1.config import load_yaml
 
     over = dict(cfg["variants"][name] or {})
     eval_at = over.pop("eval_at", cfg["eval_at"])  # a variant may evaluate on its own step grid

@@ -18,7 +18,8 @@ _BASELINE = """
 import json, sys, resource
 from pathlib import Path
 import yaml
-from llm.sft import load_data, prepare, local_tokenizer
+from llm.build import load_data, local_tokenizer
+from llm.sft import prepare
 from llm.smoke import SMOKE, prepared_decoder
 cfg, work = yaml.safe_load(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
 windows, _ = load_data(cfg.get("data", {}))

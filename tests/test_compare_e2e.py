@@ -85,8 +85,8 @@ def test_text_methods_scripted_through_the_engine(env, tok):
 def test_stock_r1_scripted_through_the_forecast_tool(env, tok):
     import torch
 
-    from llm.sft import build_decoder
-    from rl.cli import prepare_fresh_decoder
+    from forecast_action.build import build_decoder
+    from rl.setup import prepare_fresh_decoder
 
     torch.manual_seed(0)
     decoder = build_decoder({"ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1,

@@ -22,7 +22,7 @@ from forecast_action.derive import ActionThresholds
 from forecast_action.train import main as decoder_main
 from llm.qa.dataset import load_items
 from llm.sft import run_sft
-from rl.cli import build_setup, run_grpo
+from rl.setup import build_setup, run_grpo
 from stockr1.data import load_windows
 from stockr1.data.run_data import source_windows
 from stockr1.types import train_only
