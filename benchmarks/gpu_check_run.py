@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from benchmarks import cost_model as cm
-from benchmarks.gpu_check import CONFIGS, TINY_DECODER, TINY_POLICY, Meter, Recorder, Scale, run_phase
 from benchmarks.gpu_check_env import Unfit, read_yaml
+from benchmarks.gpu_check_phase import CONFIGS, TINY_DECODER, TINY_POLICY, Meter, Recorder, Scale, run_phase
 
 
 class RecordingEngine:
