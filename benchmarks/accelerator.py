@@ -69,10 +69,11 @@ from llm.rollout import RolloutEngine
 from llm.sft import JointSFT, SFTTrainer, TrainConfig, from_dict, prepare, sft_data
 from llm.tokenizer import build_or_load_tokenizer
 from llm.tools import ForecastTool
-from rl.setup import build_samples
+from rl.run_config import RolloutConfig
+from rl.setup import build_samples, train_config
 from rl.soft_tokens import soft_tokens
-from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer, rollout_batch
-from stockr1.config import load_yaml
+from rl.trainer import GRPOTrainer, StockR1Scorer, rollout_batch
+from stockr1.config import config_from_dict, load_yaml
 from stockr1.data import sample_windows
 from ts_encoder.datamodule import WindowDataModule
 from ts_encoder.module import TSForecastModule
@@ -275,12 +276,12 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
             "sft_trainable_max_abs_delta": max(float((p.detach() - before[n]).abs().max()) for n, p in trainable.items()),
             **meter.peak("sft")})
     del trainer, before
-    decoder.cpu().eval()  # as in rl.cli: the frozen decoder serves the tool on cpu
+    decoder.cpu().eval()  # as in rl.setup: the frozen decoder serves the tool on cpu
 
     # --- one rollout-engine generation: 1 prompt x G rows, full token budget
-    rollout = {k: v for k, v in grpo_cfg.get("rollout", {}).items() if k != "n_samples"}
-    rollout["max_new_tokens"] = max_new_tokens
-    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows)], seed=0, **rollout)
+    rollout = {**grpo_cfg.get("rollout", {}), "max_new_tokens": max_new_tokens}  # checked as a GRPO run's
+    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows)], seed=0,
+                           **config_from_dict(RolloutConfig, rollout, "grpo.rollout").engine_kwargs())
     g = int(grpo_cfg["train"].get("group_size", 8))
     meter.reset()
     rolls, dt = meter.time(lambda: engine.generate([samples[0].prompt], soft_tokens(samples[:1]),
@@ -310,9 +311,9 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
     del lps, b
 
     # --- u-GRPO steps on Fabric
-    gcfg = GRPOTrainConfig.from_dict({**grpo_cfg["train"], "accelerator": device, "devices": 1, "strategy": "auto",
-                                      "precision": precision, "queries_per_step": 1, "max_steps": steps,
-                                      "ckpt_every": 10**9})
+    gcfg = train_config({"rollout": rollout, "train": {**grpo_cfg["train"], "accelerator": device, "devices": 1,
+                         "strategy": "auto", "precision": precision, "queries_per_step": 1, "ckpt_every": 10**9}},
+                        max_steps=steps)
     meter.reset()
     grpo = GRPOTrainer(policy, engine, samples, StockR1Scorer(thresholds, gcfg.rewards, gcfg.reward_components),
                        gcfg, work / "grpo")

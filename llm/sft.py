@@ -22,6 +22,7 @@ import os
 import shutil
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -480,6 +481,31 @@ def load_sft_config(config: str | Path, overrides: Mapping[str, Any] | None = No
     return cfg
 
 
+@dataclass
+class SFTSetup:
+    """What a joint SFT run trains, built by ``build_sft``."""
+
+    windows: Any
+    items: list
+    decoder: nn.Module
+    traces: list[Trace]
+    policy: Any
+    data: SFTData
+    trainer: SFTTrainer
+
+
+def build_sft(cfg: dict[str, Any], run_dir: Path, tcfg: TrainConfig, fabric=None, logger=None) -> SFTSetup:
+    """Seed -> data, QA, decoder, traces (``prepare``) -> policy -> encoded traces -> trainer. With
+    ``fabric`` (several ranks), rank 0 writes QA, decoder init, traces and tokenizer and the rest read them."""
+    torch.manual_seed(tcfg.seed)  # the same initial weights on every rank
+    with fabric.rank_zero_first() if fabric is not None else nullcontext():
+        windows, items, decoder, traces = prepare(cfg, run_dir)
+        policy = build_policy(cfg, traces, run_dir)
+    data = sft_data(traces, items, windows, policy.tokenizer, tcfg)
+    trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger, fabric=fabric)
+    return SFTSetup(windows, items, decoder, traces, policy, data, trainer)
+
+
 def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = None,
             out_root: str | Path = "checkpoints/sft", overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole stage: data -> traces -> joint training (resumable) -> policy/ + decoder/."""
@@ -488,16 +514,13 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     run_dir = Path(out_root) / run
     tcfg = from_dict(TrainConfig, {**cfg.get("train", {}), **({"max_steps": max_steps} if max_steps else {})})
     fabric = launch_fabric(tcfg)  # before any work: with several devices every rank runs what follows
-    torch.manual_seed(tcfg.seed)  # the same initial weights on every rank
-    with fabric.rank_zero_first():  # rank 0 writes QA, decoder init, traces and tokenizer; the rest read them
-        windows, items, decoder, traces = prepare(cfg, run_dir)
-        policy = build_policy(cfg, traces, run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    logger = _logger(cfg, run, run_dir) if fabric.is_global_zero else None
+    s = build_sft(cfg, run_dir, tcfg, fabric, logger)
+    windows, items, decoder, policy, data, trainer = s.windows, s.items, s.decoder, s.policy, s.data, s.trainer
     if fabric.is_global_zero:  # the config this run trained with: the file plus any command-line overrides
         (run_dir / "config.yaml").write_text(Path(config).read_text() if not overrides else
                                              yaml.safe_dump(cfg, sort_keys=False))
-    data = sft_data(traces, items, windows, policy.tokenizer, tcfg)
-    logger = _logger(cfg, run, run_dir) if fabric.is_global_zero else None
-    trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger, fabric=fabric)
     resumed = trainer.maybe_resume()
     fabric.print(f"SFT {run}: {len(data)} traces ({data.n_too_long} too long) on {fabric.world_size} rank(s), "
                  f"{'resumed at step ' + str(trainer.step) if resumed else 'fresh start'}", flush=True)
