@@ -11,7 +11,6 @@ from torch import nn
 
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.encoder import ActionEncoderConfig
-from forecast_action.module import ActionDecoderModule
 from ts_encoder.config import TSEncoderConfig
 
 
@@ -42,6 +41,8 @@ def load_decoder(path: str | Path) -> nn.Module:
     (resume state; ``stockr1 decoder --export CKPT --out DIR`` converts it), in eval mode; ValueError
     naming the file when it cannot be used."""
     if Path(path).suffix == ".ckpt":
+        from forecast_action.module import ActionDecoderModule  # lazy: Lightning only for the old .ckpt form
+
         try:
             module = ActionDecoderModule.load_from_checkpoint(path, map_location="cpu")
         except Exception as e:  # truncated / foreign / mismatched checkpoint: name the file, keep the cause

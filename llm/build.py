@@ -11,7 +11,6 @@ from typing import Any
 from llm.policy import Policy, PolicyConfig
 from llm.qa.context import store_context
 from llm.qa.prompt import SYSTEM_PROMPT
-from llm.tokenizer import build_or_load_tokenizer
 from llm.traces import Trace
 from stockr1.data import load_run_data
 from stockr1.data.config import DataConfig
@@ -39,5 +38,7 @@ def build_policy(cfg: dict[str, Any], traces: Sequence[Trace], run_dir: Path):
 def local_tokenizer(traces: Sequence[Trace], vocab_size: int, out: Path) -> Path:
     """The offline tokenizer trained on this run's corpus (system prompt + traces), saved in ``out``
     (reused when the corpus is unchanged): what a run without a hub tokenizer uses."""
+    from llm.tokenizer import build_or_load_tokenizer  # lazy: transformers only when a tokenizer is built
+
     build_or_load_tokenizer([SYSTEM_PROMPT] + [t.user + t.completion for t in traces], vocab_size, out)
     return out

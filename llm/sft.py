@@ -44,7 +44,6 @@ from llm.qa.prompt import SYSTEM_PROMPT
 from llm.rollout import encode_segments
 from llm.sft_config import SFTRunConfig, TrainConfig
 from llm.special_tokens import IM_END, ts_placeholders
-from llm.tokenizer import chat_prompt
 from llm.tools import ForecastTool
 from llm.traces import PROTOCOL_SPANS, Trace, TraceConfig, TraceWriter, load_traces, save_traces
 from stockr1.config import config_from_dict, deep_update, load_yaml
@@ -82,6 +81,8 @@ def encode_trace(tokenizer, trace: Trace, system: str = SYSTEM_PROMPT,
     the answer tag); most of the rest are numbers a small model cannot predict, whose loss dominates
     the mean and its gradient noise.
     """
+    from llm.tokenizer import chat_prompt  # lazy: transformers only when a trace is encoded
+
     ids = tokenizer(chat_prompt(tokenizer, trace.user, system), add_special_tokens=False).input_ids
     seg_ids, seg_mask = encode_segments(tokenizer, trace.segments)
     seg_w = ([float(m) for m in seg_mask] if emphasis == 1.0
