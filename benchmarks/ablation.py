@@ -6,7 +6,7 @@ R_act / without R_prec, each evaluated on the same held-out QA slice, mean ± st
 Per seed s (``sft.per_seed: true``, the default): one joint SFT run (``llm.sft.run_sft``, policy init
 and batch order seeded by s; QA items, decoder warm-up and traces shared with the first seed's run
 through SFT's ``prepare_from``), then every GRPO variant starts from *that* SFT checkpoint
-(``rl.cli.run_grpo``, GRPO seed s) with the same budget (``grpo.overrides``). So the seed spread of
+(``rl.setup.run_grpo``, GRPO seed s) with the same budget (``grpo.overrides``). So the seed spread of
 every row includes the SFT's own seed variance, and within a seed the rows differ only by the RL
 variant. With ``sft.per_seed: false`` one SFT (seed = first seed) is reused by all seeds, and the SFT
 row has zero spread (greedy decoding is deterministic). With ``sft.run_dir`` a finished SFT run
@@ -28,28 +28,48 @@ every stage as recorded in ``<work>/timings.json`` when it ran) and
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+import yaml
 
+from benchmarks.ablation_plots import entropy_curves, plot_entropy, plot_training, readme
+from benchmarks.qa import evaluate_run
+from forecast_action.derive import ActionThresholds, actions_from_windows
+from forecast_action.score import score_action
+from llm.build import load_data
+from llm.qa import QAConfig, load_items
+from llm.qa.answers import is_correct, normalize_answer
+from llm.qa.core import FAMILY_TITLES
+from llm.sft import run_fingerprint, run_sft
+from llm.sft_config import SFTRunConfig
+from rl.run_config import GRPORunConfig
+from rl.setup import load_config, probe_run, run_grpo
+from rl.trainer import GRPOTrainConfig
 from stockr1.config import (
     YamlConfig,
     as_plain,
     check_merged,
     config_from_dict,
     deep_update,
+    load_yaml,
     parse_config_args,
     print_config,
 )
 from stockr1.manifest import git_commit
+from stockr1.metrics import paired_bootstrap
+from stockr1.metrics.stats import block_resamples
 from stockr1.outdir import command_line, output_dir, refuse_existing
 from stockr1.progress import Progress
+from stockr1.types import train_only
 
 FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
 PROBE_METRICS = ("probe_reward_total", "probe_r_ans", "probe_answer_parse_rate")
@@ -146,9 +166,6 @@ class AblationConfig(YamlConfig):
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AblationConfig:
         """Strict, and the SFT / GRPO ``overrides`` are checked merged into their base configs now."""
-        from llm.sft_config import SFTRunConfig
-        from rl.run_config import GRPORunConfig
-
         cfg = config_from_dict(cls, d, "ablation config")
         unknown = sorted(set(cfg.variants) - set(VARIANTS_BY_KEY))
         if unknown:
@@ -178,10 +195,6 @@ def grpo_overrides(cfg: AblationConfig, variant: Variant, seed: int, sft_cfg: Ma
     W&B group, then the variant's switches last so nothing can undo them."""
     if variant.grpo is None:
         raise ValueError(f"variant {variant.key!r} has no GRPO stage")
-    from dataclasses import asdict
-
-    from llm.qa import QAConfig
-
     # every QAConfig field spelled out: a key of the GRPO base config's qa section (merged, not
     # replaced, by run_grpo) must not change which items are generated
     qa = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(QAConfig()).items()}
@@ -198,16 +211,11 @@ def grpo_overrides(cfg: AblationConfig, variant: Variant, seed: int, sft_cfg: Ma
 
 def resolved_grpo(cfg: AblationConfig, variant: Variant, seed: int, sft_cfg: Mapping[str, Any]):
     """(full GRPO config dict, ``GRPOTrainConfig``) exactly as ``run_grpo`` will build them."""
-    from rl.cli import load_config
-    from rl.trainer import GRPOTrainConfig
-
     full = load_config(cfg.grpo.config, grpo_overrides(cfg, variant, seed, sft_cfg))
     return full, GRPOTrainConfig.from_dict(full.get("train", {}))
 
 
 def resolved_sft(cfg: AblationConfig, seed: int, share_from: Path | None) -> dict[str, Any]:
-    from llm.sft import load_yaml
-
     return deep_update(load_yaml(cfg.sft.config), sft_overrides(cfg, seed, share_from))
 
 
@@ -228,9 +236,6 @@ def balanced_slice(items: Sequence[Any], n: int) -> list[Any]:
 
 def action_accuracy(pairs: Sequence[tuple[Any, Any]], windows, thresholds) -> float:
     """Mean field-level score (%) of each rollout's emitted action against a* = g(realised future)."""
-    from forecast_action.derive import actions_from_windows
-    from forecast_action.score import score_action
-
     idx = np.array([it.window for it, _ in pairs], dtype=int)
     targets = actions_from_windows(windows.select(idx), thresholds)
     return 100.0 * float(np.mean([score_action(r.action, t).score for (_, r), t in zip(pairs, targets, strict=True)]))
@@ -239,10 +244,6 @@ def action_accuracy(pairs: Sequence[tuple[Any, Any]], windows, thresholds) -> fl
 def per_item(pairs: Sequence[tuple[Any, Any]], windows, thresholds) -> list[dict[str, Any]]:
     """One record per graded question: correct, answer parsed, action score vs a* (the paired unit of
     the bootstrap)."""
-    from forecast_action.derive import actions_from_windows
-    from forecast_action.score import score_action
-    from llm.qa.answers import is_correct, normalize_answer
-
     idx = np.array([it.window for it, _ in pairs], dtype=int)
     targets = actions_from_windows(windows.select(idx), thresholds)
     out = []
@@ -258,8 +259,6 @@ def evaluate(run_dir: Path, items, windows, thresholds, max_new_tokens: int,
     """The QA benchmark's grader on ``items`` (``benchmarks.qa.evaluate_run``) + action accuracy, and
     the per-question records. ``max_context_chars``: the SFT config's, so evaluation prompts are the
     prompts SFT/GRPO saw."""
-    from benchmarks.qa import evaluate_run
-
     metrics, pairs = evaluate_run(run_dir, items, windows, max_new_tokens, max_context_chars)
     return {**metrics, "action_accuracy": action_accuracy(pairs, windows, thresholds),
             "items": per_item(pairs, windows, thresholds)}
@@ -295,8 +294,6 @@ def _per_question(seeds: Mapping[int, Mapping[str, Any]], key: str, ids: Sequenc
 
 
 def _interval(a: np.ndarray, b: np.ndarray, resamples) -> dict[str, float]:
-    from stockr1.metrics import paired_bootstrap
-
     d = paired_bootstrap(a, b, resamples=resamples, higher_is_better=True)
     return {"diff": d.diff, "ci_low": d.lo, "ci_high": d.hi, "verdict": d.verdict}
 
@@ -308,8 +305,6 @@ def summarise(per_seed: Mapping[str, Mapping[int, Mapping[str, Any]]], n_boot: i
     averaged per question}; paired bootstrap intervals (same questions, same resamples) of every row
     minus SFT and of u-GRPO minus GRPO; the probe's training-query reward (mean, std over seeds, and
     its paired-by-query difference against SFT)."""
-    from stockr1.metrics.stats import block_resamples
-
     rows = {k: v for k, v in per_seed.items() if v and all("items" in r for r in v.values())}
     if not rows:
         raise ValueError("no evaluated row carries per-question records")
@@ -364,8 +359,6 @@ def fmt(row: Mapping[str, float], m: str) -> str:
 
 def render_table(agg: Mapping[str, Mapping[str, float]]) -> str:
     """Table 3 layout: one row per variant, QA accuracy per family + Avg., action accuracy (%)."""
-    from llm.qa.core import FAMILY_TITLES
-
     cols = [FAMILY_TITLES[f] for f in FAMILY_COLS] + ["Avg. QA Acc.", "Action Acc.", "Action success"]
     keys = [*FAMILY_COLS, "overall", "action_accuracy", "action_success_rate"]
     lines = ["| Method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
@@ -395,14 +388,10 @@ def ordering(agg: Mapping[str, Mapping[str, float]], metric: str) -> dict[str, A
 
 # ------------------------------------------------------------------------------ running
 def _load_yaml(path: str | Path) -> dict[str, Any]:
-    from llm.sft import load_yaml
-
     return load_yaml(path)
 
 
 def _write_yaml(cfg: Mapping[str, Any], path: Path, note: str) -> Path:
-    import yaml
-
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"# {note}\n" + yaml.safe_dump(dict(cfg), sort_keys=False))
     return path
@@ -441,8 +430,6 @@ def _cached(path: Path, fn, timings: Timings, key: str):
 def check_source(work: Path, sft_dir: Path) -> None:
     """``work`` caches GRPO runs and evaluations built on one SFT run: stamp it with that run's weights
     (``llm.sft.run_fingerprint``) and refuse, naming both, when a retrained SFT run meets old caches."""
-    from llm.sft import run_fingerprint
-
     fp, stamp = run_fingerprint(sft_dir), work / "sft_source.json"
     if stamp.exists():
         old = json.loads(stamp.read_text())
@@ -460,12 +447,6 @@ def check_source(work: Path, sft_dir: Path) -> None:
 
 def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
     """Train and evaluate every (variant, seed); returns {per_seed, metrics, timings}."""
-    from forecast_action.derive import ActionThresholds
-    from llm.qa import load_items
-    from llm.sft import load_data, run_sft
-    from rl.cli import probe_run, run_grpo
-    from stockr1.types import train_only
-
     work = Path(cfg.work_dir)
     timings = Timings(work / "timings.json")
     variants = [VARIANTS_BY_KEY[k] for k in cfg.variants]
@@ -554,10 +535,6 @@ def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config
                   command: str | None = None) -> None:
     """Every file under ``out`` from this run's numbers: summary.json (the issue's schema), metrics.json,
     per_seed.json, table.md, training.png, entropy.png, run_info.json, README.md."""
-    import datetime
-
-    from benchmarks.ablation_plots import entropy_curves, plot_entropy, plot_training, readme
-
     out.mkdir(parents=True, exist_ok=True)
     summary = summarise(res["per_seed"], cfg.n_boot)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -584,8 +561,6 @@ def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch
-
     ap = argparse.ArgumentParser(prog="stockr1 bench ablation", description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="configs/ablation/demo.yaml", help="ablation config (configs/ablation/)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None, help="override the config's seeds")

@@ -53,8 +53,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import lightning
+import lightning as L
 import numpy as np
+import peft
 import torch
+import transformers
+from transformers import AutoModelForCausalLM, Qwen3Config
+
+from forecast_action.derive import ActionThresholds
+from llm.logprobs import keep_for_mask, token_logprobs
+from llm.policy import Policy, PolicyConfig
+from llm.qa.prompt import SYSTEM_PROMPT
+from llm.rollout import RolloutEngine
+from llm.sft import JointSFT, SFTTrainer, TrainConfig, from_dict, prepare, sft_data
+from llm.tokenizer import build_or_load_tokenizer
+from llm.tools import ForecastTool
+from rl.run_config import RolloutConfig
+from rl.setup import build_samples, train_config
+from rl.soft_tokens import soft_tokens
+from rl.trainer import GRPOTrainer, StockR1Scorer, rollout_batch
+from stockr1.config import config_from_dict, load_yaml
+from stockr1.data import sample_windows
+from ts_encoder.datamodule import WindowDataModule
+from ts_encoder.module import TSForecastModule
 
 # Qwen/Qwen3-4B-Instruct-2507 config.json (architecture fields; vocab includes Qwen's padding rows).
 QWEN3_4B: dict[str, Any] = dict(vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
@@ -90,8 +112,6 @@ SCALES = {
 # --------------------------------------------------------------------------------- the model
 def qwen3_config(arch: dict[str, Any], vocab_size: int | None = None, **token_ids: int):
     """A transformers ``Qwen3Config`` for ``arch``; ``vocab_size`` fills a ``None`` vocab (tiny)."""
-    from transformers import Qwen3Config
-
     kw = dict(arch)
     kw["vocab_size"] = kw["vocab_size"] or vocab_size
     return Qwen3Config(**kw, **token_ids)
@@ -110,8 +130,6 @@ def qwen3_param_count(cfg) -> int:
 def save_random_qwen3(cfg, tokenizer, out_dir: Path, device: str, dtype: torch.dtype, seed: int = 0) -> Path:
     """Initialise ``Qwen3ForCausalLM(cfg)`` on ``device`` (a 4B init on CPU is slow) and save it with
     ``tokenizer`` as an HF model dir that ``from_pretrained`` reads."""
-    from transformers import AutoModelForCausalLM
-
     torch.manual_seed(seed)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
@@ -156,21 +174,9 @@ def step_times(prefix: str, times: list[float]) -> dict[str, float]:
     return {f"{prefix}_first_s": times[0], f"{prefix}_s": statistics.median(later)}
 
 
-def load_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
-    return yaml.safe_load(Path(path).read_text()) or {}
-
-
 # --------------------------------------------------------------------------------- part (a)
 def bench_ts(scale: Scale, device: str, steps: int, bf16: bool, meter: Meter) -> dict[str, float]:
     """A few Lightning training steps of TSForecastModule on the offline sample."""
-    import lightning as L
-
-    from stockr1.data import sample_windows
-    from ts_encoder.datamodule import WindowDataModule
-    from ts_encoder.module import TSForecastModule
-
     spec = load_yaml(scale.ts_config)
     data = spec["data"]
     module = TSForecastModule(**spec["model"])
@@ -213,10 +219,6 @@ def batch_to(b, device: torch.device):
 
 def build_policy(scale: Scale, device: str, bf16: bool, work: Path, traces, d_ts: int):
     """Offline tokenizer on the traces -> random Qwen3 saved to ``work/model`` -> ``Policy`` from there."""
-    from llm.policy import Policy, PolicyConfig
-    from llm.qa.prompt import SYSTEM_PROMPT
-    from llm.tokenizer import build_or_load_tokenizer
-
     tok = build_or_load_tokenizer([SYSTEM_PROMPT] + [t.user + t.completion for t in traces], scale.tokenizer_vocab,
                                   work / "tokenizer")
     qcfg = qwen3_config(scale.arch, len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
@@ -229,15 +231,6 @@ def build_policy(scale: Scale, device: str, bf16: bool, work: Path, traces, d_ts
 def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_tokens: int, work: Path, meter: Meter,
                  record: Callable[[dict[str, float]], None]) -> None:
     """Part (b); ``record`` is called after each phase with that phase's metrics."""
-    from forecast_action.derive import ActionThresholds
-    from llm.logprobs import keep_for_mask, token_logprobs
-    from llm.rollout import RolloutEngine
-    from llm.sft import JointSFT, SFTTrainer, TrainConfig, from_dict, prepare, sft_data
-    from llm.tools import ForecastTool
-    from rl.cli import build_samples
-    from rl.soft_tokens import soft_tokens
-    from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer, rollout_batch
-
     sft_cfg, grpo_cfg = load_yaml(scale.sft_config), load_yaml(scale.grpo_config)
     ts_model = load_yaml(scale.ts_config)["model"]["encoder"]
     ctx_chars = sft_cfg.get("max_context_chars")
@@ -283,12 +276,12 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
             "sft_trainable_max_abs_delta": max(float((p.detach() - before[n]).abs().max()) for n, p in trainable.items()),
             **meter.peak("sft")})
     del trainer, before
-    decoder.cpu().eval()  # as in rl.cli: the frozen decoder serves the tool on cpu
+    decoder.cpu().eval()  # as in rl.setup: the frozen decoder serves the tool on cpu
 
     # --- one rollout-engine generation: 1 prompt x G rows, full token budget
-    rollout = {k: v for k, v in grpo_cfg.get("rollout", {}).items() if k != "n_samples"}
-    rollout["max_new_tokens"] = max_new_tokens
-    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows)], seed=0, **rollout)
+    rollout = {**grpo_cfg.get("rollout", {}), "max_new_tokens": max_new_tokens}  # checked as a GRPO run's
+    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(decoder, windows)], seed=0,
+                           **config_from_dict(RolloutConfig, rollout, "grpo.rollout").engine_kwargs())
     g = int(grpo_cfg["train"].get("group_size", 8))
     meter.reset()
     rolls, dt = meter.time(lambda: engine.generate([samples[0].prompt], soft_tokens(samples[:1]),
@@ -318,9 +311,9 @@ def bench_policy(scale: Scale, device: str, bf16: bool, steps: int, max_new_toke
     del lps, b
 
     # --- u-GRPO steps on Fabric
-    gcfg = GRPOTrainConfig.from_dict({**grpo_cfg["train"], "accelerator": device, "devices": 1, "strategy": "auto",
-                                      "precision": precision, "queries_per_step": 1, "max_steps": steps,
-                                      "ckpt_every": 10**9})
+    gcfg = train_config({"rollout": rollout, "train": {**grpo_cfg["train"], "accelerator": device, "devices": 1,
+                         "strategy": "auto", "precision": precision, "queries_per_step": 1, "ckpt_every": 10**9}},
+                        max_steps=steps)
     meter.reset()
     grpo = GRPOTrainer(policy, engine, samples, StockR1Scorer(thresholds, gcfg.rewards, gcfg.reward_components),
                        gcfg, work / "grpo")
@@ -345,10 +338,6 @@ def table(metrics: dict[str, dict[str, float]]) -> str:
 
 
 def run_info(device: str, scale: str, steps: int) -> dict[str, Any]:
-    import lightning
-    import peft
-    import transformers
-
     info = {"device": device, "scale": scale, "steps": steps, "platform": platform.platform(),
             "torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
             "lightning": lightning.__version__, "torch_threads": torch.get_num_threads(), "errors": {}}

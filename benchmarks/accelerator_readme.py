@@ -21,6 +21,7 @@ from typing import Any
 
 from benchmarks import cost_model as cm
 from benchmarks.gpu_check_env import read_yaml
+from benchmarks.smoke_compare import compare, decoder_params, run_smoke
 from stockr1.outdir import atomic_write, command_line, generated_line
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -43,12 +44,6 @@ def recipe(name: str) -> dict[str, Any]:
     ad = cm.Adapter(lora_r=int(pol["lora_r"]), d_ts=int(pol["d_ts"]))
     return {"name": pol["name_or_path"], "arch": arch, "ad": ad, "sft": sft, "grpo": grpo,
             "decoder_params": decoder_params(sft["decoder"]["config"])}
-
-
-def decoder_params(config: str) -> int:
-    from llm.smoke import fresh_decoder
-
-    return sum(p.numel() for p in fresh_decoder({"config": str(CONFIGS.parent / config)}).parameters())
 
 
 def fmt(x: float) -> str:
@@ -159,8 +154,6 @@ def smoke_section(smoke_dir: Path | None, out: Path) -> list[str]:
     head = ["## The cost model against the CPU smoke (2 layers, full width)", ""]
     if smoke_dir is None or not (smoke_dir / "smoke.json").exists():
         return head + ["No smoke run was given (`--smoke DIR` or `--run-smoke`).", ""]
-    from benchmarks.smoke_compare import compare
-
     shutil.copy(smoke_dir / "smoke.json", out / "smoke_sft.json")
     if (smoke_dir / "baseline.json").exists():
         shutil.copy(smoke_dir / "baseline.json", out / "smoke_baseline.json")
@@ -219,8 +212,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.run_smoke:
         print(f"wrote {write_readme(args.out, args.smoke, command)}")
         return 0
-    from benchmarks.smoke_compare import run_smoke
-
     with tempfile.TemporaryDirectory(prefix="cost_model-smoke-") as d:
         print(f"wrote {write_readme(args.out, run_smoke(Path(d)), command)}")
     return 0

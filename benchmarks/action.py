@@ -194,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise ValueError(f"--fields: unknown {unknown}; choose from {CONTROL_FIELDS}")
     torch.set_num_threads(a.threads)
+    from forecast_action.build import load_decoder
     from forecast_action.train import DecoderDataConfig, load_windows
-    from llm.sft import load_decoder
 
     t0 = time.time()
     decoder = load_decoder(a.checkpoint)

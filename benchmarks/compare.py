@@ -4,7 +4,7 @@ Trade-R1 (FSR and DSR gates), AlphaQuanter and buy-and-hold side by side on one 
 One stack, no parallel pipeline. Every method is its own labels / prompts / rewards / tools from
 ``rl.methods.*`` (Stock-R1: ``llm.qa`` prompt, ``ForecastTool``, ``StockR1Scorer``) on:
 - the policy of ``llm.policy`` (the same tiny init for every method at demo scale),
-- GRPO by the ONE trainer: ``rl.methods.run_grpo`` (sibling methods) / ``rl.cli.run_grpo``
+- GRPO by the ONE trainer: ``rl.methods.run_grpo`` (sibling methods) / ``rl.setup.run_grpo``
   (Stock-R1's u-GRPO run), a few steps each with the budget of the config,
 - generation through the ONE ``llm.rollout.RolloutEngine`` (greedy at evaluation), with each
   method's tools (AlphaQuanter's data tools, Stock-R1's forecast tool),
@@ -192,12 +192,12 @@ def evaluate_text_method(policy, name: str, env: DecisionEnv, tokenizer=None) ->
 # ------------------------------------------------------------------------------ Stock-R1
 def run_stock_r1(env: DecisionEnv, out: Path,
                  anon: DecisionEnv | None = None) -> tuple[Records, dict[str, Any], Records | None]:
-    """u-GRPO through ``rl.cli.run_grpo`` (its own QA prompts, decoder, ForecastTool and scorer),
+    """u-GRPO through ``rl.setup.run_grpo`` (its own QA prompts, decoder, ForecastTool and scorer),
     then greedy rollouts on the decision days (and the anonymised ones) and the z-rule on each
     decoded forecast."""
+    from forecast_action.build import load_decoder
     from llm.policy import Policy
-    from llm.sft import load_decoder
-    from rl.cli import run_grpo
+    from rl.setup import run_grpo
 
     cfg, m = env.cfg, env.cfg.method("stock_r1")
     info: dict[str, Any] = {}
@@ -383,8 +383,8 @@ def stock_r1_levels(env: DecisionEnv, run_dir: Path) -> dict[str, Any]:
     end_value against the day's close and the decoded 10-day return (greedy, as evaluated). A
     policy that writes training-era price levels on test-era days asks the decoder for a fall."""
 
+    from forecast_action.build import load_decoder
     from llm.policy import Policy
-    from llm.sft import load_decoder
     from llm.tools import ForecastTool
 
     cfg, w = env.cfg, env.windows

@@ -106,7 +106,7 @@ class StockR1WarmStart:
 
 @dataclass(frozen=True)
 class StockR1Section(MethodSection):
-    config: str = "configs/grpo/tiny.yaml"  # rl.cli.run_grpo's base config
+    config: str = "configs/grpo/tiny.yaml"  # rl.setup.run_grpo's base config
     sft_run_dir: str | None = None  # a finished joint SFT run u-GRPO starts from
     overrides: Mapping[str, Any] = field(default_factory=dict)  # merged into ``config`` last
     warm_start: StockR1WarmStart | None = None

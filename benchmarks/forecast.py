@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.forecast_report import MODEL_NAME, Split, tables_md, write_outputs
-from stockr1.data.quality import DataQualityError, check_frames
+from stockr1.data.quality import DataQualityError
+from stockr1.data.run_data import source_windows
 from stockr1.metrics.forecast import HIGHER_IS_BETTER, REDUCERS, per_window, reduce
 from stockr1.metrics.stats import block_resamples, paired_bootstrap
 from stockr1.outdir import command_line, output_dir, refuse_existing
@@ -48,20 +49,16 @@ DIFF_METRICS = (
 )
 def load_data(spec: str, lookback: int, horizon: int) -> Windows:
     """``sample`` | an OHLCV CSV/parquet file | a directory of such files | a built dataset dir."""
-    import stockr1.data as data
-
     if spec == "sample":
-        return data.sample_windows(lookback=lookback, horizon=horizon)
+        return source_windows("sample", None, lookback, horizon)
     p = Path(spec)
     if not p.exists():
         raise FileNotFoundError(f"--data {spec!r}: not 'sample' and no such file or directory")
-    if p.is_dir() and (p / "manifest.json").exists():  # built by `stockr1 data build`
-        return data.load_windows(p)
-    try:  # the checks and repairs of `stockr1 data build`: a NaN or negative price is an error, not metrics
-        frames, _ = check_frames(data.load_source("csv", path=str(p)))
+    source = "dataset" if p.is_dir() and (p / "manifest.json").exists() else "csv"  # dataset: `stockr1 data build`
+    try:  # csv: the checks and repairs of `stockr1 data build`; a NaN or negative price is an error, not metrics
+        return source_windows(source, str(p), lookback, horizon)
     except DataQualityError as e:
         raise ValueError(f"--data {spec}: {e.one_line()}") from e
-    return data.build_windows(frames, lookback=lookback, horizon=horizon)
 
 
 def subsample(w: Windows, max_windows: int | None) -> Windows:

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from benchmarks import cost_model as cm
-from benchmarks.gpu_check import CONFIGS, TINY_DECODER, TINY_POLICY, Meter, Recorder, Scale, run_phase
 from benchmarks.gpu_check_env import Unfit, read_yaml
+from benchmarks.gpu_check_phase import CONFIGS, TINY_DECODER, TINY_POLICY, Meter, Recorder, Scale, run_phase
 
 
 class RecordingEngine:
@@ -93,13 +93,14 @@ def sft_phase(args: argparse.Namespace, joint: Any, tcfg: Any, sdata: Any, work:
 
 def run_check(args: argparse.Namespace, scale: Scale, work: Path, rec: Recorder, meter: Meter, t_start: float) -> None:
     from forecast_action.derive import ActionThresholds
+    from llm.build import load_data, local_tokenizer
     from llm.policy import Policy, PolicyConfig
     from llm.rollout import RolloutEngine
-    from llm.sft import JointSFT, TrainConfig, from_dict, load_data, local_tokenizer, prepare, sft_data
+    from llm.sft import JointSFT, TrainConfig, from_dict, prepare, sft_data
     from llm.smoke import prepared_decoder
     from llm.tools import ForecastTool
-    from rl.cli import build_samples
     from rl.run_config import RolloutConfig
+    from rl.setup import build_samples
     from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer
     from stockr1.config import config_from_dict
 

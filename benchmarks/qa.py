@@ -35,6 +35,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from forecast_action.build import load_decoder
+from llm.build import load_data
 from llm.policy import Policy, PolicyConfig
 from llm.qa import load_items
 from llm.qa.answers import is_correct
@@ -49,9 +51,9 @@ from llm.qa.baselines import (
 from llm.qa.core import FAMILY_TITLES
 from llm.qa.evaluate import failure_kind, failure_kinds, grade_rollouts, item_hits, rollout_items
 from llm.qa.prompt import answer_instruction, question_line
-from llm.sft import load_data, load_decoder, load_yaml
 from llm.special_tokens import FORECAST_TS_CLOSE
 from stockr1.anonymise import Anonymiser, profile_names
+from stockr1.config import load_yaml
 from stockr1.cutoff import cutoff_line
 from stockr1.manifest import git_commit
 from stockr1.metrics.stats import wilson_interval

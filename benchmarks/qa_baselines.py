@@ -130,8 +130,10 @@ def readme(m: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from llm.build import load_data
     from llm.qa import QAConfig
-    from llm.sft import from_dict, load_data, load_yaml
+    from llm.sft import from_dict
+    from stockr1.config import load_yaml
 
     ap = argparse.ArgumentParser(prog="stockr1 bench qa_baselines", description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="configs/sft/tiny.yaml", help="SFT config (data and qa sections)")

@@ -13,9 +13,9 @@ def validation_metrics(sft_dir: str | Path, n: int = 40, max_new_tokens: int = 6
     the content hash of the windows it was trained on."""
     from benchmarks.sft_recipe import val_slice
     from llm.ask import load_run
+    from llm.build import load_data
     from llm.qa import load_items
     from llm.qa.evaluate import grade_rollouts, rollout_items
-    from llm.sft import load_data
     from stockr1.config import load_yaml
     from stockr1.data import content_hash
 

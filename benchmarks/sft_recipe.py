@@ -17,6 +17,7 @@ accuracy by step) and ``curves.png``; every variant's run dir under ``--work`` r
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -30,13 +31,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
+from benchmarks.ablation import balanced_slice
+from llm.qa.evaluate import grade_rollouts, rollout_items
+from llm.sft import TrainConfig, average_checkpoints, build_sft, from_dict, prepare
+from llm.sft_config import SFTRunConfig
 from stockr1.config import (
     YamlConfig,
     as_plain,
     check_merged,
     config_from_dict,
     deep_update,
+    load_yaml,
     parse_config_args,
     print_config,
 )
@@ -62,8 +69,6 @@ class RecipeConfig(YamlConfig):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RecipeConfig:
-        from llm.sft_config import SFTRunConfig
-
         cfg = config_from_dict(cls, d, "sft_recipe config")
         if not cfg.variants or not cfg.eval_at or min(cfg.eval_at) < 1 or cfg.n_eval < 1 or cfg.average_last < 0:
             raise ValueError(f"sft_recipe config: variants and eval_at (steps >= 1) must be non-empty, n_eval >= 1 and "
@@ -78,16 +83,12 @@ class RecipeConfig(YamlConfig):
 
 def val_slice(items, n: int) -> list:
     """n validation items, families round-robin (``benchmarks.ablation.balanced_slice``); never test."""
-    from benchmarks.ablation import balanced_slice
-
     return balanced_slice([it for it in items if it.split == "val"], n)
 
 
 def prepare_shared(cfg: dict[str, Any]) -> None:
     """Write ``common.prepare_from`` (QA items, decoder init, traces of ``sft_config``) once, before the
     variants copy it, so parallel variants never race to write their own (identical) copies."""
-    from llm.sft import load_yaml, prepare
-
     shared = cfg.get("common", {}).get("prepare_from")
     if shared and not (Path(shared) / "traces.jsonl").exists():
         prepare(load_yaml(cfg["sft_config"]), Path(shared))
@@ -95,33 +96,13 @@ def prepare_shared(cfg: dict[str, Any]) -> None:
 
 def run_variant(cfg: dict[str, Any], name: str, work: Path, device: str) -> dict[str, dict[str, float]]:
     """Train variant ``name`` step-block by step-block, evaluating on validation after each block."""
-    import dataclasses
-
-    import torch
-
-    from llm.qa.evaluate import grade_rollouts, rollout_items
-    from llm.sft import (
-        JointSFT,
-        SFTTrainer,
-        TrainConfig,
-        average_checkpoints,
-        build_policy,
-        from_dict,
-        load_yaml,
-        prepare,
-        sft_data,
-    )
-
     over = dict(cfg["variants"][name] or {})
     eval_at = over.pop("eval_at", cfg["eval_at"])  # a variant may evaluate on its own step grid
     vcfg = deep_update(deep_update(load_yaml(cfg["sft_config"]), cfg.get("common", {})), over)
     run_dir = work / name
     tcfg = from_dict(TrainConfig, {**vcfg.get("train", {}), "accelerator": device})
-    torch.manual_seed(tcfg.seed)
-    windows, items, decoder, traces = prepare(vcfg, run_dir)
-    policy = build_policy(vcfg, traces, run_dir)
-    data = sft_data(traces, items, windows, policy.tokenizer, tcfg)
-    trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir)
+    s = build_sft(vcfg, run_dir, tcfg)
+    windows, items, decoder, policy, data, trainer = s.windows, s.items, s.decoder, s.policy, s.data, s.trainer
     trainer.maybe_resume()
     val = val_slice(items, int(cfg.get("n_eval", 40)))
     res_path = run_dir / "recipe_eval.json"
@@ -258,8 +239,6 @@ def readme(cfg: Mapping[str, Any], results: Mapping[str, Mapping[str, Mapping[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    import yaml
-
     ap = argparse.ArgumentParser(prog="stockr1 bench sft_recipe", description=__doc__.split("\n")[0])
     ap.add_argument("--config", required=True, help="sweep YAML (configs/sft_recipe/*.yaml)")
     ap.add_argument("--out", default=None, help="report directory (refused if it holds results, unless --overwrite)")

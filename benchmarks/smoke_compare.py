@@ -18,7 +18,8 @@ _BASELINE = """
 import json, sys, resource
 from pathlib import Path
 import yaml
-from llm.sft import load_data, prepare, local_tokenizer
+from llm.build import load_data, local_tokenizer
+from llm.sft import prepare
 from llm.smoke import SMOKE, prepared_decoder
 cfg, work = yaml.safe_load(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
 windows, _ = load_data(cfg.get("data", {}))
@@ -62,9 +63,15 @@ def smoke_batch(smoke_dir: Path) -> tuple[int, int]:
     return len(ids), len(ids) - first
 
 
+def decoder_params(config: str) -> int:
+    """Parameters of the fresh decoder of a forecast_action config (path relative to the repo)."""
+    from llm.smoke import fresh_decoder  # lazy: torch only when parameters are counted
+
+    return sum(p.numel() for p in fresh_decoder({"config": str(ROOT / config)}).parameters())
+
+
 def compare(smoke_dir: Path) -> dict[str, Any]:
     """Measured (smoke.json) against predicted (cost model, the smoke's shapes, fp32, checkpointing)."""
-    from benchmarks.accelerator_readme import decoder_params
     from benchmarks.gpu_check_env import read_yaml
     from llm.arch import QWEN3_ARCHS
 

@@ -155,11 +155,11 @@ class TimedTool:
 
 def decoder_share(a: argparse.Namespace) -> dict[str, Any]:
     from forecast_action.derive import ActionThresholds
+    from llm.build import load_data
     from llm.qa.generator import QAConfig, QAGenerator
     from llm.rollout import RolloutEngine
-    from llm.sft import load_data
     from llm.tools import ForecastTool
-    from rl.cli import build_samples, load_config, load_models
+    from rl.setup import build_samples, load_config, load_models
     from rl.soft_tokens import soft_tokens
     from stockr1.types import train_only
 

@@ -37,9 +37,10 @@ from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig
 from forecast_action.module import ActionDecoderModule
 from stockr1.config import config_from_dict, load_yaml
+from stockr1.data.run_data import source_windows
 from stockr1.types import Windows, train_only
 from ts_encoder.config import LossWeights, TSEncoderConfig
-from ts_encoder.datamodule import WindowDataModule, load_split_windows
+from ts_encoder.datamodule import WindowDataModule
 from ts_encoder.progress import StepProgress
 
 DECODER_DIR, BEST, LAST = "decoder", "best.ckpt", "last.ckpt"
@@ -54,7 +55,7 @@ def _positive(section: str, **values: float | None) -> None:
 
 @dataclass(frozen=True)
 class DecoderDataConfig:
-    """Windows to train on (``ts_encoder.datamodule.load_split_windows``); ``max_train``: random train
+    """Windows to train on (``stockr1.data.source_windows``); ``max_train``: random train
     subset, ``max_val``: evenly spaced val subset (None = all)."""
 
     source: str = "sample"
@@ -139,7 +140,7 @@ class ActionTrainConfig:
 
 
 def load_windows(data: DecoderDataConfig) -> Windows:
-    return load_split_windows(data.source, data.path, data.lookback, data.horizon)
+    return source_windows(data.source, data.path, data.lookback, data.horizon)
 
 
 def subsample(windows: Windows, max_train: int | None, max_val: int | None, seed: int) -> Windows:

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from forecast_action.derive import ActionThresholds, derive_actions
+from llm.build import load_data
 from llm.qa import QAConfig, generate_qa
 from llm.qa.prompt import SYSTEM_PROMPT, user_message
-from llm.sft import load_data
 from llm.special_tokens import ts_placeholders
 from llm.tokenizer import format_chat
 from llm.tools import ForecastTool

@@ -7,38 +7,50 @@
 - The soft tokens ``h_ts`` come from the same decoder's encoder forward, so ``L_SFT`` also reaches
   the encoder and the projector; LoRA (or the full tiny model), projector and decoder train together.
 
-``stockr1 sft --config configs/sft/tiny.yaml``: builds QA + traces (cached under the run dir),
+``stockr1 sft --config configs/sft/tiny.yaml`` (``llm.sft_cli``; ``run_sft`` here): builds QA + traces (cached under the run dir),
 trains with Lightning Fabric, checkpoints ``checkpoints/sft/<run>/last.ckpt`` every ``ckpt_every``
 steps (rerun the same command to resume), and finally writes ``policy/`` and ``decoder/``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import hashlib
 import json
 import math
 import os
+import shutil
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import yaml
 from torch import Tensor, nn
 
+from forecast_action.build import build_decoder, load_decoder, save_decoder
+from forecast_action.derive import ActionThresholds, actions_from_windows
+from forecast_action.encoder import featurize
+from forecast_action.schema import ForecastAction
+from llm.build import build_policy, load_data
 from llm.logprobs import keep_for_mask, masked_mean, pad_sequences, token_logprobs
+from llm.qa import QAConfig, generate_qa, load_items, save_items
+from llm.qa.evaluate import rollout_items
 from llm.qa.prompt import SYSTEM_PROMPT
+from llm.rollout import encode_segments
 from llm.sft_config import SFTRunConfig, TrainConfig
-from llm.special_tokens import IM_END
-from llm.traces import Trace
-from stockr1.config import config_from_dict, deep_update, load_yaml, parse_config_args, print_config
-from stockr1.data.config import DataConfig
+from llm.special_tokens import IM_END, ts_placeholders
+from llm.tools import ForecastTool
+from llm.traces import PROTOCOL_SPANS, Trace, TraceConfig, TraceWriter, load_traces, save_traces
+from stockr1.config import config_from_dict, deep_update, load_yaml
 from stockr1.distributed import launch_fabric, shard
 from stockr1.progress import progress
 from stockr1.types import train_only
+from ts_encoder.loss import ts_loss
 
 # --- batches ----------------------------------------------------------------------------------
 
@@ -69,8 +81,7 @@ def encode_trace(tokenizer, trace: Trace, system: str = SYSTEM_PROMPT,
     the answer tag); most of the rest are numbers a small model cannot predict, whose loss dominates
     the mean and its gradient noise.
     """
-    from llm.rollout import encode_segments
-    from llm.tokenizer import chat_prompt
+    from llm.tokenizer import chat_prompt  # lazy: transformers only when a trace is encoded
 
     ids = tokenizer(chat_prompt(tokenizer, trace.user, system), add_special_tokens=False).input_ids
     seg_ids, seg_mask = encode_segments(tokenizer, trace.segments)
@@ -84,8 +95,6 @@ def encode_trace(tokenizer, trace: Trace, system: str = SYSTEM_PROMPT,
 def protocol_weights(tokenizer, segments: Sequence[tuple[str, bool]], emphasis: float) -> list[float]:
     """Per-token weights of ``segments``, tokenized as `encode_segments` does: 0 for tool text,
     ``emphasis`` for model-written tokens that overlap a ``PROTOCOL_SPANS`` match, else 1."""
-    from llm.traces import PROTOCOL_SPANS
-
     out: list[float] = []
     for text, by_model in segments:
         enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
@@ -115,8 +124,6 @@ class SFTData:
 
     def __init__(self, traces: Sequence[Trace], windows, tokenizer, max_len: int, emphasis: float = 1.0,
                  groups: Sequence[str] | None = None) -> None:
-        from forecast_action.schema import ForecastAction
-
         if groups is not None and len(groups) != len(traces):
             raise ValueError(f"groups has {len(groups)} keys for {len(traces)} traces")
 
@@ -166,8 +173,6 @@ class SFTLoss:
 
 def decoder_output(decoder: nn.Module, x: Tensor, actions: list, start: np.ndarray):
     """TSOutput of ``forecast_action.decoder.ActionConditionedDecoder`` for x [B, 5, L] and B actions."""
-    from forecast_action.encoder import featurize
-
     return decoder(x, featurize(actions, start).to(x.device))
 
 
@@ -180,8 +185,6 @@ class JointSFT(nn.Module):
         self.lambda_ts, self.ts_weights = lambda_ts, ts_weights
 
     def forward(self, b: SFTBatch) -> SFTLoss:
-        from ts_encoder.loss import ts_loss
-
         out = decoder_output(self.decoder, b.x, b.actions, b.start)  # conditioned on a*; h_ts is not
         l_ts, _ = ts_loss(out, b.y, self.ts_weights)
         # logits only over the span that holds loss tokens: the LM head skips the prompt
@@ -348,9 +351,6 @@ def warmup_decoder(decoder: nn.Module, windows, thresholds, steps: int, batch_si
     """Fit the decoder alone (L_TS conditioned on a*) on train windows before traces are written, so
     the executed trajectories in the traces come from a decoder that follows its action. Use a
     pretrained decoder checkpoint instead when one exists (``decoder.checkpoint``)."""
-    from forecast_action.derive import actions_from_windows
-    from ts_encoder.loss import ts_loss
-
     train = train_only(windows)
     actions = actions_from_windows(train, thresholds)
     opt = torch.optim.AdamW(decoder.parameters(), lr=lr, weight_decay=0.01)
@@ -367,30 +367,6 @@ def warmup_decoder(decoder: nn.Module, windows, thresholds, steps: int, batch_si
         losses.append(float(loss.detach()))
     decoder.eval()
     return losses
-
-
-def save_decoder(decoder: nn.Module, path: str | Path) -> None:
-    """``ActionConditionedDecoder.save_pretrained``: the decoder's directory (config.json + model.safetensors)."""
-    decoder.save_pretrained(path)
-
-
-def load_decoder(path: str | Path) -> nn.Module:
-    """A saved decoder directory (``save_decoder``; ``stockr1 decoder`` writes ``OUT/decoder/``), an
-    older single ``.pt`` file, or, read for older runs, a Lightning checkpoint of ``forecast_action.train``
-    (resume state; ``stockr1 decoder --export CKPT --out DIR`` converts it), in eval mode; ValueError
-    naming the file when it cannot be used."""
-    from forecast_action.decoder import ActionConditionedDecoder
-
-    if Path(path).suffix == ".ckpt":
-        from forecast_action.module import ActionDecoderModule
-
-        try:
-            module = ActionDecoderModule.load_from_checkpoint(path, map_location="cpu")
-        except Exception as e:  # truncated / foreign / mismatched checkpoint: name the file, keep the cause
-            raise ValueError(f"cannot load a decoder from Lightning checkpoint {path}: {e}") from e
-        module.decoder.thresholds = module.thresholds
-        return module.decoder.eval()
-    return ActionConditionedDecoder.load(path)
 
 
 def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> Path:
@@ -418,8 +394,6 @@ def run_fingerprint(run_dir: str | Path) -> str:
     """Content hash (12 hex) of a finished run's weights: every file under ``policy/`` and ``decoder/``.
     Benchmarks that cache what they built on a run (GRPO runs, evaluations) key the cache on it, so a
     retrained run never silently reuses results of the old one."""
-    import hashlib
-
     run_dir = Path(run_dir)
     missing = [str(run_dir / d) for d in ("policy", "decoder") if not (run_dir / d).is_dir()]
     if missing:
@@ -432,53 +406,13 @@ def run_fingerprint(run_dir: str | Path) -> str:
     return h.hexdigest()[:12]
 
 
-def load_data(data: Mapping[str, Any] | DataConfig | None):
-    """(windows with rendered context, context_fn) for the configured source: sample, synthetic, or
-    ``source: dataset, path: DIR`` (any ``stockr1 data build`` output; ``stockr1.data.load_run_data``
-    checks its manifest and applies its membership). An unknown key or an impossible shape is
-    refused here, before any work."""
-    from llm.qa.context import store_context
-    from stockr1.data import load_run_data
-
-    d = load_run_data(DataConfig.from_dict(data))
-    return d.windows, store_context(d.store)
-
-
-def build_decoder(dcfg: dict[str, Any]) -> nn.Module:
-    from forecast_action.decoder import ActionConditionedDecoder
-    from forecast_action.encoder import ActionEncoderConfig
-    from ts_encoder.config import TSEncoderConfig
-
-    if dcfg.get("checkpoint"):
-        if dcfg.get("config") and not Path(dcfg["checkpoint"]).exists():  # name the command that writes it
-            raise FileNotFoundError(
-                f"decoder checkpoint {dcfg['checkpoint']} does not exist; train it with `stockr1 decoder "
-                f"--config {dcfg['config']} --out {Path(dcfg['checkpoint']).parent}`")
-        decoder = load_decoder(dcfg["checkpoint"])
-        if "tool_samples" in dcfg:  # the SFT config sets what the tool of every later stage draws
-            decoder.tool_samples = int(dcfg["tool_samples"])
-        return decoder
-    torch.manual_seed(int(dcfg.get("seed", 0)))
-    kw = {"tool_samples": int(dcfg["tool_samples"])} if "tool_samples" in dcfg else {}
-    return ActionConditionedDecoder(TSEncoderConfig(**dcfg.get("ts", {})), ActionEncoderConfig(**dcfg.get("action", {})),
-                                    **kw)
-
-
 def prepare(cfg: dict[str, Any], run_dir: Path):
     """Windows, QA items, decoder, thresholds and traces; QA/traces cached in ``run_dir``. ``cfg`` is
     checked against ``SFTRunConfig`` first: a misspelled section or key fails here, naming it."""
-    from forecast_action.derive import ActionThresholds
-    from llm.qa import QAConfig, generate_qa, load_items, save_items
-    from llm.special_tokens import ts_placeholders
-    from llm.tools import ForecastTool
-    from llm.traces import TraceConfig, TraceWriter, load_traces, save_traces
-
     SFTRunConfig.from_dict(cfg)
     windows, context_fn = load_data(cfg.get("data", {}))
     run_dir.mkdir(parents=True, exist_ok=True)
     if cfg.get("prepare_from"):  # share QA, decoder init and traces with another run (ablation arms)
-        import shutil
-
         for name in ("qa.jsonl", "decoder_init", "traces.jsonl", "qa_report.json", "trace_report.json"):
             src = Path(cfg["prepare_from"]) / name
             if src.is_dir() and not (run_dir / name).exists():
@@ -531,31 +465,10 @@ def _logger(cfg: dict[str, Any], run: str, run_dir: Path):
     wcfg = cfg.get("wandb", {})
     if os.environ.get("WANDB_MODE", wcfg.get("mode", "offline")) == "disabled":
         return None
-    import wandb
+    import wandb  # lazy: optional and slow to import; only when a run logs to W&B
 
     return wandb.init(project=wcfg.get("project", "stockr1"), name=f"sft-{run}", dir=str(run_dir), config=cfg,
                       mode=os.environ.get("WANDB_MODE", wcfg.get("mode", "offline")), resume="allow", id=f"sft-{run}")
-
-
-def build_policy(cfg: dict[str, Any], traces: Sequence[Trace], run_dir: Path):
-    """The config's policy. A tiny policy whose tokenizer is not built yet (`stockr1 tokenizer
-    build`) gets one trained on this run's corpus, saved in ``run_dir/tokenizer``."""
-    from llm.policy import Policy, PolicyConfig
-
-    pcfg = PolicyConfig.from_dict(cfg.get("policy", {}))
-    if pcfg.name_or_path == "tiny" and not Path(pcfg.tokenizer_path or "checkpoints/tokenizer").exists():
-        path = local_tokenizer(traces, int(cfg.get("tokenizer_vocab", 4000)), run_dir / "tokenizer")
-        pcfg = dataclasses.replace(pcfg, tokenizer_path=str(path))
-    return Policy(pcfg)
-
-
-def local_tokenizer(traces: Sequence[Trace], vocab_size: int, out: Path) -> Path:
-    """The offline tokenizer trained on this run's corpus (system prompt + traces), saved in ``out``
-    (reused when the corpus is unchanged): what a run without a hub tokenizer uses."""
-    from llm.tokenizer import build_or_load_tokenizer
-
-    build_or_load_tokenizer([SYSTEM_PROMPT] + [t.user + t.completion for t in traces], vocab_size, out)
-    return out
 
 
 def load_sft_config(config: str | Path, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -569,26 +482,46 @@ def load_sft_config(config: str | Path, overrides: Mapping[str, Any] | None = No
     return cfg
 
 
+@dataclass
+class SFTSetup:
+    """What a joint SFT run trains, built by ``build_sft``."""
+
+    windows: Any
+    items: list
+    decoder: nn.Module
+    traces: list[Trace]
+    policy: Any
+    data: SFTData
+    trainer: SFTTrainer
+
+
+def build_sft(cfg: dict[str, Any], run_dir: Path, tcfg: TrainConfig, fabric=None, logger=None) -> SFTSetup:
+    """Seed -> data, QA, decoder, traces (``prepare``) -> policy -> encoded traces -> trainer. With
+    ``fabric`` (several ranks), rank 0 writes QA, decoder init, traces and tokenizer and the rest read them."""
+    torch.manual_seed(tcfg.seed)  # the same initial weights on every rank
+    with fabric.rank_zero_first() if fabric is not None else nullcontext():
+        windows, items, decoder, traces = prepare(cfg, run_dir)
+        policy = build_policy(cfg, traces, run_dir)
+    data = sft_data(traces, items, windows, policy.tokenizer, tcfg)
+    trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger, fabric=fabric)
+    return SFTSetup(windows, items, decoder, traces, policy, data, trainer)
+
+
 def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = None,
             out_root: str | Path = "checkpoints/sft", overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole stage: data -> traces -> joint training (resumable) -> policy/ + decoder/."""
-    import yaml
-
     cfg = load_sft_config(config, overrides)
     run = run or cfg.get("run", Path(config).stem)
     run_dir = Path(out_root) / run
     tcfg = from_dict(TrainConfig, {**cfg.get("train", {}), **({"max_steps": max_steps} if max_steps else {})})
     fabric = launch_fabric(tcfg)  # before any work: with several devices every rank runs what follows
-    torch.manual_seed(tcfg.seed)  # the same initial weights on every rank
-    with fabric.rank_zero_first():  # rank 0 writes QA, decoder init, traces and tokenizer; the rest read them
-        windows, items, decoder, traces = prepare(cfg, run_dir)
-        policy = build_policy(cfg, traces, run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    logger = _logger(cfg, run, run_dir) if fabric.is_global_zero else None
+    s = build_sft(cfg, run_dir, tcfg, fabric, logger)
+    windows, items, decoder, policy, data, trainer = s.windows, s.items, s.decoder, s.policy, s.data, s.trainer
     if fabric.is_global_zero:  # the config this run trained with: the file plus any command-line overrides
         (run_dir / "config.yaml").write_text(Path(config).read_text() if not overrides else
                                              yaml.safe_dump(cfg, sort_keys=False))
-    data = sft_data(traces, items, windows, policy.tokenizer, tcfg)
-    logger = _logger(cfg, run, run_dir) if fabric.is_global_zero else None
-    trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger, fabric=fabric)
     resumed = trainer.maybe_resume()
     fabric.print(f"SFT {run}: {len(data)} traces ({data.n_too_long} too long) on {fabric.world_size} rank(s), "
                  f"{'resumed at step ' + str(trainer.step) if resumed else 'fresh start'}", flush=True)
@@ -612,41 +545,8 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
 
 def _log_rollouts(logger, policy, decoder, windows, items, max_context_chars: int | None = None) -> None:
     """A W&B table of sample rollouts on validation questions (via the one rollout engine)."""
-    import wandb
-
-    from llm.qa.evaluate import rollout_items
+    import wandb  # lazy: optional and slow to import; only when a run logs to W&B
 
     rows = rollout_items(policy, decoder, windows, items, max_new_tokens=512, max_context_chars=max_context_chars)
     logger.log({"sample_rollouts": wandb.Table(columns=["question", "answer", "completion"],
                                                data=[[it.question, it.answer, r.completion] for it, r in rows])})
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="stockr1 sft", description=__doc__.split("\n")[0],
-        epilog="Any config key can be overridden with its dotted path, e.g. --train.lr 1e-3 --train.devices 2 "
-               "--train.strategy ddp (values are YAML; the typed config checks them).")
-    ap.add_argument("--config", required=True, help="YAML config (configs/sft/*.yaml)")
-    ap.add_argument("--run", default=None, help="run name (default: config's run)")
-    ap.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
-    ap.add_argument("--out", default=None, help="root of run directories (default checkpoints/sft; with --smoke "
-                                                "a temporary directory)")
-    ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
-                                                          "2 random layers, short sequences (llm/smoke.py)")
-    args, overrides = parse_config_args(ap, argv)
-    if args.print_config:
-        print_config(SFTRunConfig.from_dict(load_sft_config(args.config, overrides)))
-        return 0
-    if args.smoke:
-        if overrides:
-            ap.error("--smoke runs the config file as written; drop the overrides")
-        from llm.smoke import sft_smoke
-
-        sft_smoke(args.config, args.out)
-        return 0
-    args.out = args.out or "checkpoints/sft"
-    summary = run_sft(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out, overrides=overrides)
-    if summary["rank"] == 0:
-        print(json.dumps(summary, indent=1))
-        print(f"wrote {summary['run_dir']} (policy/, decoder/, summary.json)")
-    return 0

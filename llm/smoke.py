@@ -37,6 +37,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from forecast_action.build import build_decoder, load_decoder
+from forecast_action.decoder import ActionConditionedDecoder
+from llm.build import load_data, local_tokenizer
+from llm.policy import Policy, PolicyConfig
+from llm.sft import JointSFT, SFTTrainer, TrainConfig, from_dict, prepare, sft_data
+from stockr1.config import load_yaml
+from stockr1.data.config import DataConfig
+from stockr1.types import train_only
+
 
 @dataclass(frozen=True)
 class Smoke:
@@ -107,8 +116,6 @@ def timed_step(step: Callable[[], Any], accelerator: str) -> tuple[Any, float]:
 def smoke_data(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """(data section to run on, what it is for the printed line): the config's, or the sample in place of
     a dataset that is not built (see module docstring)."""
-    from stockr1.data.config import DataConfig
-
     data = dict(cfg.get("data") or {})
     if data.get("source") == "dataset" and data.get("path") and not (Path(data["path"]) / "manifest.json").exists():
         keep = {k: data[k] for k in ("lookback", "horizon") if k in data}
@@ -119,10 +126,7 @@ def smoke_data(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
 def fresh_decoder(dcfg: Mapping[str, Any]) -> nn.Module:
     """A decoder with the configured architecture and random weights: ``decoder.config``'s ``model`` and
     ``action`` sections when named (the file ``forecast_action.train`` reads), else ``decoder.ts`` /
-    ``decoder.action`` as ``llm.sft.build_decoder`` reads them."""
-    from forecast_action.decoder import ActionConditionedDecoder
-    from llm.sft import build_decoder
-
+    ``decoder.action`` as ``forecast_action.build.build_decoder`` reads them."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(dcfg.get("seed", 0)))
         if not dcfg.get("config"):
@@ -137,9 +141,6 @@ def prepared_decoder(cfg: Mapping[str, Any], windows, out: Path) -> Path:
     """The run's decoder saved to ``out``: the configured checkpoint when it exists, else ``fresh_decoder``
     with input scaling from train and its U normaliser fitted on ``SMOKE.normalizer_windows`` train
     windows (``ActionConditionedDecoder.fit_uncertainty``)."""
-    from llm.sft import load_decoder
-    from stockr1.types import train_only
-
     dcfg = dict(cfg.get("decoder", {}))
     if dcfg.get("checkpoint") and Path(dcfg["checkpoint"]).exists():
         decoder = load_decoder(dcfg["checkpoint"])
@@ -191,19 +192,6 @@ def report(stage: str, config: str | Path, facts: dict[str, Any], out: Path) -> 
 # ----------------------------------------------------------------------------------- the two stages
 def sft_smoke(config: str | Path, out: str | Path | None = None) -> dict[str, Any]:
     """One ``SFTTrainer.train_step`` of the config at full width (see module docstring)."""
-    from llm.policy import Policy, PolicyConfig
-    from llm.sft import (
-        JointSFT,
-        SFTTrainer,
-        TrainConfig,
-        from_dict,
-        load_data,
-        load_yaml,
-        local_tokenizer,
-        prepare,
-        sft_data,
-    )
-
     cfg = load_yaml(config)
     data, data_note = smoke_data(cfg)
     cfg = {**cfg, "data": data}

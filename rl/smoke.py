@@ -7,8 +7,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from llm.build import load_data
 from llm.corpus import default_corpus
-from llm.sft import load_data
 from llm.smoke import (
     SMOKE,
     device_settings,
@@ -22,7 +22,7 @@ from llm.smoke import (
     work_dir,
 )
 from llm.tokenizer import build_or_load_tokenizer
-from rl.cli import build_setup, load_config
+from rl.setup import build_setup, load_config
 from rl.trainer import GRPOTrainer, StockR1Scorer, make_fabric, query_indices
 from stockr1.config import deep_update
 

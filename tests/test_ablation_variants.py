@@ -110,7 +110,7 @@ def test_bad_config_is_named():
 
 
 def test_demo_config_loads_with_three_seeds_and_all_rows():
-    from llm.sft import load_yaml
+    from stockr1.config import load_yaml
 
     cfg = AblationConfig.from_dict(load_yaml("configs/ablation/demo.yaml"))
     assert len(cfg.seeds) >= 3 and set(cfg.variants) == set(VARIANTS_BY_KEY)

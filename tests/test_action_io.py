@@ -12,11 +12,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from forecast_action.build import load_decoder, save_decoder
 from forecast_action.decoder import FORMAT_VERSION, LEGACY_FILE_VERSION, ActionConditionedDecoder
 from forecast_action.encoder import ActionEncoderConfig
 from forecast_action.module import ActionDecoderModule
 from forecast_action.schema import ForecastAction
-from llm.sft import load_decoder, save_decoder
 from stockr1.data import synthetic_windows
 from ts_encoder.config import TSEncoderConfig
 
@@ -86,7 +86,7 @@ def test_sft_helpers_delegate_and_read_the_earlier_single_files(windows, tmp_pat
     np.testing.assert_array_equal(samples(load_decoder(tmp_path / "new"), windows), samples(dec, windows))
     legacy_file(dec, tmp_path / "v2.pt")
     np.testing.assert_array_equal(samples(load_decoder(tmp_path / "v2.pt"), windows), samples(dec, windows))
-    # exactly what llm.sft.save_decoder wrote before the format had a version
+    # exactly what forecast_action.build.save_decoder wrote before the format had a version
     torch.save({"ts_cfg": dataclasses.asdict(dec.ts_cfg), "act_cfg": dataclasses.asdict(dec.act_cfg),
                 "state_dict": dec.state_dict()}, tmp_path / "old.pt")
     np.testing.assert_array_equal(samples(load_decoder(tmp_path / "old.pt"), windows), samples(dec, windows))

@@ -56,8 +56,8 @@ def test_training_moves_the_action_path_and_reloads(trained) -> None:
 
 
 def test_sft_loads_the_saved_decoder_and_an_exported_older_checkpoint(trained, tmp_path) -> None:
+    from forecast_action.build import load_decoder
     from forecast_action.train import main
-    from llm.sft import load_decoder
 
     out, module, _ = trained
     w = synthetic_windows().split_of("test").select(np.arange(3))

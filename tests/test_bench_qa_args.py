@@ -9,11 +9,12 @@ import torch
 import yaml
 
 from benchmarks.qa import main
+from forecast_action.build import save_decoder
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.encoder import ActionEncoderConfig
+from llm.build import load_data
 from llm.qa import QAConfig, QAGenerator, save_items
 from llm.qa.prompt import SYSTEM_PROMPT
-from llm.sft import load_data, save_decoder
 from llm.tokenizer import train_tokenizer
 from ts_encoder.config import TSEncoderConfig
 

@@ -86,7 +86,7 @@ def test_text_methods_scripted_through_the_engine(env, tok):
 
 
 def test_stock_r1_scripted_through_the_forecast_tool(env, tok, tiny_decoder):
-    from rl.cli import prepare_fresh_decoder
+    from rl.setup import prepare_fresh_decoder
 
     decoder = tiny_decoder(seed=0).eval()
     prepare_fresh_decoder(decoder, env.windows)  # a decoder is prepared (U normaliser on train) before use

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llm.sft import load_data
+from llm.build import load_data
 from stockr1.data import DatasetError, Membership, load_run_data, load_windows, read_tickers_file
 from stockr1.data.cli import main as data_main
 from stockr1.data.config import DataConfig

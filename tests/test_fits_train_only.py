@@ -35,8 +35,9 @@ from safetensors.torch import load_file
 from forecast_action.derive import ActionThresholds
 from forecast_action.train import ActionTrainConfig
 from forecast_action.train import train as train_decoder
+from llm.build import load_data
 from llm.qa.context import store_context
-from llm.sft import load_data, prepare
+from llm.sft import prepare
 from llm.tokenizer import train_tokenizer
 from stockr1.data import build_windows, load_source
 from stockr1.data.context import synthetic_store
@@ -79,8 +80,9 @@ def reading(data: Data) -> Iterator[None]:
     windows, _ = data
     with pytest.MonkeyPatch.context() as m:
         m.setattr("llm.sft.load_data", lambda cfg: data)
-        m.setattr("ts_encoder.datamodule.load_split_windows", lambda *a, **k: windows)
-        m.setattr("forecast_action.train.load_split_windows", lambda *a, **k: windows)
+        m.setattr("rl.setup.load_data", lambda cfg: data)
+        m.setattr("ts_encoder.datamodule.source_windows", lambda *a, **k: windows)
+        m.setattr("forecast_action.train.source_windows", lambda *a, **k: windows)
         yield
 
 
@@ -225,7 +227,7 @@ def policy_cfg(tmp_path_factory, data) -> dict[str, Any]:
 def grpo_setup(policy: dict[str, Any], data: Data) -> dict[str, Any]:
     """``stockr1 grpo``'s setup without an SFT run: QA items, thresholds, the fresh decoder prepared
     on train (input scaling, U normaliser), and one GRPO sample per train query."""
-    from rl.cli import build_setup
+    from rl.setup import build_setup
     from rl.soft_tokens import soft_tokens
 
     cfg = {"seed": 0, "data": DATA, "max_context_chars": 200, "qa": {"n_train": 6, "n_val": 2, "n_test": 2, "seed": 0},
@@ -333,7 +335,7 @@ def u_normaliser_on_every_split(windows: Windows) -> Iterator[None]:
         decoder.fit_uncertainty(relabelled(w))
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr("rl.cli.prepare_fresh_decoder", prepare)
+        m.setattr("rl.setup.prepare_fresh_decoder", prepare)
         yield
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.gpu_check import Recorder, run_phase, start_time
+from benchmarks.gpu_check import start_time
+from benchmarks.gpu_check_phase import Recorder, run_phase
 
 ROOT = Path(__file__).resolve().parents[1]
 # project dependencies the GPU image lacks (/work/.library/device/KINDS.md's package list): the check must not need them

@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import torch
 
+from forecast_action.build import build_decoder
 from forecast_action.derive import ActionThresholds, actions_from_windows
+from llm.build import load_data
 from llm.qa.generator import QAConfig, QAGenerator
-from llm.sft import build_decoder, load_data
 from llm.special_tokens import TS_PLACEHOLDER
 from llm.tokenizer import train_tokenizer
-from rl.cli import build_samples, load_config, prepare_fresh_decoder
+from rl.setup import build_samples, load_config, prepare_fresh_decoder
 from rl.soft_tokens import soft_tokens
 from stockr1.config import deep_update
 from stockr1.types import CLOSE, train_only
@@ -93,9 +94,9 @@ def test_lambda_ts_keeps_training_the_decoder_and_zero_freezes_it(setup, tmp_pat
 
 
 def test_load_models_prefers_the_sft_run(setup, tmp_path) -> None:
+    from forecast_action.build import save_decoder
     from llm.policy import Policy, PolicyConfig
-    from llm.sft import save_decoder
-    from rl.cli import load_models
+    from rl.setup import load_models
 
     _, _, _, decoder, _, tok_dir = setup
     pcfg = {"name_or_path": "tiny", "tokenizer_path": str(tok_dir), "tiny_hidden": 32, "tiny_layers": 1,

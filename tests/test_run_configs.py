@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from benchmarks.ablation import VARIANTS, AblationConfig, resolved_grpo, resolved_sft
-from llm.sft import load_yaml, run_sft
+from llm.sft import run_sft
 from llm.sft_config import SFTRunConfig
-from rl.cli import load_config
 from rl.run_config import GRPORunConfig
+from rl.setup import load_config
 from stockr1.cli import main as stockr1_main
-from stockr1.config import deep_update, dotted_overrides
+from stockr1.config import deep_update, dotted_overrides, load_yaml
 
 ROOT = Path(__file__).parents[1]
 SFT = sorted((ROOT / "configs" / "sft").glob("*.yaml"))

@@ -126,7 +126,7 @@ def test_grad_clip_scope_is_validated() -> None:
 
 # ------------------------------------------------------------------ smoke helpers (the runs: test_smoke_real_scale.py)
 def test_smoke_settings_and_refusals(tmp_path: Path) -> None:
-    from llm.sft import build_decoder
+    from forecast_action.build import build_decoder
     from llm.smoke import SMOKE, device_settings, policy_section
 
     dev = device_settings("bfloat16")

@@ -151,7 +151,8 @@ def test_resume_continues_from_last_checkpoint(setup, tmp_path) -> None:
 
 
 def test_decoder_warmup_and_roundtrip(setup, tmp_path) -> None:
-    from llm.sft import load_decoder, save_decoder, warmup_decoder
+    from forecast_action.build import load_decoder, save_decoder
+    from llm.sft import warmup_decoder
 
     w, _, _ = setup
     dec = Decoder()

@@ -22,13 +22,14 @@ from forecast_action.derive import ActionThresholds
 from forecast_action.train import main as decoder_main
 from llm.qa.dataset import load_items
 from llm.sft import run_sft
-from rl.cli import build_setup, run_grpo
+from rl.setup import build_setup, run_grpo
 from stockr1.data import load_windows
+from stockr1.data.run_data import source_windows
 from stockr1.types import train_only
 from tests.dataset_csv import TICKERS, build_csv_dataset
 from tests.tiny_runs import tiny_sft_config
 from ts_encoder.cli import main as ts_main
-from ts_encoder.datamodule import input_stats, load_split_windows
+from ts_encoder.datamodule import input_stats
 
 ROOT = Path(__file__).resolve().parents[1]
 DECODER = {"seed": 0, "warmup_steps": 1, "tool_samples": 4,
@@ -128,8 +129,8 @@ def test_ts_fit_trains_on_the_dataset(dataset, tmp_path: Path) -> None:
 
 
 def test_a_dataset_of_another_window_shape_is_refused(dataset) -> None:
-    with pytest.raises(ValueError, match="has lookback 90, horizon 10; the config asks for 60, 10"):
-        load_split_windows("dataset", str(dataset[0]), 60, 10)
+    with pytest.raises(ValueError, match="built with lookback 90, horizon 10; the config asks for 60, 10"):
+        source_windows("dataset", str(dataset[0]), 60, 10)
 
 
 def test_decoder_trains_on_the_dataset(dataset, tmp_path: Path) -> None:

@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 import yaml
 
-from llm.sft import load_data, load_decoder, run_sft
+from forecast_action.build import load_decoder
+from llm.build import load_data
+from llm.sft import run_sft
 from llm.tools import ForecastTool
 from llm.traces import load_traces
-from rl.cli import run_grpo
+from rl.setup import run_grpo
 from tests.tiny_runs import DATA, tiny_sft_config
 
 DECODER = {"seed": 0, "warmup_steps": 3, "tool_samples": 6,
@@ -81,7 +83,7 @@ def test_sft_traces_carry_the_same_lines_as_later_rollouts(runs) -> None:
 
 
 def test_reward_probe_is_seeded_and_scores_every_training_query(runs) -> None:
-    from rl.cli import probe_run
+    from rl.setup import probe_run
 
     _, sft_dir, grpo_dir, _ = runs
     a = probe_run(_CFG, grpo_dir, sft_dir, group_size=2, seed=3)

@@ -3,7 +3,7 @@
 from pathlib import Path
 from typing import Any
 
-from llm.sft import load_data
+from llm.build import load_data
 from llm.tokenizer import train_tokenizer
 
 DATA = {"source": "synthetic", "n_tickers": 1, "n_days": 320, "seed": 0, "lookback": 90, "horizon": 10}

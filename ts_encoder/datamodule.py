@@ -3,10 +3,11 @@
 source:
   sample     the embedded offline S&P 500 + NASDAQ sample (``stockr1.data.sample_windows``)
   synthetic  seeded synthetic tickers (``stockr1.data.synthetic_windows``), for tests
-  csv        any OHLCV csv (``path``), windows built with ``stockr1.data.build_windows``
-  dataset    a directory written by ``stockr1 data build`` (``stockr1.data.load_windows``)
-``tickers`` keeps only those tickers' windows (every split), e.g. train on one index and score the
-other with ``stockr1 bench forecast --cross-series``. Batches are dicts ``{"x": [B, 5, L], "y": [B, 5, S], "idx": [B]}``; ``idx`` indexes the split's
+  csv        any OHLCV csv (``path``), checked like ``stockr1 data build``, then ``build_windows``
+  dataset    a directory written by ``stockr1 data build`` (its window shape must be this one)
+(all through ``stockr1.data.source_windows``). ``tickers`` keeps only those tickers' windows (every
+split), e.g. train on one index and score the other with ``stockr1 bench forecast --cross-series``.
+Batches are dicts ``{"x": [B, 5, L], "y": [B, 5, S], "idx": [B]}``; ``idx`` indexes the split's
 ``Windows`` so metrics can be computed in price space.
 """
 
@@ -17,9 +18,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from stockr1.data.run_data import WINDOW_SOURCES as SOURCES
+from stockr1.data.run_data import source_windows
 from stockr1.types import SPLITS, TrainWindows, Windows, require_train, train_only
-
-SOURCES = ("sample", "synthetic", "csv", "dataset")
 
 
 def input_stats(train: TrainWindows) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,29 +41,6 @@ class WindowDataset(Dataset):
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         return {"x": self.x[i], "y": self.y[i], "idx": torch.tensor(i)}
-
-
-def load_split_windows(source: str, path: str | None, lookback: int, horizon: int,
-                       n_tickers: int = 3, n_days: int = 400, seed: int = 0) -> Windows:
-    """All windows (every split) of one data source; see the module docstring."""
-    from stockr1 import data
-
-    if source == "sample":
-        return data.sample_windows(lookback=lookback, horizon=horizon)
-    if source == "synthetic":
-        return data.synthetic_windows(n_tickers=n_tickers, n_days=n_days, seed=seed,
-                                      lookback=lookback, horizon=horizon)
-    if source in ("csv", "dataset") and not path:
-        raise ValueError(f"data source {source!r} needs a path")
-    if source == "csv":
-        return data.build_windows(data.load_source("csv", path=path), lookback=lookback, horizon=horizon)
-    if source == "dataset":  # the manifest is checked on reading; its window shape must be the config's
-        w = data.load_windows(path)
-        if (w.x.shape[-1], w.y.shape[-1]) != (lookback, horizon):
-            raise ValueError(f"dataset {path} has lookback {w.x.shape[-1]}, horizon {w.y.shape[-1]}; the config asks "
-                             f"for {lookback}, {horizon} (set data.lookback/horizon or rebuild the dataset)")
-        return w
-    raise ValueError(f"unknown data source {source!r}; expected one of {SOURCES}")
 
 
 class WindowDataModule(L.LightningDataModule):
@@ -116,8 +94,8 @@ class WindowDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if not self.windows:
             hp = self.hparams
-            self._set(load_split_windows(hp.source, hp.path, hp.lookback, hp.horizon,
-                                         hp.n_tickers, hp.n_days, hp.seed))
+            self._set(source_windows(hp.source, hp.path, hp.lookback, hp.horizon,
+                                     n_tickers=hp.n_tickers, n_days=hp.n_days, seed=hp.seed))
 
     def input_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-channel mean and std [5] of the TRAINING inputs (the model standardises with them)."""

@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from stockr1.baselines.simple import RandomWalk
+from stockr1.data.run_data import source_windows
 from stockr1.metrics.forecast import forecast_metrics
 from stockr1.outdir import atomic_write, command_line, generated_line
 from stockr1.types import Windows, train_only
-from ts_encoder.datamodule import load_split_windows
 
 KEYS = ("cov_close90", "width_close90", "crps", "return_rmse", "rv_mae_dist", "rv_r2_dist", "cov_high95",
         "cov_low05", "pinball", "da_3", "da_5", "da_10", "price_mape")
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
     module = TSForecastModule.load_from_checkpoint(args.checkpoint, map_location="cpu").eval()
     cfg = module.cfg
-    windows = load_split_windows(args.source, args.path, cfg.lookback, cfg.horizon)
+    windows = source_windows(args.source, args.path, cfg.lookback, cfg.horizon)
     rw = RandomWalk().fit(train_only(windows), windows.split_of("val"))
     report: dict = {"checkpoint": args.checkpoint, "encoder": cfg.to_dict(),
                     "params": int(sum(p.numel() for p in module.model.parameters())),

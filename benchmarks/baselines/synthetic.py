@@ -7,8 +7,11 @@ of a correct forecaster covers 90% of outcomes and the zero-return forecast is o
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-from stockr1.types import CLOSE, Windows
+from stockr1.data.splits import SplitSpec
+from stockr1.data.windows import build_windows
+from stockr1.types import CHANNELS, Windows
 
 
 def random_walk_windows(
@@ -20,65 +23,38 @@ def random_walk_windows(
     garch: tuple[float, float, float] | None = None,
     seed: int = 0,
 ) -> Windows:
-    """Stride-1 windows over ``n_tickers`` simulated series, chronological 60/20/20 split with an
-    embargo of ``horizon`` days between splits (so no label of one split is an input of the next).
+    """Stride-1 windows over ``n_tickers`` simulated series, split 60/20/20 by date with an embargo
+    of ``horizon`` days before each boundary (``stockr1.data.build_windows``, as every real source).
 
     garch: (omega, alpha, beta) of daily log-return variance; None = constant ``sigma``.
     """
     rng = np.random.default_rng(seed)
-    names = ("ticker", "date", "x", "y", "hist", "future", "split")
-    parts: dict[str, list] = {k: [] for k in names}
-    dates = np.datetime64("2001-01-01") + np.arange(n_days + 1).astype("timedelta64[D]")
-    for k in range(n_tickers):
-        z = rng.standard_normal(n_days + 1)
-        if garch is None:
-            vol = np.full(n_days + 1, sigma)
-        else:
-            om, al, be = garch
-            var = np.empty(n_days + 1)
-            var[0] = om / (1 - al - be)
-            for t in range(1, n_days + 1):
-                var[t] = om + al * var[t - 1] * z[t - 1] ** 2 + be * var[t - 1]
-            vol = np.sqrt(var)
-        r = vol * z - 0.5 * vol**2
-        close = 100.0 * np.exp(np.cumsum(r))
-        prev = np.concatenate([[100.0], close[:-1]])
-        open_ = prev * np.exp(0.1 * vol * rng.standard_normal(n_days + 1))
-        high = np.maximum(open_, close) * np.exp(np.abs(0.5 * vol * rng.standard_normal(n_days + 1)))
-        low = np.minimum(open_, close) * np.exp(-np.abs(0.5 * vol * rng.standard_normal(n_days + 1)))
-        logv = np.empty(n_days + 1)
-        logv[0] = 15.0
-        for t in range(1, n_days + 1):
-            logv[t] = 15.0 + 0.7 * (logv[t - 1] - 15.0) + 0.2 * rng.standard_normal()
-        ohlcv = np.stack([open_, high, low, close, np.exp(logv)], 1)  # [D+1, 5]
-        prev_c = ohlcv[:-1, CLOSE]
-        rets = np.concatenate(
-            [np.log(ohlcv[1:, :4] / prev_c[:, None]), np.log((ohlcv[1:, 4:] + 1) / (ohlcv[:-1, 4:] + 1))], 1
-        )  # [D, 5], day d+1 vs d
-        raw = ohlcv[1:]
-        n_win = n_days - lookback - horizon + 1
-        t_idx = np.arange(lookback - 1, lookback - 1 + n_win)  # decision days
-        n_tr, n_va = int(0.6 * n_win), int(0.2 * n_win)
-        split = np.full(n_win, "test", dtype=object)
-        split[:n_tr] = "train"
-        split[n_tr : n_tr + n_va] = "val"
-        keep = np.ones(n_win, bool)
-        keep[n_tr : n_tr + horizon] = False  # embargo
-        keep[n_tr + n_va : n_tr + n_va + horizon] = False
-        for t, sp in zip(t_idx[keep], split[keep], strict=True):
-            parts["ticker"].append(f"SYN{k}")
-            parts["date"].append(dates[t + 1])
-            parts["x"].append(rets[t - lookback + 1 : t + 1].T)
-            parts["y"].append(rets[t + 1 : t + 1 + horizon].T)
-            parts["hist"].append(raw[t - lookback + 1 : t + 1])
-            parts["future"].append(raw[t + 1 : t + 1 + horizon])
-            parts["split"].append(sp)
-    return Windows(
-        ticker=np.array(parts["ticker"], dtype=object),
-        date=np.array(parts["date"], dtype="datetime64[ns]"),
-        x=np.array(parts["x"], dtype=np.float32),
-        y=np.array(parts["y"], dtype=np.float32),
-        hist=np.array(parts["hist"], dtype=np.float64),
-        future=np.array(parts["future"], dtype=np.float64),
-        split=np.array(parts["split"], dtype=object),
-    )
+    dates = pd.date_range("2001-01-01", periods=n_days + 1, freq="D")
+    frames = {f"SYN{k}": pd.DataFrame(_ohlcv(rng, n_days + 1, sigma, garch), index=dates, columns=list(CHANNELS))
+              for k in range(n_tickers)}
+    return build_windows(frames, lookback=lookback, horizon=horizon, split=SplitSpec(val_frac=0.2, test_frac=0.2))
+
+
+def _ohlcv(rng: np.random.Generator, n: int, sigma: float, garch: tuple[float, float, float] | None) -> np.ndarray:
+    """[n, 5] daily OHLCV of one geometric random walk (log-volume AR(1) around 15)."""
+    z = rng.standard_normal(n)
+    if garch is None:
+        vol = np.full(n, sigma)
+    else:
+        om, al, be = garch
+        var = np.empty(n)
+        var[0] = om / (1 - al - be)
+        for t in range(1, n):
+            var[t] = om + al * var[t - 1] * z[t - 1] ** 2 + be * var[t - 1]
+        vol = np.sqrt(var)
+    r = vol * z - 0.5 * vol**2
+    close = 100.0 * np.exp(np.cumsum(r))
+    prev = np.concatenate([[100.0], close[:-1]])
+    open_ = prev * np.exp(0.1 * vol * rng.standard_normal(n))
+    high = np.maximum(open_, close) * np.exp(np.abs(0.5 * vol * rng.standard_normal(n)))
+    low = np.minimum(open_, close) * np.exp(-np.abs(0.5 * vol * rng.standard_normal(n)))
+    logv = np.empty(n)
+    logv[0] = 15.0
+    for t in range(1, n):
+        logv[t] = 15.0 + 0.7 * (logv[t - 1] - 15.0) + 0.2 * rng.standard_normal()
+    return np.stack([open_, high, low, close, np.exp(logv)], 1)

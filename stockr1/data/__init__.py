@@ -1,7 +1,7 @@
 """Point-in-time market data layer (see docs/data.md).
 
 Contract: ``load_source``, ``build_windows``, ``sample_windows``, ``synthetic_windows``,
-``load_windows``, ``load_run_data`` (what the LLM stages read from a ``data:`` section); the text/tabular context lives in ``stockr1.data.context.PointInTimeStore``.
+``load_windows``, ``source_windows`` (any source into windows), ``load_run_data`` (what the LLM stages read from a ``data:`` section); the text/tabular context lives in ``stockr1.data.context.PointInTimeStore``.
 """
 
 from stockr1.data.build import BuildConfig, build_dataset, content_hash, load_frames, load_store, load_windows
@@ -9,7 +9,7 @@ from stockr1.data.dataset_io import DatasetError
 from stockr1.data.membership import Membership, read_tickers_file
 from stockr1.data.presets import sample_windows, synthetic_windows
 from stockr1.data.returns import invert_close_returns, log_returns
-from stockr1.data.run_data import RunData, load_run_data
+from stockr1.data.run_data import RunData, load_run_data, source_windows
 from stockr1.data.sources import SOURCES, load_source
 from stockr1.data.sources.frames import trading_calendar
 from stockr1.data.splits import PAPER_SPLIT, SAMPLE_SPLIT, SplitSpec, assign_splits
@@ -37,6 +37,7 @@ __all__ = [
     "load_source",
     "log_returns",
     "sample_windows",
+    "source_windows",
     "split_counts",
     "synthetic_windows",
     "trading_calendar",

@@ -16,8 +16,14 @@ from typing import Any
 
 import pandas as pd
 
+from stockr1.data.build import load_frames, load_store, load_windows
 from stockr1.data.config import DataConfig
+from stockr1.data.context import sample_store, synthetic_store
 from stockr1.data.dataset_io import DatasetError, read_manifest
+from stockr1.data.presets import sample_windows, synthetic_windows
+from stockr1.data.quality import check_frames
+from stockr1.data.sources import load_source
+from stockr1.data.windows import build_windows
 from stockr1.types import Windows
 
 
@@ -29,27 +35,51 @@ class RunData:
     cfg: DataConfig
 
 
+WINDOW_SOURCES = ("sample", "synthetic", "csv", "dataset")
+
+
+def source_windows(source: str, path: str | None = None, lookback: int = 90, horizon: int = 10, *,
+                   context: bool = False, **synthetic: int) -> Windows:
+    """All windows (every split) of one source, the one place a source becomes windows:
+    sample | synthetic (``synthetic``: n_tickers, n_days, seed) | csv (an OHLCV csv/parquet file or a
+    directory of them, checked and repaired as ``stockr1 data build`` does: a NaN or negative price is
+    an error) | dataset (a ``stockr1 data build`` directory; manifest checked once, and its window
+    shape must be the one asked for). ``context`` renders the text context (sample, synthetic)."""
+    if source == "sample":
+        return sample_windows(lookback, horizon, context=context)
+    if source == "synthetic":
+        return synthetic_windows(lookback=lookback, horizon=horizon, context=context, **synthetic)
+    if source not in WINDOW_SOURCES:
+        raise ValueError(f"unknown data source {source!r}; expected one of {WINDOW_SOURCES}")
+    if not path:
+        raise ValueError(f"data source {source!r} needs a path")
+    if source == "csv":
+        frames, _ = check_frames(load_source("csv", path=path))
+        return build_windows(frames, lookback=lookback, horizon=horizon)
+    _check_shapes(path, lookback, horizon)
+    return load_windows(path, verify=False)
+
+
+def _check_shapes(path: str, lookback: int, horizon: int) -> None:
+    """The dataset's manifest, verified (every file with its sha256), must have the asked window shape."""
+    man = read_manifest(path)
+    shapes = (man["shapes"]["lookback"], man["shapes"]["horizon"])
+    if shapes != (lookback, horizon):
+        raise DatasetError(f"dataset {path} was built with lookback {shapes[0]}, horizon {shapes[1]}; the config "
+                           f"asks for {lookback}, {horizon} (set data.lookback/horizon or rebuild)")
+
+
 def load_run_data(data: Mapping[str, Any] | DataConfig | None) -> RunData:
     """Windows, frames and store for the configured source (the config is validated first)."""
-    from stockr1.data.build import load_frames, load_store, load_windows
-    from stockr1.data.context import sample_store, synthetic_store
-    from stockr1.data.presets import sample_windows, synthetic_windows
-    from stockr1.data.quality import check_frames
-    from stockr1.data.sources import load_source
-
     cfg = DataConfig.from_dict(data)
+    windows = source_windows(cfg.source, cfg.path, cfg.lookback, cfg.horizon, context=True,
+                             **cfg.synthetic_kwargs())
     if cfg.source == "sample":  # the store over the unchecked frames, as every earlier sample run
         frames, _ = check_frames(load_source("sample"))
-        return RunData(sample_windows(cfg.lookback, cfg.horizon, context=True), frames, sample_store(), cfg)
+        return RunData(windows, frames, sample_store(), cfg)
     if cfg.source == "synthetic":
         kw = cfg.synthetic_kwargs()
         frames = load_source("synthetic", **kw)
-        return RunData(synthetic_windows(lookback=cfg.lookback, horizon=cfg.horizon, context=True, **kw), frames,
-                       synthetic_store(frames, seed=kw.get("seed", 0)), cfg)
-    man = read_manifest(cfg.path)  # verified once; the readers below skip the second pass
-    shapes = (man["shapes"]["lookback"], man["shapes"]["horizon"])
-    if shapes != (cfg.lookback, cfg.horizon):
-        raise DatasetError(f"dataset {cfg.path} was built with lookback {shapes[0]}, horizon {shapes[1]}; the config "
-                           f"asks for {cfg.lookback}, {cfg.horizon} (set data.lookback/horizon or rebuild)")
+        return RunData(windows, frames, synthetic_store(frames, seed=kw.get("seed", 0)), cfg)
     frames = load_frames(cfg.path, verify=False)
-    return RunData(load_windows(cfg.path, verify=False), frames, load_store(cfg.path, frames, verify=False), cfg)
+    return RunData(windows, frames, load_store(cfg.path, frames, verify=False), cfg)

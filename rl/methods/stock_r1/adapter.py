@@ -57,10 +57,10 @@ def decision_item(windows, i: int, h: int) -> QAItem:
 
 
 def decision_samples(env: DecisionEnv, decoder, tokenizer) -> list:
-    """The decision-day queries as Stock-R1 sees them (``rl.cli.build_samples``: the shared QA
+    """The decision-day queries as Stock-R1 sees them (``rl.setup.build_samples``: the shared QA
     prompt, K soft tokens from the decoder's encoder, U_q)."""
     from forecast_action.derive import ActionThresholds
-    from rl.cli import build_samples
+    from rl.setup import build_samples
     from stockr1.types import train_only
 
     w = env.windows
@@ -73,8 +73,8 @@ def warm_start_sft(ws: Mapping[str, Any], seed: int, max_context_chars: int | No
     ``ws["overrides"]`` merged in (seed and context trimming of the caller) -> the run dir."""
     import yaml
 
-    from llm.sft import load_yaml, run_sft
-    from stockr1.config import deep_update
+    from llm.sft import run_sft
+    from stockr1.config import deep_update, load_yaml
 
     over = deep_update({"run": "sft", "max_context_chars": max_context_chars, "train": {"seed": seed},
                         "wandb": {"mode": "disabled"}},
@@ -87,7 +87,7 @@ def warm_start_sft(ws: Mapping[str, Any], seed: int, max_context_chars: int | No
 
 
 def grpo_overrides(g: Mapping[str, Any], seed: int, max_context_chars: int | None, max_new_tokens: int) -> dict:
-    """Overrides of ``rl.cli.run_grpo``'s config for a compare run: the shared GRPO budget ``g``
+    """Overrides of ``rl.setup.run_grpo``'s config for a compare run: the shared GRPO budget ``g``
     (steps, group_size, queries_per_step, lr, accelerator), the seed, context trimming, no SFT dir
     of the base config (the caller passes its own or none)."""
     steps = int(g.get("steps", 1))
