@@ -187,9 +187,13 @@ def test_export_copies_report_and_small_linked_files(tmp_path: Path) -> None:
     (run / "b" / "plot.png").write_bytes(b"p")
     (run / "b" / "big.bin").write_bytes(b"x" * 2000)
     (run / "report.md").write_text("![p](b/plot.png) [dir](b/) [big](b/big.bin) [gone](c/x.json)")
+    (dest / "old").mkdir(parents=True)
+    (dest / "old" / "stale.json").write_text("{}")  # a file of an earlier export
     copied = export_report(run, dest, max_bytes=1000)
     assert sorted(p.relative_to(dest).as_posix() for p in copied) == ["b/plot.png", "manifest.json", "report.md"]
     assert (dest / "b" / "plot.png").read_bytes() == b"p"
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()) == \
+        ["b/plot.png", "manifest.json", "report.md"]  # nothing of the earlier export stays
 
 
 def test_training_curves_read_each_trainers_files(tmp_path: Path) -> None:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stockr1.outdir import output_dir
 from stockr1.pipeline.runner import Stage, read_done
 
 QA_MODEL = "stock-r1-sft"  # the row name `stockr1 bench qa` gives the evaluated checkpoint
@@ -262,17 +264,17 @@ def write_report(run_dir: str | Path, stages: Sequence[Stage]) -> Path:
 
 def export_report(run_dir: str | Path, dest: str | Path, max_bytes: int = 1_000_000) -> list[Path]:
     """Copy ``report.md`` and the files it links (plots, metrics, summaries; each under ``max_bytes``)
-    to ``dest`` with the same relative paths, so the copy renders as the original (results/demo/)."""
-    import shutil
-
+    to ``dest`` with the same relative paths, so the copy renders as the original (results/demo/).
+    ``dest`` is replaced as a whole (``stockr1.outdir.output_dir``): no file of an earlier run stays."""
     run_dir, dest = Path(run_dir), Path(dest)
     text = (run_dir / "report.md").read_text()
     rels = ["report.md", "manifest.json"] + re.findall(r"\]\(([^)#\s]+)\)", text)
     copied = []
-    for rel in dict.fromkeys(rels):
-        src = run_dir / rel
-        if src.is_file() and src.stat().st_size <= max_bytes:
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(src, dest / rel)
-            copied.append(dest / rel)
+    with output_dir(dest, overwrite=True) as tmp:
+        for rel in dict.fromkeys(rels):
+            src = run_dir / rel
+            if src.is_file() and src.stat().st_size <= max_bytes:
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(src, tmp / rel)
+                copied.append(dest / rel)
     return copied
