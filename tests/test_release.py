@@ -135,3 +135,19 @@ def test_the_shipped_ts_encoder_forecasts_through_the_cli(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = pd.read_csv(tmp_path / "f.csv")
     assert len(out) == 10 and out["uncertainty"].between(0, 1).all() and (out["q0.95"] > out["q0.05"]).all()
+
+
+@pytest.mark.slow
+def test_from_scratch_reproduces_the_shipped_encoder_and_tokenizer(tmp_path: Path) -> None:
+    """``stockr1 demo --from-scratch`` rebuilds what release/tiny ships: the TS encoder bit for bit (the
+    demo's ts stage, one thread, seed 0) and the tokenizer's vocabulary and merges. The SFT run itself
+    (2,000 steps, about an hour on one core) is not retrained here."""
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    for stage in ("data", "ts", "tokenizer"):
+        res = subprocess.run([sys.executable, "-m", "stockr1.cli", "demo", "--from-scratch", "--out", str(tmp_path),
+                              "--seed", "0", "--only", stage], cwd=ROOT, env=env, capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    rebuilt = tmp_path / "ts" / "checkpoints" / "pretrained" / "model.safetensors"
+    assert rebuilt.read_bytes() == (SHIPPED / "ts" / "model.safetensors").read_bytes()
+    tok = "tokenizer.json"
+    assert (tmp_path / "tokenizer" / "tokenizer" / tok).read_bytes() == (SHIPPED / "sft" / "policy" / "tokenizer" / tok).read_bytes()
