@@ -30,6 +30,7 @@ from forecast_action.derive import ActionThresholds, actions_from_forecast, acti
 from forecast_action.schema import FIELD_SPECS, ForecastAction
 from stockr1.metrics.forecast import forecast_metrics
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
+from stockr1.progress import Progress
 from stockr1.types import Windows
 
 CONTROL_FIELDS = ("direction", "volatility_level", "range_width_bin", "max_drawdown_bin", "tail_risk_level",
@@ -77,6 +78,7 @@ def controllability(decoder, w: Windows, th: ActionThresholds, n_samples: int, s
     gen = torch.Generator().manual_seed(seed)
     base = actions_from_forecast(decoder.forecast(w, None, n_samples, generator=gen), start, th)
     out: dict[str, dict[str, float]] = {}
+    bar = Progress(len(fields), "[bench action]", unit="field")
     for f in fields:
         values = FIELD_SPECS[f].values or ()
         row: dict[str, float] = {}
@@ -92,6 +94,7 @@ def controllability(decoder, w: Windows, th: ActionThresholds, n_samples: int, s
         row["mean"] = float(np.mean([row[v] for v in values]))
         row["extremes"] = float(np.mean([row[values[0]], row[values[1] if f == "direction" else values[-1]]]))
         out[f] = row
+        bar.advance()
     return out
 
 

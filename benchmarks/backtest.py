@@ -28,6 +28,7 @@ from stockr1.backtest import BacktestConfig, backtest, buy_and_hold, prices_from
 from stockr1.cutoff import cutoff_line
 from stockr1.metrics.trading import TRADING_METRICS
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
+from stockr1.progress import Progress
 from stockr1.types import CLOSE, Forecast, Windows, train_only
 
 
@@ -92,11 +93,14 @@ def _model_forecasts(
     from benchmarks.baselines import BASELINES
 
     out: dict[str, Forecast] = {}
-    for name in names or list(BASELINES):
+    names = list(names or BASELINES)
+    bar = Progress(len(names), "[backtest]", unit="baseline")
+    for name in names:
         if name not in BASELINES:
             raise ValueError(f"unknown baseline {name!r}; choose from {sorted(BASELINES)}")
         print(f"[backtest] fitting {name}", flush=True)
         out[name] = BASELINES[name]().fit(train, val).predict(test, n_samples=n_samples, seed=0)
+        bar.advance()
     if checkpoint:
         from forecast_action.forecaster import Forecaster
 

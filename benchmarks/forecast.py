@@ -39,6 +39,7 @@ from stockr1.data.run_data import source_windows
 from stockr1.metrics.forecast import HIGHER_IS_BETTER, REDUCERS, per_window, reduce
 from stockr1.metrics.stats import block_resamples, paired_bootstrap
 from stockr1.outdir import command_line, output_dir, refuse_existing
+from stockr1.progress import Progress
 from stockr1.types import Forecast, Windows, train_only
 
 DEFAULT_BASELINES = ("random_walk", "drift", "auto_arima", "garch11", "gjr_garch_t", "ewma", "dlinear", "patchtst")
@@ -104,6 +105,7 @@ def run_forecasters(
         t = time.perf_counter()
         forecasts[MODEL_NAME] = model_forecast(checkpoint, test, n_samples)
         info[MODEL_NAME] = {"checkpoint": str(checkpoint), "predict_s": time.perf_counter() - t}
+    bar = Progress(len(names), "[bench forecast]", unit="baseline")  # rate and ETA (AutoARIMA dominates)
     for name in names:
         if name not in BASELINES:
             raise ValueError(f"unknown baseline {name!r}; choose from {sorted(BASELINES)}")
@@ -112,6 +114,7 @@ def run_forecasters(
         if cached is not None:
             forecasts[name], info[name] = cached
             print(f"[bench forecast] {name}: reused {path}", flush=True)
+            bar.advance()
             continue
         b = BASELINES[name]()
         t0 = time.perf_counter()
@@ -123,6 +126,7 @@ def run_forecasters(
             if hasattr(b, attr):
                 info[name][attr] = getattr(b, attr)
         print(f"[bench forecast] {name}: fit {t1 - t0:.1f}s predict {info[name]['predict_s']:.1f}s", flush=True)
+        bar.advance()
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             f = forecasts[name]
