@@ -83,9 +83,9 @@ def test_backtest_decisions_and_rewards_are_identical(sample):
 
 
 def test_qa_answers_are_identical_and_questions_hide_names_and_dates():
+    from llm.build import load_data
     from llm.qa import QAConfig, QAGenerator
     from llm.qa.prompt import user_message
-    from llm.build import load_data
     from tests.test_bench_qa_args import DATA
 
     w, ctx = load_data(DATA)
