@@ -387,10 +387,6 @@ def ordering(agg: Mapping[str, Mapping[str, float]], metric: str) -> dict[str, A
 
 
 # ------------------------------------------------------------------------------ running
-def _load_yaml(path: str | Path) -> dict[str, Any]:
-    return load_yaml(path)
-
-
 def _write_yaml(cfg: Mapping[str, Any], path: Path, note: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"# {note}\n" + yaml.safe_dump(dict(cfg), sort_keys=False))
@@ -464,7 +460,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
     for seed in cfg.seeds:
         sft_seed = cfg.seeds[0] if shared is not None or not per_seed_sft else seed
         sft_dir = shared or work / "sft" / f"s{sft_seed}"
-        sft_cfg = (_load_yaml(shared / "config.yaml") if shared is not None
+        sft_cfg = (load_yaml(shared / "config.yaml") if shared is not None
                    else resolved_sft(cfg, sft_seed, None if sft_seed == cfg.seeds[0] else first))
         if not (sft_dir / "summary.json").exists():
             path = _write_yaml(sft_cfg, work / "configs" / f"sft-s{sft_seed}.yaml",

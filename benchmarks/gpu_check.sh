@@ -18,6 +18,7 @@ mkdir -p "$out"
 timeout 20 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 | tee "$out/nvidia-smi.txt" || true
 # the backstop: what is left of ${GPU_CHECK_LIMIT:-530} s after nvidia-smi, plus 5 s from TERM to KILL
 left=$(( ${GPU_CHECK_LIMIT:-530} - ($(date +%s) - ${GPU_CHECK_T0%.*}) ))
+[ "$left" -ge 1 ] || left=1  # timeout 0 would mean no limit at all
 timeout -k 5 "$left" python3 -m benchmarks.gpu_check --out "$out" "$@" 2>&1 | tee "$out/log.txt"
 rc=${PIPESTATUS[0]}
 echo "gpu_check exit $rc"; ls -la "$out"

@@ -257,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         ap.error("--out is required")
+    args.overwrite = args.overwrite or args.report_only  # --report-only is asked to rewrite the report
     if not args.only:  # a --jobs child writes no report
         refuse_existing(args.out, args.overwrite, f" (the variant runs in {args.work} are reused: a rerun resumes them, "
                                                   "--report-only only rewrites the report)")

@@ -436,7 +436,9 @@ class Policy(nn.Module):
         try:
             policy = cls(cfg_build, tokenizer=tok, adapter_path=adapter if adapter.exists() else None)
         except RuntimeError as e:  # peft / torch: adapter tensors of another shape than the config's base
-            first = next((ln.strip() for ln in str(e).splitlines() if "size mismatch" in ln), str(e).splitlines()[0])
+            first = next((ln.strip() for ln in str(e).splitlines() if "size mismatch" in ln), None)
+            if first is None or not adapter.exists():
+                raise  # anything else (out of memory, a broken base model) is not an adapter mismatch
             raise ValueError(f"{adapter}: weights do not fit the config: {first}") from e
         policy.cfg = cfg
         load_strict(policy.projector, _projector_state(path), str(path / PROJECTOR_FILE))

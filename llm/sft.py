@@ -442,6 +442,7 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
         # the decoder is prepared: its U normaliser is fitted here, on train, before any trace is written,
         # so the traces' <forecast_ts> carries the same lines as every later rollout (docs/rl.md)
         decoder.fit_uncertainty(train_only(windows))
+        decoder.thresholds = thresholds  # the g of this run's traces and rewards travels with the decoder
         save_decoder(decoder, dec_path)
     tr_path = run_dir / "traces.jsonl"
     tcfg = cfg.get("traces", {})

@@ -99,9 +99,8 @@ def query_uncertainty(decoder, windows, idx: np.ndarray, batch: int = 256) -> np
         raise ValueError("the decoder's uncertainty normaliser is not fitted: prepare the decoder first "
                          "(llm.sft prepare / forecast_action training call fit_uncertainty on train)")
     u = []
-    with torch.no_grad():
-        for i in range(0, len(idx), batch):
-            u.append(decoder.normalizer(decoder.no_action_uncertainty(windows.select(idx[i:i + batch]))))
+    for i in range(0, len(idx), batch):
+        u.append(decoder.normalizer(decoder.no_action_uncertainty(windows.select(idx[i:i + batch]))))
     return torch.cat(u).double().cpu().numpy()
 
 

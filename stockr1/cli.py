@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as e:
         if debug:
             raise
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        # a DataQualityError (stockr1.data.quality) lists one issue per line: its one_line() keeps the
+        # count and the first issues, so every command's data error is one line
+        msg = e.one_line() if hasattr(e, "one_line") else e.args[0] if isinstance(e, KeyError) and e.args else e
         cmd = " ".join(argv[:2] if len(argv) > 1 and argv[1].isidentifier() else argv[:1])  # e.g. `data build`
         print(f"stockr1 {cmd}: error: {msg} (--debug for the traceback)", file=sys.stderr)
         return 2

@@ -82,15 +82,10 @@ def tiny_policy(tiny_policy_config: PolicyConfig) -> Callable[..., Policy]:
 def tiny_decoder() -> Callable[..., ActionConditionedDecoder]:
     """A factory: ``tiny_decoder(seed=0)`` builds a fresh, untrained decoder on ``tests.tiny_runs.DECODER_TS``
     (90-day look-back, 10-day horizon, ``d_llm`` 8) with a small action encoder, its init drawn after
-    ``torch.manual_seed(seed)`` (what ``build_decoder`` does). Each call is a new model, free to train."""
-    import torch
-
-    from forecast_action.decoder import ActionConditionedDecoder
-    from forecast_action.encoder import ActionEncoderConfig
+    ``torch.manual_seed(seed)`` (``forecast_action.build.build_decoder``). Each call is a new model, free to train."""
+    from forecast_action.build import build_decoder
     from tests.tiny_runs import DECODER_TS
-    from ts_encoder.config import TSEncoderConfig
 
     def build(seed: int = 0) -> ActionConditionedDecoder:
-        torch.manual_seed(seed)
-        return ActionConditionedDecoder(TSEncoderConfig(**DECODER_TS), ActionEncoderConfig(**TINY_ACTION))
+        return build_decoder({"seed": seed, "ts": DECODER_TS, "action": TINY_ACTION})
     return build

@@ -41,12 +41,10 @@ class _Meter:
 
 def test_the_budget_counts_from_the_shell_entrys_start() -> None:
     """gpu_check.sh exports GPU_CHECK_T0 (epoch seconds) before nvidia-smi and the interpreter start: the
-    deadlines count from there, so the script's backstop (530 s + 5 s) keeps the whole run within 9 minutes."""
+    deadlines count from there, not from the interpreter's start."""
     now = time.monotonic()
     assert start_time({"GPU_CHECK_T0": str(time.time() - 100.0)}) == pytest.approx(now - 100.0, abs=1.0)
     assert start_time({}) == pytest.approx(now, abs=1.0)
-    sh = (ROOT / "benchmarks" / "gpu_check.sh").read_text()
-    assert "GPU_CHECK_T0=$(date +%s.%N)" in sh and "timeout -k 5" in sh and "${GPU_CHECK_LIMIT:-530}" in sh
 
 
 def test_deadline_guard_stops_a_phase_when_the_next_step_would_not_fit(tmp_path) -> None:

@@ -36,7 +36,7 @@ def test_demo_config_matches_stages_and_is_step_budgeted() -> None:
     keys = list(_walk_keys(cfg))
     assert not [k for k in keys if "max_time" in k or "time_limit" in k]  # wall-clock budgets vary run to run
     assert stage_configs(typed, SCRATCH_STAGES)["ts"]["threads"] == cfg["threads"]
-    # the SFT (measured 1.84x on 2 threads, results/sft_speed) and GRPO rollouts use both cores
+    # the SFT (faster on 2 threads: results/sft_speed) and GRPO rollouts use both cores
     assert stage_configs(typed, SCRATCH_STAGES)["sft"]["threads"] == stage_configs(typed, DEMO_STAGES)["grpo"]["threads"] == 2
 
 

@@ -97,7 +97,7 @@ class TSCLI(LightningCLI):
             return  # Lightning resolves these names from this config's own callbacks
         if not Path(ckpt).is_file():
             raise ValueError(f"--ckpt_path {ckpt}: no such checkpoint file")
-        saved = torch.load(ckpt, map_location="cpu", weights_only=False).get("hyper_parameters", {})
+        saved = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True).get("hyper_parameters", {})
         wanted = self._configured_model
         diffs = [d for key in ("encoder", "loss_weights") for d in _differences(saved.get(key), wanted.get(key), key)]
         if diffs:

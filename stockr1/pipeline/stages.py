@@ -152,7 +152,7 @@ def run_release(ctx: StageContext) -> list[str]:
     man = install(src, ctx.path(SFT), ctx.path(TS_MODEL))
     (ctx.stage_dir / "manifest.json").write_text(json.dumps({k: v for k, v in man.items() if k != "files"}, indent=1))
     ctx.log(f"[release] {src}: SFT run of commit {man['git_commit'][:10]} ({man['created']}), {man['sft_steps']} steps; "
-            f"TS encoder: {man.get('ts_command')}")
+            f"TS encoder: {(man.get('ts') or {}).get('command')}")
     return ["(stockr1.release.install)", src, str(ctx.path(SFT)), str(ctx.path(TS_MODEL))]
 
 
