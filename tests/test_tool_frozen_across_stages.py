@@ -59,6 +59,15 @@ def test_grpo_leaves_the_sft_decoder_file_unchanged_and_saves_it_byte_for_byte(r
     assert _sha(grpo_dir / "decoder") == hash_before
 
 
+def test_the_sft_decoder_carries_the_thresholds_of_its_run(runs) -> None:
+    """g travels inside the saved decoder (bench action, ask and the tool need no thresholds.json beside it)."""
+    from forecast_action.derive import ActionThresholds
+
+    _, sft_dir, _, _ = runs
+    fitted = ActionThresholds.load(sft_dir / "thresholds.json")
+    assert load_decoder(sft_dir / "decoder").thresholds == fitted == load_decoder(sft_dir / "decoder_init").thresholds
+
+
 def test_sft_and_grpo_decoders_render_identical_tool_text(runs) -> None:
     windows, sft_dir, grpo_dir, _ = runs
     a, b = load_decoder(sft_dir / "decoder"), load_decoder(grpo_dir / "decoder")
