@@ -36,7 +36,6 @@ import numpy as np
 import torch
 
 from forecast_action.build import load_decoder
-from llm.build import load_data
 from llm.policy import Policy, PolicyConfig
 from llm.qa import load_items
 from llm.qa.answers import is_correct
@@ -55,6 +54,8 @@ from llm.special_tokens import FORECAST_TS_CLOSE
 from stockr1.anonymise import Anonymiser, profile_names
 from stockr1.config import load_yaml
 from stockr1.cutoff import cutoff_line
+from stockr1.data import load_run_data
+from stockr1.data.config import DataConfig
 from stockr1.manifest import git_commit
 from stockr1.metrics.stats import wilson_interval
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
@@ -82,12 +83,8 @@ def policy_cutoff_line(run_dir: Path, items, allow: bool) -> str:
     return cutoff_line(pcfg.pretrained, pcfg.name_or_path, pcfg.knowledge_cutoff, [it.date for it in items], allow)
 
 
-def anonymised(data: dict, windows, items: list) -> tuple:
+def anonymised(store, windows, items: list) -> tuple:
     """(anonymised windows, anonymised items) of the memorisation probe; names from the data's store."""
-    from stockr1.data import load_run_data
-    from stockr1.data.config import DataConfig
-
-    store = load_run_data(DataConfig.from_dict(data)).store
     an = Anonymiser.for_windows(windows, profile_names(getattr(store, "profiles", None) or {}))
     return an.windows(windows), [an.item(it) for it in items]
 
@@ -225,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     run = Path(args.checkpoint)
     cfg = load_yaml(args.config or run / "config.yaml")
-    windows, _ = load_data(cfg.get("data", {}))
+    data = load_run_data(DataConfig.from_dict(cfg.get("data", {})))  # windows (context rendered) + store
+    windows = data.windows
     qa_path = Path(args.qa) if args.qa else run / "qa.jsonl"
     if not qa_path.exists():
         raise SystemExit(f"stockr1 bench qa: QA file {qa_path} does not exist"
@@ -241,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"configured data (items {bad[:3]}...): was it generated from another data section?")
     cutoff = [policy_cutoff_line(Path(path), test, args.allow_before_cutoff)  # before any rollout
               for path in (run, args.ablation_checkpoint, args.compare) if path is not None]
-    anon = anonymised(cfg.get("data", {}), windows, test) if args.anonymise else None
+    anon = anonymised(data.store, windows, test) if args.anonymise else None
     fns = baseline_answer_fns(train, windows)
     metrics = {k: accuracy_by_family(test, fn) for k, fn in fns.items()}
     all_test = [i for i in items if i.split == "test"]
