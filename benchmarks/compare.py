@@ -133,33 +133,129 @@ def eval_engine(policy, tok, tools: list, cfg: CompareConfig, m: Mapping, max_to
 Records = list[DecisionRecord]
 
 
+SFT_FAMILY = {"trading_r1": "trading_r1", "trade_r1_fsr": "trade_r1", "trade_r1_dsr": "trade_r1",
+              "alphaquanter": "alphaquanter"}  # methods with one teacher share one SFT run
+GRPO_ONLY = ("weights", "grpo", "cost", "checkpoint", "real_config")  # section keys the SFT stage does not read
+
+
+def sft_fingerprint(cfg: CompareConfig, name: str) -> str:
+    """What a method's SFT stage (and its validation parse check) depends on: data, seed, trimming,
+    the policy and tokenizer bytes, the SFT budget and the method's teacher / prompt / eval settings."""
+    m = cfg.method(name)
+    policy = {**cfg.policy, **dict(m.get("policy", {}))}
+    tok_file = Path(str(policy.get("tokenizer_path", "")), "tokenizer.json")
+    return json.dumps({"family": SFT_FAMILY[name], "data": dataclasses.asdict(cfg.data), "seed": cfg.seed,
+                       "max_context_chars": cfg.max_context_chars, "benchmark": cfg.benchmark, "policy": policy,
+                       "backtest": dataclasses.asdict(cfg.backtest), "eval": dataclasses.asdict(cfg.eval),
+                       "tokenizer": hashlib.sha256(tok_file.read_bytes()).hexdigest() if tok_file.is_file() else None,
+                       "sft": dataclasses.asdict(cfg.sft_config(m)),
+                       "section": {k: v for k, v in m.items() if k not in GRPO_ONLY}}, sort_keys=True, default=str)
+
+
+def method_sft(name: str, env: DecisionEnv, work: Path):
+    """The method's SFT stage: ``sft.examples`` train-split days, each with the method's teacher text,
+    trained by ``rl.methods.text_sft`` on the budget of ``sft`` (resumable from ``state.pt``), then the
+    share of unparsed greedy decisions on the validation split's decision days. Trained once per teacher
+    (Trade-R1's FSR and DSR share it) into ``<work>/sft/<family>/`` -> (policy, report)."""
+    from llm.policy import Policy
+    from rl.methods.env import decision_rows, train_days
+    from rl.methods.text_sft import text_sft
+    from stockr1.progress import progress
+
+    spec, cfg, m = TEXT_METHODS[name], env.cfg, env.cfg.method(name)
+    sc = cfg.sft_config(m)
+    d = work / "sft" / SFT_FAMILY[name]
+    fp = sft_fingerprint(cfg, name)
+    report_path = d / "report.json"
+    if report_path.is_file() and json.loads(report_path.read_text()).get("fingerprint") == fp:
+        print(f"[compare] {name}: SFT cached in {d}", flush=True)
+        return Policy.load(d / "policy"), json.loads(report_path.read_text())["report"]
+    if (d / "fingerprint.json").is_file() and json.loads((d / "fingerprint.json").read_text()) != fp:
+        for stale in ("state.pt", "report.json"):  # another config's run: start over
+            (d / stale).unlink(missing_ok=True)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "fingerprint.json").write_text(json.dumps(fp))
+    policy = _policy(cfg, m, soft_tokens=False)
+    rows = train_days(env.windows, sc.examples, cfg.seed + 1)  # its own draw: GRPO's queries are n_train days
+    prompts = [spec.build(env, int(i), m)[0] for i in rows]
+    targets = [spec.teacher(env, int(i), m) for i in rows]
+    state = d / "state.pt"
+    t0, every, first = time.perf_counter(), max(1, sc.total_steps(len(rows)) // 40), resumed_step(state)
+
+    def log(step: int, total: int, loss: float) -> None:
+        if step % every == 0 or step == total:
+            print(f"[compare] {name} sft {progress(step, total, time.perf_counter() - t0, step - first, 'step')}"
+                  f", loss {loss:.3f}", flush=True)
+
+    losses = text_sft(policy, prompts, targets, sc, seed=cfg.seed, ckpt=state, progress=log)
+    sft_s = time.perf_counter() - t0
+    policy.save(d / "policy")
+    val = decision_rows(env.windows, sc.val_decisions_per_ticker, env.bt.holding, split="val")
+    t1 = time.perf_counter()
+    records, example = evaluate_text_method(policy, name, env, rows=val)
+    unparsed = sum(r.position is None for r in records)
+    report = {"examples": len(rows), "steps": len(losses), "batch_size": sc.batch_size, "lr": sc.lr,
+              "loss_first": losses[0], "loss_last": float(np.mean(losses[-50:])), "sft_s": sft_s,
+              "val_decisions": len(records), "val_unparsed": unparsed,
+              "val_parse_failure_rate": unparsed / max(1, len(records)), "val_eval_s": time.perf_counter() - t1,
+              "val_example_output": example,
+              "loss_curve": [float(np.mean(losses[k:k + 50])) for k in range(0, len(losses), 50)]}
+    atomic_write(report_path, lambda p: p.write_text(json.dumps({"fingerprint": fp, "report": report}, indent=1)))
+    print(f"[compare] {name}: SFT {len(losses)} steps in {sft_s:.0f} s, validation parse failures "
+          f"{unparsed}/{len(records)}", flush=True)
+    return policy, report
+
+
+def resumed_step(path: Path) -> int:
+    """The step a resumable SFT state holds (0 without one)."""
+    import torch
+
+    return int(torch.load(path, map_location="cpu", weights_only=False)["step"]) if path.is_file() else 0
+
+
+def method_funcs(name: str, weights: Mapping[str, float]) -> tuple[dict[str, Callable], dict[str, float]]:
+    """The GRPO reward functions and weights of method ``name``. Trade-R1 also logs, at weight 0 (no
+    effect on the advantages), both gates and their inputs r and s on the same rollouts, so the
+    README can show per step where FSR and DSR differ."""
+    from rl.methods import reward_functions
+
+    funcs = reward_functions(TEXT_METHODS[name].reward)
+    out, w = {k: funcs[k] for k in weights}, dict(weights)
+    if name.startswith("trade_r1_"):
+        for gate, key in (("fsr", "gate_fsr"), ("dsr", "gate_dsr"), ("market_only", "r"), ("consistency", "s")):
+            out[key], w[key] = reward_functions(f"trade_r1_{gate}")[f"trade_r1_{gate}"], 0.0
+    return out, w
+
+
 def run_text_method(name: str, env: DecisionEnv, out: Path,
                     anon: DecisionEnv | None = None) -> tuple[Records, dict[str, Any], Records | None]:
-    """Train (unless a checkpoint is given) and evaluate one sibling method on the decision days (and,
-    with ``anon``, the same policy on the anonymised ones)."""
-    from rl.methods import reward_functions, run_grpo
+    """SFT (``method_sft``) and GRPO (unless a checkpoint is given), then greedy evaluation on the
+    decision days (and, with ``anon``, the same policy on the anonymised ones)."""
+    from rl.methods import run_grpo
     from rl.methods.alphaquanter.tools import AlphaQuanterTool
 
     spec, cfg, m = TEXT_METHODS[name], env.cfg, env.cfg.method(name)
-    policy = _policy(cfg, m, soft_tokens=False)
     tools = [AlphaQuanterTool(env.store)] if spec.data_tools else []
     info: dict[str, Any] = {}
     t0 = time.perf_counter()
-    if not m.get("checkpoint"):
+    if m.get("checkpoint"):
+        policy = _policy(cfg, m, soft_tokens=False)
+    else:
+        if cfg.sft_config(m) is not None:
+            policy, info["sft"] = method_sft(name, env, out.parent)
+        else:
+            policy = _policy(cfg, m, soft_tokens=False)
+        t0 = time.perf_counter()
         built = [spec.build(env, int(i), m) for i in env.train_rows]
-        if m.get("warm_start"):  # format SFT with the shared prompt-masked text SFT, then GRPO
-            from rl.methods.trading_r1.backend import text_sft
-
-            targets = [spec.teacher(env, int(i), m) for i in env.train_rows]
-            losses = text_sft(policy, [b[0] for b in built], targets, seed=cfg.seed, **dict(m["warm_start"]))
-            info["warm_start_loss"] = [losses[0], losses[-1]]
-        weights = dict(m.get("weights") or spec.weights)
-        funcs = reward_functions(spec.reward)
+        funcs, weights = method_funcs(name, dict(m.get("weights") or spec.weights))
         rft, acc = cfg.rft(m)
-        hist = run_grpo(policy, [b[0] for b in built], [b[2] for b in built], {k: funcs[k] for k in weights}, weights,
+        hist = run_grpo(policy, [b[0] for b in built], [b[2] for b in built], funcs, weights,
                         rft, out / "grpo", tools=tools,
                         sample_refs=[env.ref(int(i)) for i in env.train_rows] if tools else None, accelerator=acc)
         info["reward_per_step"] = [h.get("reward/total") for h in hist]
+        info["rewards_per_step"] = [{k.removeprefix("reward/"): v for k, v in h.items() if k.startswith("reward/")}
+                                    for h in hist]
+        policy.save(out / "policy")  # the evaluated weights (Trade-R1's FSR vs DSR distance reads them)
     info["train_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     records, example = evaluate_text_method(policy.to(eval_device(cfg)), name, env)
@@ -167,20 +263,23 @@ def run_text_method(name: str, env: DecisionEnv, out: Path,
     return records, info, evaluate_text_method(policy, name, anon)[0] if anon is not None else None
 
 
-def evaluate_text_method(policy, name: str, env: DecisionEnv, tokenizer=None) -> tuple[list[DecisionRecord], str]:
+def evaluate_text_method(policy, name: str, env: DecisionEnv, tokenizer=None,
+                         rows: np.ndarray | None = None) -> tuple[list[DecisionRecord], str]:
     """Greedy rollouts of ``policy`` (the Policy forward contract and a ``.tokenizer``; a
-    ``ScriptedPolicy`` with ``tokenizer=`` in tests) on the decision days -> records, first completion."""
+    ``ScriptedPolicy`` with ``tokenizer=`` in tests) on ``rows`` (default: the decision days)
+    -> records, first completion."""
     from llm.tokenizer import chat_prompt
     from rl.methods.alphaquanter.tools import AlphaQuanterTool
 
     spec, cfg, m = TEXT_METHODS[name], env.cfg, env.cfg.method(name)
     tok = tokenizer or policy.tokenizer
     tools = [AlphaQuanterTool(env.store)] if spec.data_tools else []
-    built = [spec.build(env, int(i), m) for i in env.rows]
+    rows = env.rows if rows is None else rows
+    built = [spec.build(env, int(i), m) for i in rows]
     engine = eval_engine(policy, tok, tools, cfg, m, int(m.get("max_tool_calls", 1)))
-    rollouts = engine.generate([chat_prompt(tok, b[0]) for b in built], sample_refs=[env.ref(int(i)) for i in env.rows])
+    rollouts = engine.generate([chat_prompt(tok, b[0]) for b in built], sample_refs=[env.ref(int(i)) for i in rows])
     records = []
-    for i, b, ro in zip(env.rows, built, rollouts, strict=True):
+    for i, b, ro in zip(rows, built, rollouts, strict=True):
         tk, t = env.ref(int(i))
         obs = "\n".join(s.text for s in ro.segments if s.kind == "tool")
         s = trade_r1.consistency(f"{b[1]}\n{obs}".strip(), ro.completion, tk, env.aliases)

@@ -19,6 +19,7 @@ from llm.policy import PolicyConfig
 from llm.sft_config import SFTRunConfig
 from rl.methods import rft_train_config
 from rl.methods.stock_r1 import adapter as stock_r1
+from rl.methods.text_sft import TextSFTConfig
 from rl.run_config import GRPORunConfig
 from stockr1.backtest import BacktestConfig
 from stockr1.config import YamlConfig, as_plain, check_keys, check_merged, config_from_dict, deep_update
@@ -60,30 +61,38 @@ class MethodSection:
 
 
 @dataclass(frozen=True)
-class TextWarmStart:
-    """``rl.methods.trading_r1.backend.text_sft`` on the method's format teacher before GRPO."""
+class CompareSFT(TextSFTConfig):
+    """Every sibling method's own SFT stage (``rl.methods.text_sft``) on its teacher before GRPO:
+    ``examples`` train-split days (one teacher text each, the same days for every method), the step
+    budget of ``TextSFTConfig``; then the parse rate of greedy decisions on the validation split's
+    decision days (every ``holding``-th day, at most ``val_decisions_per_ticker`` per ticker)."""
 
-    epochs: int = 1
-    lr: float = 5e-4
-    batch_size: int = 4
-    max_len: int = 4096
+    examples: int = 2807
+    val_decisions_per_ticker: int | None = 40
 
     def __post_init__(self) -> None:
-        if min(self.epochs, self.batch_size, self.max_len) < 1 or not self.lr > 0:
-            raise ValueError(f"warm_start: epochs, batch_size, max_len must be >= 1 and lr > 0, got {self}")
+        super().__post_init__()
+        if self.examples < 1 or (self.val_decisions_per_ticker is not None and self.val_decisions_per_ticker < 1):
+            raise ValueError(f"sft: examples and val_decisions_per_ticker must be >= 1, got {self}")
 
 
 @dataclass(frozen=True)
 class TextMethodSection(MethodSection):
     max_tool_calls: int = 1
     weights: Mapping[str, float] | None = None  # reward weights (None: the method's defaults)
-    warm_start: TextWarmStart | None = None
+    sft: Mapping[str, Any] = field(default_factory=dict)  # merged over the shared ``sft`` section
 
 
 @dataclass(frozen=True)
 class TradingR1Section(TextMethodSection):
     prompt_days: int = 5  # values per indicator in the prompt
     sections: tuple[str, ...] | None = None  # context sections (None: all)
+    thesis: str = "full"  # format teacher: "full" thesis or the "short" structured variant
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.thesis not in ("full", "short"):
+            raise ValueError(f"thesis must be 'full' or 'short', got {self.thesis!r}")
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,7 @@ class CompareConfig(YamlConfig):
     benchmark: str | None = "SP500"
     backtest: BacktestConfig = field(default_factory=BacktestConfig)
     policy: Mapping[str, Any] = field(default_factory=dict)  # PolicyConfig keys shared by every method
+    sft: CompareSFT | None = field(default_factory=CompareSFT)  # the sibling methods' SFT (None: GRPO from init)
     grpo: Mapping[str, Any] = field(default_factory=lambda: {"steps": 2, "group_size": 4, "queries_per_step": 2})
     eval: CompareEval = field(default_factory=CompareEval)
     methods: Mapping[str, MethodSection] = field(default_factory=lambda: {m: METHOD_SECTIONS[m]() for m in METHODS})
@@ -158,6 +168,13 @@ class CompareConfig(YamlConfig):
         return config_from_dict(CompareEval, {**as_plain(self.eval), **dict(m.get("eval") or {})},
                                 "compare config eval (+ the method's eval)")
 
+    def sft_config(self, m: Mapping[str, Any]) -> CompareSFT | None:
+        """The shared ``sft`` section with method section ``m``'s ``sft`` on top (None: no SFT stage)."""
+        if self.sft is None:
+            return None
+        return config_from_dict(CompareSFT, {**as_plain(self.sft), **dict(m.get("sft") or {})},
+                                "compare config sft (+ the method's sft)")
+
     def rft(self, m: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
         """(``rl.methods.run_grpo``'s rft dict: engine settings + GRPOTrainConfig keys, accelerator)."""
         g = {**self.grpo, **dict(m.get("grpo") or {})}
@@ -182,6 +199,7 @@ class CompareConfig(YamlConfig):
             self.eval_settings(m)
             if name != "stock_r1":
                 rft_train_config(*self.rft(m))
+                self.sft_config(m)
         except ValueError as e:
             raise ValueError(f"{where} (merged with the shared policy / eval / grpo sections): {e}") from e
         if name == "stock_r1":

@@ -17,7 +17,7 @@ from rl.methods.alphaquanter.tools import (
     TOOL_RESPONSE_OPEN,
     AlphaQuanterTool,
 )
-from rl.methods.trading_r1.backend import text_sft
+from rl.methods.text_sft import TextSFTConfig, text_sft
 from stockr1.data.context import PointInTimeStore
 
 CALL = '<think>check the news</think><tool_call>{"name": "get_news", "arguments": {"n": 1}}</tool_call>'
@@ -42,7 +42,7 @@ def test_grpo_step_with_tool_changes_parameters(tmp_path):
                     for x in (TOOL_CALL_OPEN, TOOL_CALL_CLOSE, TOOL_RESPONSE_OPEN, TOOL_RESPONSE_CLOSE)])
     tok.save_pretrained(tmp_path / "tok")
     policy = Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tmp_path / "tok"), lora_r=0, soft_tokens=False))
-    losses = text_sft(policy, prompts, targets, epochs=100, lr=5e-3)
+    losses = text_sft(policy, prompts, targets, TextSFTConfig(epochs=100, lr=5e-3))
     assert losses[-1] < 0.5 * losses[0]
     before = [p.detach().clone() for p in policy.parameters()]
     cols = [{"smoothed_return": 0.03} for _ in refs]

@@ -54,6 +54,26 @@ def test_trading_r1_teacher_trades_the_days_label(env):
             assert r_ok > r_bad
 
 
+def test_trading_r1_short_thesis_keeps_sections_quotes_and_decision(env):
+    """The short structured variant (``thesis: short``): same sections, one quoted bullet each, the same
+    terminal decision, and several times fewer characters than the full thesis."""
+    full_m = {"prompt_days": 3, "sections": ["news", "macro"]}
+    short_m = {**full_m, "thesis": "short"}
+    checked = 0
+    for i in map(int, env.train_rows):
+        full, short = trading_r1.format_teacher(env, i, full_m), trading_r1.format_teacher(env, i, short_m)
+        assert trading_r1.position(short) == trading_r1.position(full)
+        assert short.splitlines()[-1] == full.splitlines()[-1]  # DECISION: [[[...]]]
+        for tag in ("news", "macro"):
+            if f"<{tag}_analysis>" in full:
+                block = short.split(f"<{tag}_analysis>")[1].split(f"</{tag}_analysis>")[0]
+                bullets = [ln for ln in block.splitlines() if ln.startswith("- ")]
+                assert len(bullets) == 1 and bullets[0].endswith(f"`{tag}`") and "*" in bullets[0]
+                checked += 1
+        assert 3 * len(short) < len(full)
+    assert checked >= len(env.train_rows)
+
+
 def test_trade_r1_teacher_quotes_the_context_and_follows_the_excess_return(env):
     for i in map(int, env.train_rows):
         prompt, evidence, cols = trade_r1.build_query(env, i, {})

@@ -6,7 +6,7 @@ import torch
 from llm.policy import Policy, PolicyConfig
 from llm.tokenizer import train_tokenizer
 from rl.methods import reward_functions, run_grpo
-from rl.methods.trading_r1.backend import text_sft
+from rl.methods.text_sft import TextSFTConfig, text_sft
 
 CONTEXT = "AAPL revenue grew 12% on strong iPhone sales\nFed held rates at 5.25%"
 GOOD = "<think>AAPL revenue grew 12% on strong iPhone sales.</think><answer>BUY AAPL</answer>"
@@ -22,7 +22,7 @@ def test_dsr_grpo_step_changes_parameters(tmp_path, monkeypatch):
     targets = [GOOD, BAD, GOOD, BAD]
     train_tokenizer([p + t for p, t in zip(prompts, targets, strict=True)] * 5, 300, tmp_path / "tok")
     policy = Policy(PolicyConfig(name_or_path="tiny", tokenizer_path=str(tmp_path / "tok"), lora_r=0, soft_tokens=False))
-    losses = text_sft(policy, prompts, targets, epochs=100, lr=5e-3)
+    losses = text_sft(policy, prompts, targets, TextSFTConfig(epochs=100, lr=5e-3))
     assert losses[-1] < 0.5 * losses[0]
     before = [p.detach().clone() for p in policy.parameters()]
     cols = [{"context": CONTEXT, "ticker": "AAPL", "excess_return": 0.01} for _ in prompts]

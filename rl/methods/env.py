@@ -42,17 +42,23 @@ class EnvConfig(Protocol):
     backtest: BacktestConfig
 
 
-def decision_rows(windows, per_ticker: int | None, holding: int) -> np.ndarray:
-    """Test-split rows of the decision days (module docstring), sorted by ticker then date: the
-    stride is ``holding`` test days (a position entered at one decision closes at the next), or
+def decision_rows(windows, per_ticker: int | None, holding: int, split: str = "test") -> np.ndarray:
+    """``split`` rows of the decision days (module docstring), sorted by ticker then date: the
+    stride is ``holding`` days (a position entered at one decision closes at the next), or
     wider when ``per_ticker`` caps the count."""
     out = []
-    for tk in sorted(set(windows.ticker[windows.split == "test"].tolist())):
-        rows = np.flatnonzero((windows.split == "test") & (windows.ticker == tk))
+    for tk in sorted(set(windows.ticker[windows.split == split].tolist())):
+        rows = np.flatnonzero((windows.split == split) & (windows.ticker == tk))
         rows = rows[np.argsort(windows.date[rows], kind="stable")]
         stride = holding if per_ticker is None else max(holding, math.ceil(len(rows) / per_ticker))
         out.append(rows[::stride][:per_ticker])
     return np.concatenate(out)
+
+
+def train_days(windows, n: int, seed: int) -> np.ndarray:
+    """``n`` seeded random train-split rows (all of them when fewer), sorted."""
+    tr = np.flatnonzero(windows.split == "train")
+    return np.sort(np.random.default_rng(seed).choice(tr, size=min(n, len(tr)), replace=False))
 
 
 @dataclass
@@ -87,8 +93,7 @@ class DecisionEnv:
                 windows, frames, store = d.windows, d.frames, d.store
         test = windows.select(np.flatnonzero(windows.split == "test"))
         prices = {tk: prices_from_windows(test, tk, bt.holding) for tk in sorted(set(test.ticker.tolist()))}
-        tr = np.flatnonzero(windows.split == "train")
-        pick = np.sort(np.random.default_rng(cfg.seed).choice(tr, size=min(cfg.n_train, len(tr)), replace=False))
+        pick = train_days(windows, cfg.n_train, cfg.seed)
         profiles = getattr(store, "profiles", None) or {}
         aliases = {tk: list(getattr(p, "keywords", ()) or ()) + [getattr(p, "name", tk)] for tk, p in profiles.items()}
         return cls(cfg, windows, frames, store, decision_rows(windows, cfg.decisions_per_ticker, bt.holding), pick,

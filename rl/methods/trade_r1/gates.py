@@ -38,7 +38,13 @@ def naive(r: float, s: float) -> float:
     return r * s
 
 
-GATES: dict[str, Callable[[float, float], float]] = {"fsr": fsr, "dsr": dsr, "market_only": market_only, "naive": naive}
+def consistency(r: float, s: float) -> float:
+    """s alone: not a training gate, the diagnostic that logs the judge's score next to the gated rewards."""
+    return s
+
+
+GATES: dict[str, Callable[[float, float], float]] = {"fsr": fsr, "dsr": dsr, "market_only": market_only, "naive": naive,
+                                                     "consistency": consistency}
 
 
 def market_reward(weights: Sequence[float], asset_returns: Sequence[float], bench_return: float,

@@ -36,14 +36,16 @@ def build_query(env: DecisionEnv, i: int, m: Mapping[str, Any]) -> tuple[str, st
 
 def format_teacher(env: DecisionEnv, i: int, m: Mapping[str, Any]) -> str:
     """The method's own format teacher: ``prompt.template_thesis`` (stage 3) for the day's label
-    (HOLD where the day has none)."""
+    (HOLD where the day has none), the short structured variant when the section says ``thesis: short``.
+    The label is the only thing it takes from after the decision day (the SFT target, as the paper's
+    volatility-adjusted labels); its quotes and sources are the prompt's own, stamped at or before t."""
     from rl.methods.trading_r1.prompt import snapshot_blocks, template_thesis
 
     tk, t = env.ref(i)
     label = int(env.labels[i])
     pc = prompt_config(m)
     blocks = {k: v for k, v in snapshot_blocks(env.store, tk, t, pc).items() if k in pc.sections}
-    return template_thesis(blocks, label if label >= 0 else 2, 3)
+    return template_thesis(blocks, label if label >= 0 else 2, 3, short=m.get("thesis", "full") == "short")
 
 
 def position(text: str) -> int | None:

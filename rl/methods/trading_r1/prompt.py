@@ -151,19 +151,24 @@ def build_prompt(store, ticker: str, t, cfg: PromptConfig = PromptConfig()) -> s
     return f"Ticker: {ticker}\nDate: {pd.Timestamp(t).date()}\n\n{body}\n\n" + FORMAT_INSTRUCTIONS.format(ticker=ticker)
 
 
-def template_thesis(blocks: dict[str, str], label: int, stage: int = 3) -> str:
+def template_thesis(blocks: dict[str, str], label: int, stage: int = 3, short: bool = False) -> str:
     """A format-teacher thesis (SFT target). stage 1: structure only; 2: + quote/source bullets;
-    3: + the terminal decision for ``label`` (class index in ACTIONS)."""
+    3: + the terminal decision for ``label`` (class index in ACTIONS). ``short``: the short structured
+    variant (one quoted bullet per section, no opinion sentences; ~1/5 of the tokens) that a tiny model
+    can learn within the compare budget: the same sections, quotes, sources and decision line."""
     parts = []
     stance = ACTIONS[label].lower()
     for tag, body in blocks.items():
-        lines = [ln.strip("- ").strip() for ln in body.splitlines() if ln.strip()][:4]
+        lines = [ln.strip("- ").strip() for ln in body.splitlines() if ln.strip()][:1 if short else 4]
         bullets = []
         for ln in lines:
             quote = re.sub(r"</?[\w-]+>", "", ln)[:80].replace("*", "").replace("`", "")
             opinion = (f"The {tag.replace('_', ' ')} reading below is one input to the {stance} view and is weighed "
                        "against the other sections before any position is taken")
-            bullets.append(f"- {opinion} *{quote}* `{tag}`" if stage >= 2 else f"- {opinion}.")
+            if short:
+                bullets.append(f"- *{quote}* `{tag}`" if stage >= 2 else f"- {tag.replace('_', ' ')}.")
+            else:
+                bullets.append(f"- {opinion} *{quote}* `{tag}`" if stage >= 2 else f"- {opinion}.")
         parts.append(f"<{tag}_analysis>\n## {tag.replace('_', ' ').title()}\n**Key points:**\n" + "\n".join(bullets)
                      + f"\n</{tag}_analysis>")
     parts.append(f"<conclusion>\n## Conclusion\nOn balance the evidence supports a **{stance}** stance.\n</conclusion>")

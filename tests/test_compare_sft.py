@@ -1,0 +1,83 @@
+"""bench compare's per-method SFT stage (``benchmarks.compare.method_sft``) on synthetic data with a tiny
+policy: it trains the method's own teacher, checks parsing on validation decision days, is shared by the
+methods with one teacher (Trade-R1's FSR and DSR), and is retrained when its budget changes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.compare import _policy, method_funcs, method_sft, sft_fingerprint
+from benchmarks.compare_config import CompareConfig
+from rl.methods.env import DecisionEnv, decision_rows
+from stockr1.data import load_source, synthetic_windows
+from stockr1.data.context import synthetic_store
+from stockr1.data.quality import check_frames
+
+
+def _env(tokenizer_dir, **sft) -> DecisionEnv:
+    frames, _ = check_frames(load_source("synthetic", n_tickers=2, n_days=400, seed=0))
+    cfg = CompareConfig.from_dict({
+        "decisions_per_ticker": 2, "n_train": 2, "max_context_chars": 300, "benchmark": None,
+        "backtest": {"threshold": 0.5, "holding": 10, "cost_bps": 10.0, "vol_lookback": 20},
+        "policy": {"name_or_path": "tiny", "tokenizer_path": str(tokenizer_dir), "tiny_hidden": 32, "tiny_layers": 1,
+                   "tiny_heads": 2, "tiny_kv_heads": 1, "tiny_intermediate": 64, "lora_r": 0},
+        "sft": {"examples": 6, "steps": 3, "batch_size": 2, "lr": 3e-3, "warmup_steps": 1, "min_lr_ratio": 0.1,
+                "ckpt_every": 2, "val_decisions_per_ticker": 1, **sft},
+        "methods": {"trade_r1_fsr": {"max_new_tokens": 8}, "trade_r1_dsr": {"max_new_tokens": 8}}})
+    return DecisionEnv.build(cfg, synthetic_windows(2, 400, 0, context=True), frames, synthetic_store(frames, seed=0))
+
+
+def test_validation_decision_days_are_non_overlapping_val_days():
+    w = synthetic_windows(2, 400, 0)
+    rows = decision_rows(w, None, 10, split="val")
+    assert len(rows) and set(w.split[rows]) == {"val"}
+    for tk in set(w.ticker[rows]):
+        days = np.flatnonzero(w.ticker[rows] == tk)
+        assert np.all(np.diff(days) == 1)
+        val = np.flatnonzero((w.split == "val") & (w.ticker == tk))
+        assert list(rows[days]) == list(val[np.argsort(w.date[val], kind="stable")][::10])
+
+
+def test_sft_trains_the_teacher_checks_validation_and_is_shared(tiny_tokenizer_dir, tmp_path):
+    env = _env(tiny_tokenizer_dir)
+    init = _policy(env.cfg, env.cfg.method("trade_r1_fsr"), soft_tokens=False)  # the seeded init SFT starts from
+    policy, report = method_sft("trade_r1_fsr", env, tmp_path)
+    assert report["steps"] == 3 and report["examples"] == 6
+    assert report["val_decisions"] == 2  # one per ticker, on the validation split
+    assert 0.0 <= report["val_parse_failure_rate"] <= 1.0
+    assert report["val_unparsed"] == round(report["val_parse_failure_rate"] * 2)
+    d = tmp_path / "sft" / "trade_r1"
+    saved = json.loads((d / "report.json").read_text())
+    assert saved["fingerprint"] == sft_fingerprint(env.cfg, "trade_r1_fsr") == sft_fingerprint(env.cfg, "trade_r1_dsr")
+    state_bytes = (d / "state.pt").read_bytes()
+    # DSR reads FSR's run: the same weights, no new training
+    again, report2 = method_sft("trade_r1_dsr", env, tmp_path)
+    assert report2 == report and (d / "state.pt").read_bytes() == state_bytes
+    for (n, a), (_, b) in zip(policy.named_parameters(), again.named_parameters(), strict=True):
+        assert torch.equal(a, b), n
+    unchanged = [n for (n, a), b in zip(policy.named_parameters(), init.parameters(), strict=True) if torch.equal(a, b)]
+    assert unchanged and all(n.startswith("projector.") for n in unchanged)  # text only: soft tokens unused
+
+
+def test_a_new_budget_retrains(tiny_tokenizer_dir, tmp_path):
+    method_sft("trade_r1_fsr", _env(tiny_tokenizer_dir), tmp_path)
+    env = _env(tiny_tokenizer_dir, steps=4)
+    assert sft_fingerprint(env.cfg, "trade_r1_fsr") != json.loads((tmp_path / "sft" / "trade_r1" / "fingerprint.json").read_text())
+    _, report = method_sft("trade_r1_fsr", env, tmp_path)
+    assert report["steps"] == 4  # not resumed from the 3-step run's state
+
+
+def test_trade_r1_logs_both_gates_at_zero_weight():
+    funcs, weights = method_funcs("trade_r1_dsr", {"trade_r1_dsr": 1.0})
+    assert weights == {"trade_r1_dsr": 1.0, "gate_fsr": 0.0, "gate_dsr": 0.0, "r": 0.0, "s": 0.0}
+    ctx, comp = ["SP500 closed at 100.0, up 1.0%."], ["<think>SP500 closed at 100.0, up 1.0%.</think><answer>BUY SP500</answer>"]
+    cols = {"context": ctx, "ticker": ["SP500"], "excess_return": [0.02]}
+    r, s = funcs["r"](ctx, comp, **cols)[0], funcs["s"](ctx, comp, **cols)[0]
+    assert r == pytest.approx(0.02) and 0.0 <= s <= 1.0
+    assert funcs["gate_fsr"](ctx, comp, **cols)[0] == pytest.approx(r + 2 * s)
+    assert funcs["gate_dsr"](ctx, comp, **cols)[0] == pytest.approx(r * (0.5 + s))
+    assert funcs["trade_r1_dsr"](ctx, comp, **cols)[0] == funcs["gate_dsr"](ctx, comp, **cols)[0]
