@@ -464,6 +464,8 @@ def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, metho
     days = {"n": int(len(env.rows)), "per_ticker": {tk: int(np.sum(env.windows.ticker[env.rows] == tk)) for tk in env.prices},
             "period_start": first, "period_end": last, "backtest": dataclasses.asdict(env.bt)}
     pairs = [(m, ref) for m in methods for ref in (BUY_AND_HOLD, "stock_r1") if ref in results and m != ref] + pairs
+    extra = {"stock_r1_sft": stock_r1_sft_budget(cfg) if "stock_r1" in methods else None,
+             "trade_r1_gates": gate_distance(work, decisions) if {"trade_r1_fsr", "trade_r1_dsr"} <= set(methods) else None}
     intervals = bootstrap_intervals(results, pairs, env.bt.holding, seed=cfg.seed)
     out.mkdir(parents=True, exist_ok=True)
     (out / "intervals.json").write_text(json.dumps(json_clean(intervals), indent=1))
@@ -472,9 +474,45 @@ def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, metho
                          {"config": dataclasses.asdict(cfg), "methods": methods, "timings_s": timings,
                           "total_s": time.perf_counter() - t_all, "decision_days": days, "info": infos,
                           "cutoff": cutoff, "anonymise": None if an is None else
-                          {"weeks": an.weeks, "scale": an.scale, "ids": dict(an.ids)}, **(run_meta or {})})
+                          {"weeks": an.weeks, "scale": an.scale, "ids": dict(an.ids)}, **extra, **(run_meta or {})})
     print(table, flush=True)
     return metrics
+
+
+def stock_r1_sft_budget(cfg: CompareConfig) -> dict[str, Any] | None:
+    """The budget of the joint SFT run Stock-R1's row starts from (its summary.json and config.yaml)."""
+    import yaml
+
+    run = cfg.method("stock_r1").get("sft_run_dir")
+    if not run or not Path(run, "summary.json").is_file():
+        return None
+    summary, train = json.loads(Path(run, "summary.json").read_text()), {}
+    if Path(run, "config.yaml").is_file():
+        train = (yaml.safe_load(Path(run, "config.yaml").read_text()) or {}).get("train", {})
+    return {"run_dir": str(run), "steps": summary.get("steps"), "n_traces": summary.get("n_traces"),
+            "batch_size": train.get("batch_size"), "lr": train.get("lr"), "sec": summary.get("final", {}).get("sec")}
+
+
+def gate_distance(work: Path, decisions: Mapping[str, list]) -> dict[str, float] | None:
+    """How far Trade-R1's FSR and DSR runs ended apart: L2 distance of their evaluated weights (and of
+    each from the shared SFT policy), and the share of test decisions on the same side."""
+    from safetensors.torch import load_file
+
+    def weights(d: Path) -> dict | None:
+        f = d / "model" / "model.safetensors"
+        return load_file(str(f)) if f.is_file() else None
+
+    fsr, dsr, sft = (weights(work / "trade_r1_fsr" / "policy"), weights(work / "trade_r1_dsr" / "policy"),
+                     weights(work / "sft" / "trade_r1" / "policy"))
+    if fsr is None or dsr is None or sft is None:
+        return None
+
+    def dist(a: dict, b: dict) -> float:
+        return float(sum(((a[k].double() - b[k].double()) ** 2).sum() for k in a) ** 0.5)
+
+    same = [a["position"] == b["position"] for a, b in zip(decisions["trade_r1_fsr"], decisions["trade_r1_dsr"], strict=True)]
+    return {"param_l2_fsr_dsr": dist(fsr, dsr), "param_l2_fsr_vs_sft": dist(fsr, sft), "param_l2_dsr_vs_sft": dist(dsr, sft),
+            "same_decisions": float(np.mean(same)) if same else float("nan")}
 
 
 def stock_r1_levels(env: DecisionEnv, run_dir: Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.backtest import json_clean
+from benchmarks.compare_sections import budget_section, gate_section, scale_section, sft_section
 from stockr1.backtest import BacktestConfig, BacktestResult, buy_and_hold, simulate
 from stockr1.metrics.trading import TRADING_METRICS
 
@@ -218,7 +219,8 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
         header, f"The numbers are those of {recorded} (`run_info.json`).", "",
         f"**Read this first.** The policies are those of the config (`{cfg['policy'].get('name_or_path')}`, "
         f"hidden {cfg['policy'].get('tiny_hidden', '–')}, {cfg['policy'].get('tiny_layers', '–')} layers for the "
-        f"text methods), each method gets {cfg['grpo'].get('steps')} GRPO steps. With tiny random-init models the "
+        f"text methods), each method gets its own SFT (section Budgets) and {cfg['grpo'].get('steps')} GRPO steps. "
+        "With tiny random-init models the "
         "rows show that every method runs end to end on the same data, decision days, rollout engine, GRPO "
         "trainer and backtest simulator, not which method is better; a method whose model emits no parseable "
         "decision is flat. docs/compare.md describes the protocol and the real-scale config.", "",
@@ -237,7 +239,7 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
         "tokens per decision; tool calls = tool calls run per decision (AlphaQuanter's data tools, Stock-R1's "
         "forecast tool); consistency s = Trade-R1's triangular score with the offline judge; Train / Eval = "
         "wall seconds of the invocation that computed the row (cached rows keep theirs).", "",
-        table_md(metrics, timings)]
+        table_md(metrics, timings), *budget_section(run_info), *sft_section(run_info)]
     if intervals:
         lines += [
             "## Intervals", "",
@@ -248,7 +250,8 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
             interval_table(intervals)]
     lines += [
         "## What each row's decisions were", "",
-        *(_method_line(k, metrics[k]) for k in methods if k in metrics), ""]
+        *(_method_line(k, metrics[k]) for k in methods if k in metrics), "",
+        *gate_section(run_info), *(scale_section(run_info, methods) if cfg.get("sft") else [])]
     if levels:
         lines += [
             "## Stock-R1's emitted levels (`stock_r1_levels.json`, `--diagnose-stock-r1`)", "",

@@ -81,3 +81,33 @@ def test_trade_r1_logs_both_gates_at_zero_weight():
     assert funcs["gate_fsr"](ctx, comp, **cols)[0] == pytest.approx(r + 2 * s)
     assert funcs["gate_dsr"](ctx, comp, **cols)[0] == pytest.approx(r * (0.5 + s))
     assert funcs["trade_r1_dsr"](ctx, comp, **cols)[0] == funcs["gate_dsr"](ctx, comp, **cols)[0]
+
+
+def _run_info(unparsed: int, moved: float, same: float) -> dict:
+    sft = {"examples": 10, "steps": 5, "batch_size": 2, "lr": 0.003, "loss_first": 5.0, "loss_last": 0.5, "sft_s": 9.0,
+           "val_decisions": 80, "val_unparsed": unparsed}
+    hist = [{"r": 0.02, "s": 0.5, "gate_fsr": 1.02, "gate_dsr": 0.02, "group_std": 0.1}]
+    return {"methods": ["trade_r1_fsr", "trade_r1_dsr"],
+            "config": {"sft": {"warmup_steps": 1, "min_lr_ratio": 0.1}, "grpo": {"steps": 1}},
+            "info": {m: {"sft": sft, "rewards_per_step": hist} for m in ("trade_r1_fsr", "trade_r1_dsr")},
+            "trade_r1_gates": {"param_l2_fsr_dsr": moved, "param_l2_fsr_vs_sft": moved, "param_l2_dsr_vs_sft": moved,
+                               "same_decisions": same}}
+
+
+def test_sft_section_flags_methods_above_five_percent():
+    from benchmarks.compare_sections import sft_section
+
+    ok = "\n".join(sft_section(_run_info(4, 0.0, 1.0)))  # 4 / 80 = 5.0%: at the target
+    bad = "\n".join(sft_section(_run_info(5, 0.0, 1.0)))  # 6.25%
+    assert "| trade_r1_fsr | 5.000 -> 0.500 | 80 | 4 | 5.0 [" in ok and ok.count("| yes |") == 2
+    assert "| 80 | 5 | 6.2 [" in bad and bad.count("| NO |") == 2
+
+
+def test_gate_section_says_why_the_rows_coincide():
+    from benchmarks.compare_sections import gate_section
+
+    assert "1.000 |" in "\n".join(gate_section(_run_info(0, 0.0, 1.0)))  # G_FSR - G_DSR = 1.02 - 0.02
+    assert "coincide by construction" in "\n".join(gate_section(_run_info(0, 0.0, 1.0)))
+    assert "too little to change any greedy argmax" in "\n".join(gate_section(_run_info(0, 0.3, 1.0)))
+    assert "different decisions" in "\n".join(gate_section(_run_info(0, 0.3, 0.8)))
+    assert gate_section({**_run_info(0, 0.0, 1.0), "trade_r1_gates": None}) == []

@@ -1,0 +1,120 @@
+"""README sections of ``stockr1 bench compare`` that read what a run saved in ``run_info.json``: the
+training budgets of every method, each sibling's SFT and its validation parse check, and where
+Trade-R1's two gates differ. Nothing here is typed by hand; a run without the saved fields (one from
+before the SFT stage) gets no section."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from stockr1.metrics.stats import wilson_interval
+
+
+def _f(x: Any, fmt: str) -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, fmt)
+
+
+def budget_section(run_info: Mapping[str, Any]) -> list[str]:
+    """Every method's SFT and GRPO budget, side by side (Stock-R1's from its SFT run's summary)."""
+    cfg, infos = run_info["config"], run_info.get("info", {})
+    sft, g = cfg.get("sft"), cfg["grpo"]
+    if not sft:
+        return []
+    s1 = run_info.get("stock_r1_sft") or {}
+    grpo = (f"{g.get('steps')} steps x {g.get('queries_per_step')} queries x {g.get('group_size')} rollouts, "
+            f"lr {g.get('lr')}")
+    rows = ["| Method | SFT data | SFT steps x batch | SFT lr | SFT (s) | GRPO |", "|---|---|---|---|---|---|"]
+    if s1:
+        rows.append(f"| stock_r1 | {s1.get('n_traces')} traces (joint SFT, `{s1.get('run_dir')}`) | "
+                    f"{s1.get('steps')} x {s1.get('batch_size')} | {s1.get('lr')} | {_f(s1.get('sec'), '.0f')} | {grpo} |")
+    for name in run_info["methods"]:
+        r = (infos.get(name) or {}).get("sft")
+        if r:
+            rows.append(f"| {name} | {r['examples']} train-split days | {r['steps']} x {r['batch_size']} | {r['lr']} | "
+                        f"{_f(r.get('sft_s'), '.0f')} | {grpo} |")
+    return ["## Budgets", "",
+            "Each sibling method trains its own SFT on its own teacher texts (`rl.methods.text_sft`, "
+            f"{sft['warmup_steps']} warmup steps then cosine to {sft['min_lr_ratio']} x lr) from the same seeded init, "
+            "on the step budget of Stock-R1's joint SFT run, then the same GRPO budget. SFT seconds were measured on "
+            "a shared 2-core machine (two methods trained side by side), so they compare only roughly.", "",
+            *rows, ""]
+
+
+def sft_section(run_info: Mapping[str, Any]) -> list[str]:
+    """Each sibling's SFT: loss and the share of unparsed greedy decisions on validation decision days
+    (target <= 5%), with a Wilson interval."""
+    infos = run_info.get("info", {})
+    reps = {n: (infos.get(n) or {}).get("sft") for n in run_info["methods"]}
+    reps = {n: r for n, r in reps.items() if r}
+    if not reps:
+        return []
+    rows = ["| Method | Loss first -> last 50 | Validation decisions | Unparsed | Unparsed (%) [95%] | <= 5% |",
+            "|---|---|---|---|---|---|"]
+    for n, r in reps.items():
+        k, m = int(r["val_unparsed"]), int(r["val_decisions"])
+        lo, hi = wilson_interval(k, m) if m else (math.nan, math.nan)
+        rows.append(f"| {n} | {r['loss_first']:.3f} -> {r['loss_last']:.3f} | {m} | {k} | "
+                    f"{100 * k / max(1, m):.1f} [{100 * lo:.1f}, {100 * hi:.1f}] | {'yes' if k <= 0.05 * m else 'NO'} |")
+    return ["## After SFT: parseable decisions on held-out days", "",
+            "Greedy decisions of each SFT policy (before GRPO) on the validation split's decision days (every "
+            "holding-th validation day per ticker): the test days are not used to check or pick anything. "
+            "Trade-R1's FSR and DSR rows are one SFT run (one teacher).", "", *rows, ""]
+
+
+def gate_section(run_info: Mapping[str, Any]) -> list[str]:
+    """Trade-R1 FSR vs DSR: per GRPO step, both gates and their inputs on each run's own rollouts
+    (logged at weight 0), and how far apart the two trained policies and their decisions ended."""
+    infos, gates = run_info.get("info", {}), run_info.get("trade_r1_gates")
+    steps = {n: (infos.get(n) or {}).get("rewards_per_step") for n in ("trade_r1_fsr", "trade_r1_dsr")}
+    if not all(steps.values()) or not gates:
+        return []
+    rows = ["| Run | Step | r (market) | s (consistency) | G_FSR | G_DSR | G_FSR - G_DSR | group spread |",
+            "|---|---|---|---|---|---|---|---|"]
+    for n, hist in steps.items():
+        for k, h in enumerate(hist, 1):
+            fsr, dsr = h.get("gate_fsr"), h.get("gate_dsr")
+            diff = fsr - dsr if fsr is not None and dsr is not None else None
+            rows.append(f"| {n} | {k} | {_f(h.get('r'), '.4f')} | {_f(h.get('s'), '.3f')} | {_f(fsr, '.3f')} | "
+                        f"{_f(dsr, '.3f')} | {_f(diff, '.3f')} | {_f(h.get('group_std'), '.3f')} |")
+    same, moved = gates["same_decisions"], (gates["param_l2_fsr_vs_sft"], gates["param_l2_dsr_vs_sft"])
+    logged = [h for hist in steps.values() for h in hist]
+    r_abs = _mean([abs(h["r"]) for h in logged if h.get("r") is not None])
+    s_mean = _mean([h["s"] for h in logged if h.get("s") is not None])
+    if max(moved) == 0:
+        why = ("neither run's GRPO moved its weights: every group's rollouts got the same reward (no advantage), "
+               "so the rows coincide by construction.")
+    elif same >= 0.99:
+        why = ("the GRPO budget moves the weights too little to change any greedy argmax, so the rows coincide "
+               "although the training rewards differ.")
+    else:
+        why = "the gates led the two runs to different decisions."
+    return ["## Trade-R1: where FSR and DSR differ", "",
+            "Both runs start from the same SFT policy and sample with the same seed; each trains on its own gate "
+            "(FSR: G = r + 2s; DSR: G = r (0.5 + s) if r > 0 else r (2 - s)) and logs the other gate and its inputs "
+            "at weight 0 on its own rollouts (so step 1, before any update, is the same in both). "
+            f"Over the logged steps mean |r| is {_f(r_abs, '.4f')} and mean s {_f(s_mean, '.3f')}: FSR's G moves "
+            "with 2s, DSR's with r scaled by s, so the two rank a group's rollouts differently wherever r and s "
+            "disagree.", "", *rows, "",
+            f"After GRPO the two policies are {gates['param_l2_fsr_dsr']:.4g} apart (L2 over all weights; each moved "
+            f"{moved[0]:.4g} / {moved[1]:.4g} from the shared SFT policy) and {100 * same:.1f}% of their greedy test "
+            f"decisions are the same side: {why}", ""]
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return float(sum(xs) / len(xs)) if xs else math.nan
+
+
+def scale_section(run_info: Mapping[str, Any], methods: Sequence[str]) -> list[str]:
+    """What the table can and cannot tell at this scale."""
+    days = run_info["decision_days"]
+    return ["## What this table can and cannot tell", "",
+            f"- It can tell whether each method's pipeline runs end to end on equal terms and how its decisions "
+            f"behave: {days['n']} non-overlapping decisions per method, the parse rate, the sides, tokens and tool "
+            "calls per decision, and intervals that say when two rows are indistinguishable.",
+            "- It cannot rank the methods as the papers do: every policy is a tiny random-init Qwen3 (no language "
+            "or market knowledge), trained for minutes on CPU; at this scale a row's return is mostly the side it "
+            "holds most often against the period's drift (buy-and-hold rose), and most intervals against "
+            "buy-and-hold and against Stock-R1 hold 0.",
+            "- The real-scale protocol is configs/compare/real.yaml (GPU), with the same code path.", ""]
