@@ -82,6 +82,7 @@ def gate_section(run_info: Mapping[str, Any]) -> list[str]:
     logged = [h for hist in steps.values() for h in hist]
     r_abs = _mean([abs(h["r"]) for h in logged if h.get("r") is not None])
     s_mean = _mean([h["s"] for h in logged if h.get("s") is not None])
+    spread = {n: _mean([h["group_std"] for h in hist if h.get("group_std") is not None]) for n, hist in steps.items()}
     if max(moved) == 0:
         why = ("neither run's GRPO moved its weights: every group's rollouts got the same reward (no advantage), "
                "so the rows coincide by construction.")
@@ -96,7 +97,10 @@ def gate_section(run_info: Mapping[str, Any]) -> list[str]:
             "at weight 0 on its own rollouts (so step 1, before any update, is the same in both). "
             f"Over the logged steps mean |r| is {_f(r_abs, '.4f')} and mean s {_f(s_mean, '.3f')}: FSR's G moves "
             "with 2s, DSR's with r scaled by s, so the two rank a group's rollouts differently wherever r and s "
-            "disagree.", "", *rows, "",
+            "disagree. Advantages are normalised by each group's spread ((G - mean) / (std + 1e-4), `rl.grpo`), so "
+            f"the gates' different scales (mean group spread {_f(spread['trade_r1_fsr'], '.4f')} under FSR, "
+            f"{_f(spread['trade_r1_dsr'], '.4f')} under DSR) barely matter: what differs is the order of a group's "
+            "rollouts.", "", *rows, "",
             f"After GRPO the two policies are {gates['param_l2_fsr_dsr']:.4g} apart (L2 over all weights; each moved "
             f"{moved[0]:.4g} / {moved[1]:.4g} from the shared SFT policy) and {100 * same:.1f}% of their greedy test "
             f"decisions are the same side: {why}", ""]
