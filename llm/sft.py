@@ -164,7 +164,8 @@ class SFTData:
 
 @dataclass
 class SFTLoss:
-    """total = sft + ts_weighted; ts_weighted = lambda_ts * ts (the term as it enters the total)."""
+    """total = sft + ts_weighted; ts_weighted = lambda_ts * ts (the term as it enters the total); ts is
+    the decoder loss (``DecoderLoss``: L_TS, plus the control term when the recipe has one)."""
 
     total: Tensor
     sft: Tensor
