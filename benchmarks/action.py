@@ -112,9 +112,12 @@ def controllability(decoder, w: Windows, th: ActionThresholds, n_samples: int, s
 
 
 def extremes_and_middle(field: str) -> tuple[tuple[str, str], str]:
-    """The two extreme values of a field and its middle one (direction: up / down and flat)."""
-    values = FIELD_SPECS[field].values or ()
-    if field == "direction":
+    """The two extreme values of a field and its middle one: ordinal fields' first and last bins and the
+    one between; categorical ones list theirs as (extreme, extreme, middle): up / down / flat,
+    increasing / decreasing / mixed."""
+    spec = FIELD_SPECS[field]
+    values = spec.values or ()
+    if spec.kind == "categorical":
         return (values[0], values[1]), values[2]
     return (values[0], values[-1]), values[1]
 

@@ -17,7 +17,8 @@ by soft memberships with edge width T = temperature · (c2 - c1):
     z_k = (f - c_k) / T.
 
 The loss of one requested field value is -log (1/M Σ_m P_m(value)): the negative log of the share of
-sample paths whose profile has the value, which is what the mode of g over paths counts. Products of
+sample paths whose profile has the value, which is what the mode of g over paths counts; it stops at
+``share_target`` (a plurality is all the mode needs; more makes the distribution over-confident). Products of
 log-sigmoids keep a gradient even when no path is in the bin yet (d log σ(z)/dz → 1 as z → -∞). The
 loss reaches μ (direction, drawdown, trend) and σ (volatility, range, tail risk) through the same paths,
 so a volatility field can only be satisfied by widening or narrowing the predictive distribution.
@@ -29,6 +30,7 @@ useful smooth surrogate here and get no control term; numeric fields get none ei
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -102,10 +104,14 @@ def soft_bin_logprob(f: Tensor, cuts: tuple[float, float], temperature: float) -
 
 
 def control_loss(mu: Tensor, sigma: Tensor, requested: ActionBatch, thresholds: ActionThresholds,
-                 eps: Tensor, temperature: float) -> Tensor:
-    """Mean over (window, requested controlled field) of -log(share of the M paths in the requested bin).
+                 eps: Tensor, temperature: float, share_target: float = 1.0) -> Tensor:
+    """Mean over (window, requested controlled field) of max(0, log(share_target) - log(share)), share =
+    the (soft) share of the M paths in the requested bin.
 
     mu, sigma: [B, S] close log-return heads of the decoder run on ``requested``; eps: [B, M, S].
+    ``share_target`` < 1 stops the push once that share of paths is in the bin: the mode over paths
+    (what g(decoded) takes) needs only a plurality, and pushing every path into the bin makes the
+    decoded distribution over-confident (measured: a direction-only request then worsens CRPS).
     Zero (with a gradient path) when no controlled field is requested."""
     stats = path_stats(mu, sigma, eps)
     m = eps.shape[1]
@@ -116,7 +122,8 @@ def control_loss(mu: Tensor, sigma: Tensor, requested: ActionBatch, thresholds: 
         pos = torch.tensor(tgt.position, device=code.device)[code.clamp_max(len(tgt.position) - 1)]  # [B]
         lp = soft_bin_logprob(stats[tgt.stat], tgt.cuts, temperature)  # [B, M, 3]
         lp = lp.gather(-1, pos[:, None, None].expand(-1, m, 1)).squeeze(-1)  # [B, M]
-        nll = -(torch.logsumexp(lp, dim=-1) - torch.log(torch.tensor(float(m))))  # [B]
+        log_share = torch.logsumexp(lp, dim=-1) - math.log(m)  # [B]
+        nll = (math.log(share_target) - log_share).clamp_min(0.0)
         terms.append((nll * given).sum())
         counts.append(given.sum())
     n = torch.stack(counts).sum()

@@ -35,19 +35,24 @@ from ts_encoder.model import TSOutput
 
 @dataclass(frozen=True)
 class DecoderRecipe:
-    """p_none: prob. the teacher action is hidden entirely; control_weight: weight of L_ctrl (0 = off);
+    """Defaults: the recipe chosen on validation controllability and oracle gain for the tiny decoder
+    (configs/forecast_action/tiny_controllable.yaml; results/action_controllable). p_none: prob. the teacher action is hidden entirely; control_weight: weight of L_ctrl (0 = off);
     p_single: share of counterfactual actions that are one field; control_samples: reparameterised
-    paths per window (M); temperature: soft bin edge width as a fraction of the bin's tertile gap."""
+    paths per window (M); temperature: soft bin edge width as a fraction of the bin's tertile gap;
+    share_target: the share of paths in the requested bin beyond which the control loss stops (1 = never)."""
 
     p_none: float = 0.2
-    control_weight: float = 1.0
+    control_weight: float = 10.0
     p_single: float = 0.5
     control_samples: int = 32
     temperature: float = 0.1
+    share_target: float = 0.7
 
     def __post_init__(self) -> None:
         if not (0 <= self.p_none <= 1 and 0 <= self.p_single <= 1):
             raise ValueError(f"recipe.p_none={self.p_none} and recipe.p_single={self.p_single} must be in [0, 1]")
+        if not 0 < self.share_target <= 1:
+            raise ValueError(f"recipe.share_target must be in (0, 1], got {self.share_target}")
         if self.control_weight < 0 or self.control_samples < 1 or not self.temperature > 0:
             raise ValueError(f"recipe: control_weight={self.control_weight} must be >= 0, control_samples="
                              f"{self.control_samples} >= 1, temperature={self.temperature} > 0")
@@ -98,5 +103,6 @@ class DecoderLoss:
         ts, parts = ts_loss(out, y, self.weights)
         mu, sigma = close_heads(out_cf.mu, out_cf.sigma)
         eps = torch.randn(b, r.control_samples, mu.shape[-1], generator=generator, device=mu.device, dtype=mu.dtype)
-        ctrl = control_loss(mu, sigma, cf, self.thresholds, eps, r.temperature)  # type: ignore[arg-type]
+        ctrl = control_loss(mu, sigma, cf, self.thresholds, eps, r.temperature,  # type: ignore[arg-type]
+                            r.share_target)
         return DecoderLossOutput(ts + r.control_weight * ctrl, ts, ctrl, parts, out)

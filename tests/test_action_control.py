@@ -49,6 +49,10 @@ def test_control_loss_hand_computed() -> None:
     chg = 100 * (math.exp(0.01) - 1)  # cuts (-0.5, 0.5), T = 0.5: up = high bin = log σ((chg - 0.5) / 0.5)
     got = control_loss(mu, sigma, two, TH, eps, temperature=0.5)
     assert float(got) == pytest.approx((-2 * _logsig(1.0) - _logsig((chg - 0.5) / 0.5)) / 2, rel=1e-7)
+    share = math.exp(2 * _logsig(1.0))  # 0.534: the soft share of paths in the medium bin
+    capped = control_loss(mu, sigma, one, TH, eps, temperature=0.5, share_target=0.9)
+    assert float(capped) == pytest.approx(math.log(0.9) - math.log(share), rel=1e-7)
+    assert float(control_loss(mu, sigma, one, TH, eps, temperature=0.5, share_target=0.5)) == 0.0  # reached
     none = featurize([ForecastAction(monotonicity="mixed")], [1.0])  # no controlled field: nothing to match
     assert float(control_loss(mu, sigma, none, TH, eps, temperature=0.5)) == 0.0
 
