@@ -42,7 +42,7 @@ class DecoderRecipe:
     share_target: the share of paths in the requested bin beyond which the control loss stops (1 = never)."""
 
     p_none: float = 0.2
-    control_weight: float = 10.0
+    control_weight: float = 30.0
     p_single: float = 0.5
     control_samples: int = 32
     temperature: float = 0.1
