@@ -9,9 +9,14 @@
 2. Controllability. For every window, request single-field actions that differ only in that field
    (direction up / down / flat, volatility low / medium / high, ...) and report how often the profile of
    the decoded trajectory g(decoded) has the requested value (``actions_from_forecast``, consensus over
-   sample paths). The no-action decode gives the base rate of each value.
+   sample paths). The no-action decode gives the base rate of each value. Target (issue 21): >= 80% on
+   the extremes and >= 60% on the middle value of direction, volatility, range, drawdown and tail risk.
 
-Writes ``metrics.json`` (model -> metric -> value), ``table.md``, ``controllability.png`` and a
+``--baseline DIR`` measures a second decoder (e.g. the shipped one) on the same windows and seeds and
+shows it beside (``baseline/...`` keys in metrics.json).
+
+Writes ``metrics.json`` (model -> metric -> value), ``table.md``, ``controllability.png``,
+``control_distribution.png`` (per field: requested value vs the realised distribution of g(decoded)) and a
 ``README.md`` generated from them (command, commit, date), all at once at the end (``stockr1.outdir``:
 an ``--out`` holding results is refused unless ``--overwrite``; a failed run leaves it as it was).
 """
@@ -35,7 +40,9 @@ from stockr1.types import Windows
 
 CONTROL_FIELDS = ("direction", "volatility_level", "range_width_bin", "max_drawdown_bin", "tail_risk_level",
                   "trendline_fit", "monotonicity", "peak_timing_bin", "trough_timing_bin")
-TARGET_FIELDS = ("direction", "volatility_level", "range_width_bin")  # target >= 0.80 on the extremes
+# issue 21: >= 80% on the extremes and >= 60% on the middle value of these fields
+TARGET_FIELDS = ("direction", "volatility_level", "range_width_bin", "max_drawdown_bin", "tail_risk_level")
+EXTREME_TARGET, MIDDLE_TARGET = 0.8, 0.6
 REPORT = ("return_rmse", "crps", "price_mape", "da_10", "cov_close90", "width_close90", "rv_mae_dist")
 
 
@@ -73,49 +80,89 @@ def oracle_gain(decoder, w: Windows, th: ActionThresholds, n_samples: int, seed:
 
 
 def controllability(decoder, w: Windows, th: ActionThresholds, n_samples: int, seed: int,
-                    fields: tuple[str, ...] = CONTROL_FIELDS) -> dict[str, dict[str, float]]:
+                    fields: tuple[str, ...] = CONTROL_FIELDS) -> dict[str, dict]:
+    """Per field: for each value v, ``row[v]`` = share of windows with g(decoded) == v under the request
+    {field: v}, ``row["base_" + v]`` the share under no action, ``row["dist_" + v]`` the realised
+    distribution of g(decoded) over the field's values under that request (and ``dist_none``)."""
     start = w.last_close
     gen = torch.Generator().manual_seed(seed)
     base = actions_from_forecast(decoder.forecast(w, None, n_samples, generator=gen), start, th)
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict] = {}
     bar = Progress(len(fields), "[bench action]", unit="field")
     for f in fields:
         values = FIELD_SPECS[f].values or ()
-        row: dict[str, float] = {}
+        row: dict = {"dist_none": [float(np.mean([getattr(p, f) == u for p in base])) for u in values]}
         for v in values:
             gen = torch.Generator().manual_seed(seed)
             fc = decoder.forecast(w, [ForecastAction(**{f: v})] * len(w), n_samples, generator=gen)
             prof = actions_from_forecast(fc, start, th)
             row[v] = float(np.mean([getattr(p, f) == v for p in prof]))
             row[f"base_{v}"] = float(np.mean([getattr(p, f) == v for p in base]))
+            row[f"dist_{v}"] = [float(np.mean([getattr(p, f) == u for p in prof])) for u in values]
             if f == "direction":
                 mean_prof = actions_from_forecast(fc, start, th, source="mean")
                 row[f"{v}_mean_path"] = float(np.mean([p.direction == v for p in mean_prof]))
         row["mean"] = float(np.mean([row[v] for v in values]))
-        row["extremes"] = float(np.mean([row[values[0]], row[values[1] if f == "direction" else values[-1]]]))
+        ext, mid = extremes_and_middle(f)
+        row["extremes"] = float(np.mean([row[v] for v in ext]))
+        row["middle"] = row[mid]
         out[f] = row
         bar.advance()
     return out
 
 
-def table_text(oracle: dict, control: dict, meta: dict) -> str:
+def extremes_and_middle(field: str) -> tuple[tuple[str, str], str]:
+    """The two extreme values of a field and its middle one: ordinal fields' first and last bins and the
+    one between; categorical ones list theirs as (extreme, extreme, middle): up / down / flat,
+    increasing / decreasing / mixed."""
+    spec = FIELD_SPECS[field]
+    values = spec.values or ()
+    if spec.kind == "categorical":
+        return (values[0], values[1]), values[2]
+    return (values[0], values[-1]), values[1]
+
+
+def targets_met(control: dict) -> dict[str, bool]:
+    """Issue 21's target per TARGET_FIELDS entry: extremes >= 80% and the middle value >= 60%."""
+    return {f: control[f]["extremes"] >= EXTREME_TARGET and control[f]["middle"] >= MIDDLE_TARGET
+            for f in TARGET_FIELDS if f in control}
+
+
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
+
+
+def _with_was(row: dict, old: dict | None, key: str) -> str:
+    return f"{_pct(row[key])} / was {_pct(old[key])}" if old else _pct(row[key])
+
+
+def table_text(oracle: dict, control: dict, meta: dict, baseline: dict | None = None) -> str:
+    """``baseline``: {"oracle": .., "control": ..} of a second decoder (``--baseline``), shown beside."""
     lines = [f"# Action benchmark ({meta['split']} split, {meta['n_windows']} windows, {meta['n_samples']} samples)",
              "", "## Oracle gain (decoder conditioned on a* = g(realised future) vs no action)", "",
-             "| model | return RMSE | CRPS | RMSE reduction | CRPS reduction | price MAPE | DA-10 | cov90 |",
-             "|---|---|---|---|---|---|---|---|"]
-    for name, m in oracle.items():
-        red = (f"{m['return_rmse_reduction']:+.1%} | {m['crps_reduction']:+.1%}" if "crps_reduction" in m
-               else "- | -")
-        lines.append(f"| {name} | {m['return_rmse']:.4f} | {m['crps']:.4f} | {red} | {m['price_mape']:.4f} | "
-                     f"{m.get('da_10', float('nan')):.3f} | {m['cov_close90']:.3f} |")
+             "| decoder | model | return RMSE | CRPS | RMSE reduction | CRPS reduction | price MAPE | DA-10 | cov90 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    arms = [("decoder", oracle, control)] + ([("baseline", baseline["oracle"], baseline["control"])] if baseline else [])
+    for arm, orc, _ in arms:
+        for name, m in orc.items():
+            red = (f"{m['return_rmse_reduction']:+.1%} | {m['crps_reduction']:+.1%}" if "crps_reduction" in m
+                   else "- | -")
+            lines.append(f"| {arm} | {name} | {m['return_rmse']:.4f} | {m['crps']:.4f} | {red} | {m['price_mape']:.4f} | "
+                         f"{m.get('da_10', float('nan')):.3f} | {m['cov_close90']:.3f} |")
     lines += ["", "## Controllability: share of windows where g(decoded) has the requested value",
-              "(single-field actions; `base` = share with no action; target >= 80% on the extremes for "
-              "direction, volatility and range)", "",
-              "| field | requested value: match (base) | extremes | mean |", "|---|---|---|---|"]
+              "(single-field actions; `base` = share with no action"
+              + ("; `was` = the baseline decoder's share" if baseline else "")
+              + f"; target >= {EXTREME_TARGET:.0%} on the extremes and >= {MIDDLE_TARGET:.0%} on the middle value "
+              f"for {', '.join(TARGET_FIELDS)})", "",
+              "| field | requested value: match (base" + (", was" if baseline else "") + ") | extremes | middle | mean |",
+              "|---|---|---|---|---|"]
     for f, row in control.items():
         vals = FIELD_SPECS[f].values or ()
-        cells = ", ".join(f"{v}: {row[v]:.0%} ({row['base_' + v]:.0%})" for v in vals)
-        lines.append(f"| {f} | {cells} | {row['extremes']:.0%} | {row['mean']:.0%} |")
+        old = baseline["control"].get(f) if baseline else None
+        cells = ", ".join(f"{v}: {_pct(row[v])} (base {_pct(row['base_' + v])}{', was ' + _pct(old[v]) if old else ''})"
+                          for v in vals)
+        lines.append(f"| {f} | {cells} | " + " | ".join(_with_was(row, old, k) for k in ("extremes", "middle", "mean"))
+                     + " |")
     if "direction" in control:
         d = control["direction"]
         lines += ["", "Direction of the mean path (not the sample consensus): "
@@ -127,13 +174,17 @@ def readme(table: str, meta: dict, command: str) -> str:
     """results/<out>/README.md from this run's table (never edited by hand)."""
     body = table.split("\n", 1)[1].replace("\n## ", "\n### ")  # the table's own title becomes the setup line
     met = ", ".join(f"{f} {'met' if ok else 'missed'}" for f, ok in meta["targets_met"].items()) or "none evaluated"
+    vs = f" Beside it: the baseline decoder `{meta['baseline']}` on the same windows." if meta.get("baseline") else ""
     return "\n".join([
         "# Action benchmark: oracle gain and controllability of the decoder (`stockr1 bench action`)", "",
         generated_line(command), "",
         f"Decoder `{meta['checkpoint']}` on the {meta['split']} split of `{meta['data']}`: {meta['n_windows']} evenly "
-        f"spaced windows, {meta['n_samples']} sample paths, seed {meta['seed']}, {meta['seconds']:.0f} s. "
-        f"Controllability target (>= 80% on the extremes): {met}.", body,
-        "Files: [metrics.json](metrics.json), [table.md](table.md), [controllability.png](controllability.png).", ""])
+        f"spaced windows, {meta['n_samples']} sample paths, seed {meta['seed']}, {meta['seconds']:.0f} s.{vs} "
+        f"Controllability target (>= {EXTREME_TARGET:.0%} on the extremes, >= {MIDDLE_TARGET:.0%} on the middle "
+        f"value): {met}.", body,
+        "Files: [metrics.json](metrics.json), [table.md](table.md), [controllability.png](controllability.png), "
+        "[control_distribution.png](control_distribution.png) (per field: requested value vs the realised "
+        "distribution of g(decoded)).", ""])
 
 
 def plot(path: Path, control: dict) -> None:
@@ -156,6 +207,39 @@ def plot(path: Path, control: dict) -> None:
     ax.set_xticks(x, labels, rotation=75, fontsize=7)
     ax.set_ylabel("g(decoded) == requested")
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_distribution(path: Path, arms: dict[str, dict]) -> None:
+    """One panel per field (columns) and decoder (rows): for each requested value (and no action), the
+    realised distribution of g(decoded) over the field's values as a stacked bar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fields = list(next(iter(arms.values())))
+    fig, axes = plt.subplots(len(arms), len(fields), figsize=(2.3 * len(fields), 2.6 * len(arms)), squeeze=False)
+    for r, (arm, control) in enumerate(arms.items()):
+        for c, f in enumerate(fields):
+            ax, row, values = axes[r][c], control[f], FIELD_SPECS[f].values or ()
+            req = [*values, "none"]
+            dist = np.array([row["dist_" + v] for v in req])  # [requested, realised]
+            bottom = np.zeros(len(req))
+            for j, u in enumerate(values):
+                ax.bar(np.arange(len(req)), dist[:, j], bottom=bottom, label=u, color=f"C{j}")
+                bottom += dist[:, j]
+            ax.set_xticks(np.arange(len(req)), req, rotation=45, fontsize=7)
+            ax.set_ylim(0, 1)
+            ax.set_title(f"{arm}: {f}" if len(arms) > 1 else f, fontsize=8)
+            ax.tick_params(labelsize=7)
+            if r == 0:
+                ax.legend(fontsize=6, title="g(decoded)", title_fontsize=6)
+            if c == 0:
+                ax.set_ylabel("share of windows", fontsize=8)
+    fig.supxlabel("requested value", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -188,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-samples", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--baseline", default=None,
+                   help="a second saved decoder (e.g. the shipped one) measured on the same windows and shown beside")
     p.add_argument("--fields", default=",".join(CONTROL_FIELDS))
     argv = [] if argv is None else list(argv)
     a = p.parse_args(argv)
@@ -208,16 +294,27 @@ def main(argv: list[str] | None = None) -> int:
                  a.split, a.max_windows)
     oracle = oracle_gain(decoder, w, th, a.n_samples, a.seed)
     control = controllability(decoder, w, th, a.n_samples, a.seed, fields)
-    meta = {"checkpoint": str(a.checkpoint), "data": a.data, "split": a.split, "n_windows": len(w),
-            "n_samples": a.n_samples, "seed": a.seed, "seconds": round(time.time() - t0, 1),
-            "targets_met": {f: control[f]["extremes"] >= 0.8 for f in TARGET_FIELDS if f in control}}
+    baseline = None
+    if a.baseline:  # scored with its own g (thresholds), on the same windows and seeds
+        old = load_decoder(a.baseline)
+        old_th = decoder_thresholds(old, a.baseline, None)
+        baseline = {"oracle": oracle_gain(old, w, old_th, a.n_samples, a.seed),
+                    "control": controllability(old, w, old_th, a.n_samples, a.seed, fields)}
+    meta = {"checkpoint": str(a.checkpoint), "baseline": a.baseline, "data": a.data, "split": a.split,
+            "n_windows": len(w), "n_samples": a.n_samples, "seed": a.seed, "seconds": round(time.time() - t0, 1),
+            "targets_met": targets_met(control)}
     metrics = {**oracle, **{f"control/{f}": row for f, row in control.items()}, "meta": meta}
-    table = table_text(oracle, control, meta)
+    if baseline:
+        metrics |= {f"baseline/{k}": v for k, v in baseline["oracle"].items()}
+        metrics |= {f"baseline/control/{f}": row for f, row in baseline["control"].items()}
+    table = table_text(oracle, control, meta, baseline)
     with output_dir(a.out, a.overwrite) as out:
         (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
         (out / "table.md").write_text(table)
         (out / "README.md").write_text(readme(table, meta, command_line("stockr1 bench action", argv)))
         plot(out / "controllability.png", control)
+        plot_distribution(out / "control_distribution.png",
+                          {"decoder": control} | ({"baseline": baseline["control"]} if baseline else {}))
     print(table)
     print(f"wrote {a.out}")
     return 0

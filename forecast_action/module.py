@@ -8,11 +8,15 @@ comes from ``ts_encoder.datamodule.WindowDataModule`` (batches ``{"x", "y", "idx
   parent's ``self.model`` and ``self.normalizer``, so the same weights serve both views);
 - a teacher-action table: a* = g(realised future) for every train/val window (``idx`` looks it up),
   with g's thresholds fitted on the train split in ``setup`` and stored as a hyper-parameter;
-- action dropout (``drop_fields``): the whole action is hidden with prob ``p_none`` and otherwise each
-  field kept at a per-sample rate k ~ U(0, 1), so full, partial, single-field and no-action inputs are
-  all trained; L_TS = ``ts_loss`` of the conditioned output;
-- validation logs the loss with the full a* (``val/loss``, the checkpoint monitor), with no action
-  (``val/loss_uncond``) and their gap ``val/oracle_gap`` - the information the interface carries;
+- the training loss is ``decoder_loss.DecoderLoss`` of the ``recipe`` hyper-parameter (the one home of
+  the decoder loss, shared with joint SFT): L_TS under field dropout of a* plus the control loss on
+  counterfactual actions; a checkpoint without ``recipe`` (before issue 21) trained L_TS under dropout
+  ``p_none`` only, and resumes that way;
+- validation logs L_TS with the full a* (``val/loss``), with no action (``val/loss_uncond``), their gap
+  ``val/oracle_gap`` - the information the interface carries - the control loss on seeded
+  counterfactual actions (``val/control``) and the recipe's objective ``val/objective`` = val/loss +
+  control_weight · val/control (the checkpoint monitor: a decoder is chosen for following its action
+  as well as for its oracle fit; with control_weight 0 it equals val/loss);
 - ``fit_normalizer`` uses the no-action forecast, the uncertainty the LLM sees before it acts.
 """
 
@@ -29,6 +33,7 @@ from torch import Tensor
 
 from forecast_action.decoder import FILE_FORMAT as DECODER_FORMAT
 from forecast_action.decoder import ActionConditionedDecoder
+from forecast_action.decoder_loss import DecoderLoss, DecoderRecipe
 from forecast_action.derive import ActionThresholds, actions_from_windows
 from forecast_action.encoder import ActionBatch, ActionEncoderConfig, drop_fields, featurize
 from forecast_action.forecaster import FILE_FORMAT as FORECASTER_FORMAT
@@ -76,6 +81,7 @@ class ActionDecoderModule(TSForecastModule):
         pretrained_from: str | None = None,
         train_scope: str = "all",
         tool_samples: int = 16,
+        recipe: dict[str, Any] | None = None,
     ) -> None:
         act_cfg = ActionEncoderConfig(**(action or {}))
         cfg = replace(TSEncoderConfig.from_any(encoder), cond_dim=act_cfg.cond_dim)
@@ -86,8 +92,10 @@ class ActionDecoderModule(TSForecastModule):
         self.save_hyperparameters({
             **dict(self.hparams), "action": asdict(act_cfg), "thresholds": thresholds, "p_none": p_none,
             "init_encoder": None, "pretrained_from": init_encoder or pretrained_from, "train_scope": train_scope,
-            "tool_samples": tool_samples,
+            "tool_samples": tool_samples, "recipe": recipe,
         })
+        self.recipe = DecoderRecipe(**recipe) if recipe is not None else DecoderRecipe(p_none=p_none, control_weight=0.0)
+        self._loss: DecoderLoss | None = None
         self.decoder = ActionConditionedDecoder(cfg, act_cfg, encoder=self.model, normalizer=self.normalizer,
                                                 tool_samples=tool_samples)
         if init_encoder:
@@ -126,6 +134,7 @@ class ActionDecoderModule(TSForecastModule):
             self.hparams["thresholds"] = ActionThresholds.fit(dm.windows["train"]).to_dict()  # a TrainWindows
         splits = ("train", "val") if stage == "fit" else ("test",) if stage == "test" else ("val",)
         self._teacher.update({s: teacher_actions(dm.windows[s], self.thresholds) for s in splits})
+        self._loss = DecoderLoss(self.recipe, self.thresholds, self.weights)
 
     def _actions(self, split: str, idx: Tensor) -> ActionBatch:
         if split not in self._teacher:
@@ -136,14 +145,16 @@ class ActionDecoderModule(TSForecastModule):
 
     # ---------------------------------------------------------------- steps
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        ab = drop_fields(self._actions("train", batch["idx"]), self.hparams.p_none)
-        loss, parts = ts_loss(self.decoder(batch["x"], ab), batch["y"], self.weights)
+        if self._loss is None:
+            raise RuntimeError("the decoder loss is built in setup('fit'); train with a WindowDataModule")
+        res = self._loss(self.decoder, batch["x"], batch["y"], self._actions("train", batch["idx"]))
         bs = batch["x"].shape[0]
-        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=bs)
-        self.log_dict({f"train/{k}": v for k, v in parts.items()}, on_epoch=True, batch_size=bs)
-        return loss
+        self.log("train/loss", res.total, prog_bar=True, on_step=True, on_epoch=True, batch_size=bs)
+        self.log_dict({f"train/{k}": v for k, v in {**res.parts, "ts": res.ts, "control": res.control}.items()},
+                      on_epoch=True, batch_size=bs)
+        return res.total
 
-    def _eval_step(self, batch: dict[str, Tensor], split: str) -> None:
+    def _eval_step(self, batch: dict[str, Tensor], split: str, batch_idx: int = 0) -> None:
         ab = self._actions(split, batch["idx"])
         cond, parts = ts_loss(self.decoder(batch["x"], ab), batch["y"], self.weights)
         uncond, parts_u = ts_loss(self.decoder(batch["x"], drop_fields(ab, p_none=1.0)), batch["y"], self.weights)
@@ -152,12 +163,19 @@ class ActionDecoderModule(TSForecastModule):
                       prog_bar=split == "val", batch_size=bs)
         self.log_dict({f"{split}/{k}": v for k, v in parts.items()}, batch_size=bs)
         self.log_dict({f"{split}/{k}_uncond": v for k, v in parts_u.items()}, batch_size=bs)
+        objective = cond
+        if self.recipe.control_weight > 0 and self._loss is not None:  # seeded: the same requests every epoch
+            gen = torch.Generator(device=self.device).manual_seed(batch_idx)
+            ctrl = self._loss(self.decoder, batch["x"], batch["y"], ab, generator=gen).control
+            self.log(f"{split}/control", ctrl, batch_size=bs)
+            objective = cond + self.recipe.control_weight * ctrl
+        self.log(f"{split}/objective", objective, batch_size=bs)
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._eval_step(batch, "val")
+        self._eval_step(batch, "val", batch_idx)
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._eval_step(batch, "test")
+        self._eval_step(batch, "test", batch_idx)
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
         """The no-action forecast heads (conditioned forecasts go through ``forecast(.., actions=..)``)."""

@@ -6,7 +6,8 @@ Writes the decoder's saved form ``OUT/decoder/`` (``ActionConditionedDecoder.sav
 validation-best weights: config.json + model.safetensors, with the fitted input statistics and
 uncertainty normaliser and the train-fitted action thresholds g inside), what SFT / GRPO configs
 (``decoder.checkpoint``), ``bench action`` and a later stage's ``init_encoder`` load. Model selection
-uses the validation split (lowest conditioned ``val/loss``), never test. A CSV log goes to ``OUT/logs``.
+uses the validation split (lowest ``val/objective``: L_TS with the full a* plus the weighted control
+loss, ``forecast_action.module``), never test. A CSV log goes to ``OUT/logs``.
 
 Resume only: Lightning's ``OUT/best.ckpt`` (the best so far) and ``OUT/last.ckpt`` (written at every
 validation: weights, optimiser, schedule, loop counters, best-checkpoint tracking and the global RNG
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 
 from forecast_action.decoder import ActionConditionedDecoder
+from forecast_action.decoder_loss import DecoderRecipe
 from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig
 from forecast_action.module import ActionDecoderModule
@@ -78,7 +80,9 @@ class DecoderDataConfig:
 
 @dataclass(frozen=True)
 class DecoderTrainConfig:
-    """``ActionDecoderModule`` hyper-parameters plus the loop's batch size, epochs and seed."""
+    """``ActionDecoderModule`` hyper-parameters plus the loop's batch size, epochs and seed; ``recipe``:
+    how the decoder loss is formed (``forecast_action.decoder_loss.DecoderRecipe``, the same section as
+    the ``decoder.recipe`` of an SFT config)."""
 
     lr: float = 1e-3
     weight_decay: float = 0.01
@@ -88,7 +92,7 @@ class DecoderTrainConfig:
     val_samples: int = 100
     fan_chart_windows: int = 0
     loss_weights: LossWeights | None = None
-    p_none: float = 0.2
+    recipe: DecoderRecipe = field(default_factory=DecoderRecipe)  # field dropout + control loss (decoder_loss.py)
     train_scope: str = "all"
     tool_samples: int = 16
     batch_size: int = 128
@@ -101,8 +105,6 @@ class DecoderTrainConfig:
         if self.warmup_steps < 0 or self.weight_decay < 0 or not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"train: warmup_steps={self.warmup_steps} and weight_decay={self.weight_decay} must be "
                              f">= 0, min_lr_ratio={self.min_lr_ratio} in [0, 1]")
-        if not 0 <= self.p_none <= 1:
-            raise ValueError(f"train.p_none must be in [0, 1], got {self.p_none}")
         if self.train_scope not in ("all", "action"):
             raise ValueError(f"train.train_scope must be 'all' or 'action', got {self.train_scope!r}")
 
@@ -199,7 +201,7 @@ def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None
     dm = WindowDataModule.from_windows(windows, batch_size=t.batch_size, seed=t.seed)
     module = ActionDecoderModule(encoder=cfg.model, action=asdict(cfg.action), init_encoder=cfg.init_encoder,
                                  thresholds=thresholds, **t.module_kwargs())
-    ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename=Path(BEST).stem, monitor="val/loss", mode="min",
+    ckpt = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename=Path(BEST).stem, monitor="val/objective", mode="min",
                                                save_top_k=1, enable_version_counter=False)
     # its own callback: Lightning's save_last=True writes last.ckpt only when the best one improves
     latest = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename=Path(LAST).stem, save_top_k=1,

@@ -2,8 +2,10 @@
 
 - ``L_SFT``: next-token loss on tokens the model writes (rationale + action, final reasoning +
   answer + end of turn). Prompt tokens and the tool's ``<forecast_ts>`` observation are masked.
-- ``L_TS``: the encoder's distribution-aware loss (``ts_encoder.loss.ts_loss``) of the
-  action-conditioned decoder, conditioned on the target action a* of the same window.
+- ``L_TS``: the decoder's training loss (``forecast_action.decoder_loss.DecoderLoss``, the one the
+  standalone ``stockr1 decoder`` trains with, set by the config's ``decoder.recipe``): the encoder's
+  distribution-aware loss of the action-conditioned decoder conditioned on the target action a* of the
+  same window under field dropout, plus the control loss on counterfactual actions.
 - The soft tokens ``h_ts`` come from the same decoder's encoder forward, so ``L_SFT`` also reaches
   the encoder and the projector; LoRA (or the full tiny model), projector and decoder train together.
 
@@ -33,6 +35,7 @@ import yaml
 from torch import Tensor, nn
 
 from forecast_action.build import build_decoder, load_decoder, save_decoder
+from forecast_action.decoder_loss import DecoderLoss, DecoderRecipe
 from forecast_action.derive import ActionThresholds, actions_from_windows
 from forecast_action.encoder import featurize
 from forecast_action.schema import ForecastAction
@@ -50,7 +53,6 @@ from stockr1.config import config_from_dict, deep_update, load_yaml
 from stockr1.distributed import launch_fabric, shard
 from stockr1.progress import progress
 from stockr1.types import train_only
-from ts_encoder.loss import ts_loss
 
 # --- batches ----------------------------------------------------------------------------------
 
@@ -162,7 +164,8 @@ class SFTData:
 
 @dataclass
 class SFTLoss:
-    """total = sft + ts_weighted; ts_weighted = lambda_ts * ts (the term as it enters the total)."""
+    """total = sft + ts_weighted; ts_weighted = lambda_ts * ts (the term as it enters the total); ts is
+    the decoder loss (``DecoderLoss``: L_TS, plus the control term when the recipe has one)."""
 
     total: Tensor
     sft: Tensor
@@ -171,22 +174,25 @@ class SFTLoss:
     ts_weighted: Tensor | None = None
 
 
-def decoder_output(decoder: nn.Module, x: Tensor, actions: list, start: np.ndarray):
-    """TSOutput of ``forecast_action.decoder.ActionConditionedDecoder`` for x [B, 5, L] and B actions."""
-    return decoder(x, featurize(actions, start).to(x.device))
+def decoder_loss_for(decoder: nn.Module, recipe: DecoderRecipe) -> DecoderLoss:
+    """The decoder loss of an SFT run: ``recipe`` with the g the decoder carries (``prepare`` sets the run's)."""
+    return DecoderLoss(recipe, decoder.thresholds)
 
 
 class JointSFT(nn.Module):
-    """Policy + action-conditioned decoder, one loss (see module docstring)."""
+    """Policy + action-conditioned decoder, one loss (see module docstring). ``decoder_loss``: the
+    decoder's training loss (default: L_TS on the full a*, no control term, for a decoder without g)."""
 
-    def __init__(self, policy: nn.Module, decoder: nn.Module, lambda_ts: float = 0.1, ts_weights=None) -> None:
+    def __init__(self, policy: nn.Module, decoder: nn.Module, lambda_ts: float = 0.1,
+                 decoder_loss: DecoderLoss | None = None) -> None:
         super().__init__()
         self.policy, self.decoder = policy, decoder
-        self.lambda_ts, self.ts_weights = lambda_ts, ts_weights
+        self.lambda_ts = lambda_ts
+        self.decoder_loss = decoder_loss or DecoderLoss(DecoderRecipe(p_none=0.0, control_weight=0.0), None)
 
     def forward(self, b: SFTBatch) -> SFTLoss:
-        out = decoder_output(self.decoder, b.x, b.actions, b.start)  # conditioned on a*; h_ts is not
-        l_ts, _ = ts_loss(out, b.y, self.ts_weights)
+        res = self.decoder_loss(self.decoder, b.x, b.y, featurize(b.actions, b.start).to(b.x.device))
+        out, l_ts = res.out, res.total  # h_ts does not depend on the action
         # logits only over the span that holds loss tokens: the LM head skips the prompt
         lp = token_logprobs(self.policy, b.input_ids, b.attention_mask, out.h_ts,
                             logits_to_keep=keep_for_mask(b.loss_mask))
@@ -347,20 +353,22 @@ def from_dict(cls, d: dict[str, Any]):
 
 
 def warmup_decoder(decoder: nn.Module, windows, thresholds, steps: int, batch_size: int = 64, lr: float = 1e-3,
-                   seed: int = 0) -> list[float]:
-    """Fit the decoder alone (L_TS conditioned on a*) on train windows before traces are written, so
-    the executed trajectories in the traces come from a decoder that follows its action. Use a
-    pretrained decoder checkpoint instead when one exists (``decoder.checkpoint``)."""
+                   seed: int = 0, recipe: DecoderRecipe | None = None) -> list[float]:
+    """Fit the decoder alone (``DecoderLoss`` of ``recipe``, default the standalone default, with
+    ``thresholds``) on train windows before traces are written, so the executed trajectories in the
+    traces come from a decoder that follows its action. Use a pretrained decoder checkpoint instead
+    when one exists (``decoder.checkpoint``)."""
     train = train_only(windows)
     actions = actions_from_windows(train, thresholds)
+    loss_fn = DecoderLoss(recipe or DecoderRecipe(), thresholds)
     opt = torch.optim.AdamW(decoder.parameters(), lr=lr, weight_decay=0.01)
     rng = np.random.default_rng(seed)
     losses = []
     decoder.train()
     for _ in range(steps):
         idx = rng.choice(len(train), size=min(batch_size, len(train)), replace=False)
-        out = decoder_output(decoder, torch.as_tensor(train.x[idx]), [actions[i] for i in idx], train.last_close[idx])
-        loss, _ = ts_loss(out, torch.as_tensor(train.y[idx]))
+        teacher = featurize([actions[i] for i in idx], train.last_close[idx])
+        loss = loss_fn(decoder, torch.as_tensor(train.x[idx]), torch.as_tensor(train.y[idx]), teacher).total
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -437,8 +445,9 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
         decoder.fit_input_stats(train_only(windows))  # a fresh decoder: input scaling from the train split only
     if not dec_path.exists():
         if int(dcfg.get("warmup_steps", 0)) > 0:
-            losses = warmup_decoder(decoder, windows, thresholds, int(dcfg["warmup_steps"]))
-            print(f"decoder warm-up: L_TS {losses[0]:.3f} -> {np.mean(losses[-20:]):.3f}", flush=True)
+            losses = warmup_decoder(decoder, windows, thresholds, int(dcfg["warmup_steps"]),
+                                    recipe=from_dict(DecoderRecipe, dcfg.get("recipe", {})))
+            print(f"decoder warm-up: loss {losses[0]:.3f} -> {np.mean(losses[-20:]):.3f}", flush=True)
         # the decoder is prepared: its U normaliser is fitted here, on train, before any trace is written,
         # so the traces' <forecast_ts> carries the same lines as every later rollout (docs/rl.md)
         decoder.fit_uncertainty(train_only(windows))
@@ -504,7 +513,9 @@ def build_sft(cfg: dict[str, Any], run_dir: Path, tcfg: TrainConfig, fabric=None
         windows, items, decoder, traces = prepare(cfg, run_dir)
         policy = build_policy(cfg, traces, run_dir)
     data = sft_data(traces, items, windows, policy.tokenizer, tcfg)
-    trainer = SFTTrainer(JointSFT(policy, decoder, tcfg.lambda_ts), tcfg, run_dir, logger, fabric=fabric)
+    recipe = from_dict(DecoderRecipe, cfg.get("decoder", {}).get("recipe", {}))
+    model = JointSFT(policy, decoder, tcfg.lambda_ts, decoder_loss_for(decoder, recipe))
+    trainer = SFTTrainer(model, tcfg, run_dir, logger, fabric=fabric)
     return SFTSetup(windows, items, decoder, traces, policy, data, trainer)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from forecast_action.decoder_loss import DecoderRecipe
 from forecast_action.encoder import ActionEncoderConfig
 from llm.policy import PolicyConfig
 from llm.qa.generator import QAConfig
@@ -74,7 +75,8 @@ class DecoderSection:
     """The action-conditioned decoder of a run: a saved one (``checkpoint``, written by ``config``'s
     training command) or a fresh one (``ts`` + ``action`` architecture, ``seed``) warmed up on L_TS for
     ``warmup_steps`` before the traces are written. ``tool_samples``: sample paths per tool call (saved
-    with the decoder, so every later stage draws the same number)."""
+    with the decoder, so every later stage draws the same number). ``recipe``: how the decoder's loss is
+    formed in the warm-up and in joint SFT (``forecast_action.decoder_loss``, as in ``stockr1 decoder``)."""
 
     seed: int = 0
     warmup_steps: int = 0
@@ -83,6 +85,7 @@ class DecoderSection:
     config: str | None = None
     ts: TSEncoderConfig = field(default_factory=TSEncoderConfig)
     action: ActionEncoderConfig = field(default_factory=ActionEncoderConfig)
+    recipe: DecoderRecipe = field(default_factory=DecoderRecipe)
 
     def __post_init__(self) -> None:
         if self.warmup_steps < 0:

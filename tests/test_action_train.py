@@ -12,7 +12,7 @@ from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import featurize
 from forecast_action.forecaster import Forecaster
 from forecast_action.module import ActionDecoderModule, load_encoder_state
-from forecast_action.schema import ForecastAction
+from forecast_action.schema import FIELD_SPECS, ForecastAction
 from forecast_action.train import ActionTrainConfig, train
 from stockr1.data import synthetic_windows
 from stockr1.types import train_only
@@ -136,5 +136,25 @@ def test_benchmark_writes_oracle_and_controllability(trained, tmp_path) -> None:
     readme = (tmp_path / "README.md").read_text()  # generated from these numbers, naming the command
     assert f"`stockr1 bench action --checkpoint {out / 'decoder'} --out {tmp_path}" in readme
     assert f"{m['unconditioned']['crps']:.4f}" in readme and "at commit `" in readme
+    for f in ("direction", "volatility_level"):  # the realised distribution of g(decoded) per requested value
+        row = m[f"control/{f}"]
+        for v in (*FIELD_SPECS[f].values, "none"):
+            assert sum(row[f"dist_{v}"]) == pytest.approx(1.0)
+        for i, v in enumerate(FIELD_SPECS[f].values):  # the match share is the requested value's own entry
+            assert row[f"dist_{v}"][i] == pytest.approx(row[v])
+    assert (tmp_path / "control_distribution.png").exists()
     with pytest.raises(FileExistsError, match="already holds results"):  # a second run is refused
         bench_main(["--checkpoint", str(out / "decoder"), "--out", str(tmp_path)])
+
+
+def test_benchmark_puts_a_baseline_decoder_beside(trained, tmp_path) -> None:
+    """--baseline: the same decoder as its own baseline gives the same numbers in both columns."""
+    out, _, _ = trained
+    dec = str(out / "decoder")
+    assert bench_main(["--checkpoint", dec, "--baseline", dec, "--out", str(tmp_path), "--data", "synthetic",
+                       "--max-windows", "6", "--n-samples", "4", "--fields", "direction", "--threads", "1"]) == 0
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["baseline/control/direction"] == m["control/direction"]
+    assert m["baseline/oracle_full"] == m["oracle_full"] and m["meta"]["baseline"] == dec
+    table = (tmp_path / "table.md").read_text()
+    assert "| baseline | oracle_full |" in table and ", was " in table

@@ -171,9 +171,10 @@ def ts_fit(tmp: Path, data: Data) -> dict[str, Any]:
 
 def checkpoint(path: Path) -> dict[str, Any]:
     """What a Lightning checkpoint fixed: weights and buffers, step, hyper-parameters, and which
-    checkpoint the val/loss monitor chose (its score and file name)."""
+    checkpoint the validation monitor chose (its score and file name): ts fit's val/loss, the decoder
+    training's val/objective."""
     ck = torch.load(path, map_location="cpu", weights_only=False)
-    monitors = {k: v for k, v in ck["callbacks"].items() if "val/loss" in k}
+    monitors = {k: v for k, v in ck["callbacks"].items() if "val/loss" in k or "val/objective" in k}
     return {"state_dict": ck["state_dict"], "global_step": ck["global_step"],
             "hparams": json.loads(json.dumps(ck.get("hyper_parameters", {}), default=str)),
             "chosen": {k: (v["best_model_score"], Path(v["best_model_path"]).name) for k, v in monitors.items()}}

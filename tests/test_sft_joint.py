@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from forecast_action.decoder import ActionConditionedDecoder
+from forecast_action.decoder_loss import DecoderLoss, DecoderRecipe
 from forecast_action.derive import ActionThresholds
-from forecast_action.encoder import ActionEncoderConfig
+from forecast_action.encoder import ActionEncoderConfig, featurize
 from llm.logprobs import masked_mean
 from llm.policy import Policy, PolicyConfig
 from llm.qa import QAConfig, QAGenerator
@@ -54,10 +55,13 @@ def setup(tmp_path_factory):
     return tiny_traces(tmp_path_factory.mktemp("tok"))
 
 
-def make_model(tok, lora_r: int = 4) -> JointSFT:
+def make_model(tok, lora_r: int = 4, windows=None) -> JointSFT:
+    """With ``windows``: the decoder loss of new runs (field dropout + control loss, g fitted on their
+    train split); without: L_TS on the full a*."""
     pcfg = PolicyConfig(tiny_hidden=32, tiny_layers=1, tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64,
                         lora_r=lora_r, lora_alpha=8, lora_dropout=0.0, d_ts=TS_CFG.d_llm)
-    return JointSFT(Policy(pcfg, tokenizer=tok), Decoder(), lambda_ts=0.5)
+    loss = DecoderLoss(DecoderRecipe(), ActionThresholds.fit(train_only(windows))) if windows is not None else None
+    return JointSFT(Policy(pcfg, tokenizer=tok), Decoder(), lambda_ts=0.5, decoder_loss=loss)
 
 
 def test_loss_mask_covers_model_tokens_only(setup) -> None:
@@ -101,9 +105,10 @@ def test_weighted_mask_mean_by_hand() -> None:
     assert float(masked_mean(x, torch.tensor([[0, 1, 1, 0]]))) == pytest.approx(2.5)
 
 
-def test_step_moves_trainable_and_keeps_frozen(setup) -> None:
+@pytest.mark.parametrize("control", [False, True], ids=["l_ts_only", "control_recipe"])
+def test_step_moves_trainable_and_keeps_frozen(setup, control) -> None:
     w, traces, tok = setup
-    model = make_model(tok)
+    model = make_model(tok, windows=w if control else None)
     data = SFTData(traces, w, tok, max_len=4096)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     tr = SFTTrainer(model, TrainConfig(lr=1e-2, decoder_lr=1e-2, warmup_steps=1, max_steps=2, batch_size=4,
@@ -121,6 +126,20 @@ def test_step_moves_trainable_and_keeps_frozen(setup) -> None:
     assert any(n.startswith("decoder.encoder") for n in moved)
     assert any(n.startswith("decoder.action_encoder") for n in moved)
     assert any("base_layer" in n or "embed_tokens" in n for n in frozen)
+
+
+def test_joint_sft_trains_the_decoder_with_the_standalone_decoder_loss(setup) -> None:
+    """One home for the decoder loss: JointSFT's L_TS term is DecoderLoss on a* of the batch."""
+    w, traces, tok = setup
+    model = make_model(tok, windows=w)
+    b = SFTData(traces, w, tok, max_len=4096).batch([0, 1, 2, 3])
+    torch.manual_seed(5)
+    got = model(b)
+    torch.manual_seed(5)
+    want = model.decoder_loss(model.decoder, b.x, b.y, featurize(b.actions, b.start))
+    assert float(got.ts) == pytest.approx(float(want.total.detach()))
+    assert float(want.control.detach()) > 0  # the control term is in it
+    assert float(got.total.detach()) == pytest.approx(float(got.sft) + 0.5 * float(want.total.detach()), rel=1e-6)
 
 
 def test_soft_tokens_reach_the_loss(setup) -> None:
