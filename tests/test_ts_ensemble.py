@@ -163,3 +163,16 @@ def test_save_and_load_round_trip(tmp_path) -> None:
 def test_members_must_share_the_window() -> None:
     with pytest.raises(ValueError, match="horizon"):
         EncoderEnsemble([_encoder(0), _encoder(1, horizon=10)])
+
+
+# ------------------------------------------------------------------ bench forecast_search
+def test_search_chooses_lowest_crps_among_calibrated_pairs_and_halves_split_by_date() -> None:
+    from benchmarks.forecast_search import choose, halves
+
+    scores = {"a": {"none": {"crps": 0.9, "cal_err_max": 0.05}, "scale": {"crps": 1.0, "cal_err_max": 0.02}},
+              "b": {"none": {"crps": 1.1, "cal_err_max": 0.01}}}
+    assert choose(scores, 0.03) == ("a", "scale")  # 0.9 is lower but miscalibrated
+    assert choose(scores, 0.001) == ("a", "none")  # none within the bound: the lowest CRPS of all
+    w = _windows()
+    early, late = halves(w)
+    assert len(early) + len(late) == len(w) and w.date[early].max() < w.date[late].min()
