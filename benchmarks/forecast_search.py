@@ -1,6 +1,6 @@
-"""`stockr1 bench forecast-search`: choose the forecaster on the VALIDATION split (never test).
+"""`stockr1 bench forecast_search`: choose the forecaster on the VALIDATION split (never test).
 
-    stockr1 bench forecast-search --data sample --out results/forecast_search \\
+    stockr1 bench forecast_search --data sample --out results/forecast_search \\
         --variant tiny=release/tiny/ts --variant seeds5=DIR1,DIR2,DIR3,DIR4,DIR5 \\
         --calibrations none,scale,quantile --save checkpoints/ts_ensemble/both
 
@@ -104,7 +104,7 @@ def readme(command: str, scores: dict, baselines: dict, chosen: tuple[str, str],
             "Max \\|cov − nominal\\| (pt) | Pinball C.05 (×10⁻³) | Pinball C.95 (×10⁻³) |\n"
             "|---|---|---|---|---|---|---|---|---|---|")
     lines = [
-        "# Forecaster search on the validation split (`stockr1 bench forecast-search`)", "",
+        "# Forecaster search on the validation split (`stockr1 bench forecast_search`)", "",
         generated_line(command), "",
         f"{run['n_val_windows']} **validation** windows ({', '.join(run['tickers'])}, decision days "
         f"{run['val_dates'][0]} .. {run['val_dates'][1]}); the test split is not read. {run['n_samples']} sample "
@@ -126,7 +126,7 @@ def readme(command: str, scores: dict, baselines: dict, chosen: tuple[str, str],
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="stockr1 bench forecast-search", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="stockr1 bench forecast_search", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="sample")
     p.add_argument("--variant", action="append", required=True, metavar="NAME=DIR[,DIR...]")
     p.add_argument("--calibrations", default="none,scale,quantile", help=f"comma list of {KINDS}")
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     with output_dir(args.out, args.overwrite) as tmp:
         (tmp / "metrics.json").write_text(json.dumps({"variants": keep, "baselines": {
             b: {m: s[m] for m in REPORTED} for b, s in baselines.items()}, "run": run}, indent=2) + "\n")
-        (tmp / "README.md").write_text(readme(command_line("stockr1 bench forecast-search", argv), keep,
+        (tmp / "README.md").write_text(readme(command_line("stockr1 bench forecast_search", argv), keep,
                                               baselines, chosen, run))
     print(f"chosen {chosen[0]} / {chosen[1]}; wrote {Path(args.out)}")
     return 0
