@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, dirs in variants.items():
         ens = load_members(dirs)
         scores[name] = {k: cross_fitted(ens, val, k, args.n_samples, args.seed) for k in kinds}
-        print(f"[forecast-search] {name}: " + ", ".join(f"{k} crps {100 * s['crps']:.4f} cal_err_max "
+        print(f"[forecast_search] {name}: " + ", ".join(f"{k} crps {100 * s['crps']:.4f} cal_err_max "
                                                          f"{100 * s['cal_err_max']:.1f}" for k, s in scores[name].items()),
               flush=True)
     names = [b for b in args.baselines.split(",") if b]
