@@ -8,6 +8,7 @@ from stockr1.commands import dispatch
 
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "forecast": ("benchmarks.forecast:main", "TS encoder vs baselines on held-out windows (Table 2)"),
+    "forecast_search": ("benchmarks.forecast_search:main", "choose the encoder / ensemble / calibration on validation"),
     "action": ("benchmarks.action:main", "oracle gain and per-field controllability of the decoder"),
     "qa": ("benchmarks.qa:main", "QA accuracy per task family (Table 1)"),
     "qa_baselines": ("benchmarks.qa_baselines:main", "question-only vs majority / random walk on QA (no policy)"),

@@ -70,10 +70,14 @@ def subsample(w: Windows, max_windows: int | None) -> Windows:
 
 
 def model_forecast(checkpoint: str, test: Windows, n_samples: int) -> Forecast:
-    """The TS encoder's forecast: ``checkpoint`` is its saved directory (``ts fit``'s ``pretrained/``) or,
-    for older runs, a Lightning ``.ckpt`` (``Forecaster.load`` reads both)."""
+    """The TS encoder's forecast: ``checkpoint`` is its saved directory (``ts fit``'s ``pretrained/``), a
+    saved ensemble (``bench forecast_search --save``: members + validation-fitted calibration) or, for
+    older runs, a Lightning ``.ckpt`` (``Forecaster.load`` reads both)."""
     from forecast_action.forecaster import Forecaster  # lazy: torch only when a model is scored
+    from ts_encoder.ensemble import EncoderEnsemble, is_ensemble
 
+    if is_ensemble(checkpoint):
+        return EncoderEnsemble.from_pretrained(checkpoint).forecast_windows(test, n_samples=n_samples)
     return Forecaster.load(checkpoint).forecast_windows(test, n_samples=n_samples)
 
 

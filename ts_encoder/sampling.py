@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from stockr1.types import CLOSE, VOLUME, Forecast, Windows
+from ts_encoder.calibration import SpreadCalibration
 from ts_encoder.model import TSEncoder, TSOutput
 from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
 
@@ -105,3 +106,63 @@ def forecast_windows(model: TSEncoder, windows: Windows, n_samples: int = 100,
     out = TSOutput(**cat, hidden=cat["mu"].new_zeros(0), h_ts=cat["mu"].new_zeros(0), state=cat["mu"].new_zeros(0))
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     return to_forecast(out, windows.hist[:, -1, :], n_samples, normalizer, gen)
+
+
+@torch.no_grad()
+def mixture_forecast(
+    outs: list[TSOutput],
+    last_ohlcv: Tensor | np.ndarray,
+    n_samples: int = 100,
+    calibration: SpreadCalibration | None = None,
+    uncertainty: np.ndarray | None = None,
+    generator: torch.Generator | None = None,
+) -> Forecast:
+    """The equal-weight mixture of K members' predictive distributions, optionally calibrated.
+
+    outs: K encoder outputs for the same B windows; last_ohlcv [B, 5]. Sample path m comes from member
+    ``m % K`` (stratified, so every member has its share of paths whatever the seed); its cumulative
+    close log return at step s is ``m_{k,s} + sd_{k,s} · g_s(w_{m,s})`` with ``w = cumsum(σ_k ε) / sd_k``
+    the path's standardised Gaussian noise (ε drawn as ``to_forecast`` draws it) and ``g`` the
+    calibration (identity when None or unfitted). With K = 1 and no calibration the paths are
+    ``to_forecast``'s. Point forecasts average the members in log space: the close is the mean over
+    members of their median path ``m_{k,s} + sd_{k,s} · g_s(0)``; high / low quantiles and volume are the
+    members' averages (the quantile average of a mixture); ``uncertainty`` [B] is passed through.
+    """
+    if not outs:
+        raise ValueError("a mixture needs at least one member")
+    k = len(outs)
+    mu = torch.stack([o.mu.detach().double().cpu() for o in outs])  # [K, B, 3, S]
+    sigma = torch.stack([o.sigma.detach().double().cpu() for o in outs])
+    _, b, _, s = mu.shape
+    last = torch.as_tensor(np.asarray(last_ohlcv, dtype=np.float64)) if not torch.is_tensor(last_ohlcv) \
+        else last_ohlcv.detach().double().cpu()
+    if last.shape != (b, 5):
+        raise ValueError(f"last_ohlcv must be [B={b}, 5], got {tuple(last.shape)}")
+    if n_samples < k:
+        raise ValueError(f"n_samples must be >= the number of members ({k}), got {n_samples}")
+    g = calibration if calibration is not None else (lambda w: w)
+    log_c0 = last[:, CLOSE].log()[:, None]  # [B, 1]
+    mean_cum = mu[:, :, _C].cumsum(-1)  # [K, B, S]
+    sd_cum = sigma[:, :, _C].pow(2).cumsum(-1).sqrt()  # [K, B, S]
+    member = torch.arange(n_samples) % k  # [M]
+    eps = torch.randn(b, n_samples, s, generator=generator, dtype=torch.float64)
+    sig_p, mean_p, sd_p = (t[member].transpose(0, 1) for t in (sigma[:, :, _C], mean_cum, sd_cum))  # [B, M, S]
+    w = (sig_p * eps).cumsum(-1) / sd_p
+    paths = log_c0[:, None] + mean_p + sd_p * g(w)  # [B, M, S]
+    median = mean_cum + sd_cum * g(torch.zeros(1, 1, s, dtype=torch.float64))  # [K, B, S]
+
+    a_prev = torch.cat([log_c0[None].expand(k, b, 1), (log_c0 + mean_cum)[:, :, :-1]], dim=2)  # [K, B, S]
+    sd_prev = torch.cat([torch.zeros(k, b, 1, dtype=torch.float64), sd_cum[:, :, :-1]], dim=2)
+    q_high = torch.stack([o.q_high.detach().double().cpu() for o in outs])
+    q_low = torch.stack([o.q_low.detach().double().cpu() for o in outs])
+    high = _quantile_path(a_prev, sd_prev, q_high, upper=True).mean(0)
+    low = _quantile_path(a_prev, sd_prev, q_low, upper=False).mean(0)
+    volume = (last[:, VOLUME, None] + 1.0) * mu[:, :, _V].cumsum(-1).mean(0).exp() - 1.0
+    return Forecast(
+        close=(log_c0 + median.mean(0)).exp().numpy(),
+        close_samples=paths.exp().numpy(),
+        high=high.exp().numpy(),
+        low=low.exp().numpy(),
+        volume=volume.clamp_min(0).numpy(),
+        uncertainty=np.full(b, np.nan) if uncertainty is None else np.asarray(uncertainty, dtype=np.float64),
+    )
