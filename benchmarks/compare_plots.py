@@ -19,7 +19,13 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.backtest import json_clean
-from benchmarks.compare_sections import budget_section, gate_section, scale_section, sft_section
+from benchmarks.compare_sections import (
+    budget_section,
+    gate_section,
+    probe_section,
+    scale_section,
+    sft_section,
+)
 from stockr1.backtest import BacktestConfig, BacktestResult, buy_and_hold, simulate
 from stockr1.metrics.trading import TRADING_METRICS
 
@@ -247,7 +253,7 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
             f"trading days, blocks of {intervals['block']} days, all tickers of a day together; "
             "`stockr1.backtest.bootstrap_intervals`), each row's value first; the differences are paired on the "
             "same resampled days ([intervals.json](intervals.json)). A difference whose interval holds 0 is a tie.", "",
-            interval_table(intervals)]
+            interval_table(intervals), *probe_section(run_info, intervals)]
     lines += [
         "## What each row's decisions were", "",
         *(_method_line(k, metrics[k]) for k in methods if k in metrics), "",

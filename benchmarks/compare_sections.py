@@ -122,3 +122,29 @@ def scale_section(run_info: Mapping[str, Any], methods: Sequence[str]) -> list[s
             "holds most often against the period's drift (buy-and-hold rose), and most intervals against "
             "buy-and-hold and against Stock-R1 hold 0.",
             "- The real-scale protocol is configs/compare/real.yaml (GPU), with the same code path.", ""]
+
+
+def probe_section(run_info: Mapping[str, Any], intervals: Mapping[str, Any] | None) -> list[str]:
+    """The memorisation probe's paired gaps (``<method> - <method> (anonymised)``) whose interval excludes 0,
+    and what such a gap can mean for the run's policies."""
+    an = run_info.get("anonymise")
+    if not an or not intervals:
+        return []
+    gaps = {k.split(" - ")[0]: v for k, v in intervals["differences"].items() if k.endswith("(anonymised)")}
+    beyond = [f"{m} ({label} {100 * c['value']:+.1f} [{100 * c['lo']:+.1f}, {100 * c['hi']:+.1f}] points)"
+              for m, g in gaps.items() for key, label in (("cumulative_return", "CR"), ("hit_rate", "HR"))
+              if (c := g.get(key)) and c["lo"] is not None and c["hi"] is not None and (c["lo"] > 0 or c["hi"] < 0)]
+    policy = run_info["config"]["policy"]
+    random_init = policy.get("name_or_path") == "tiny" or int(policy.get("random_init_layers") or 0) > 0
+    lines = ["## Memorisation probe: the gaps", "",
+             ("Paired gaps beyond noise: " + "; ".join(beyond) + ".") if beyond else
+             "No paired gap (CR, HR) excludes 0: the probe changed no method's results beyond noise.", ""]
+    if random_init and beyond:
+        lines += [f"These policies are random-init and never saw the test period, so these gaps are not memorisation. "
+                  f"The probe keeps every answer, label and reward (tested) but moves the inputs outside the training "
+                  f"range (dates {an['weeks']} weeks later, prices x {an['scale']}); a policy that keys on absolute "
+                  "price levels or calendar years reacts. Stock-R1's shows it: its actions write training-era price "
+                  "levels (section below), below the test-era closes (short) and above the rescaled ones (long). At "
+                  "real scale the same gap mixes memorisation with this level dependence; telling them apart needs a "
+                  "policy that is invariant to the rescaling first (the tiny ones are not).", ""]
+    return lines

@@ -111,3 +111,21 @@ def test_gate_section_says_why_the_rows_coincide():
     assert "too little to change any greedy argmax" in "\n".join(gate_section(_run_info(0, 0.3, 1.0)))
     assert "different decisions" in "\n".join(gate_section(_run_info(0, 0.3, 0.8)))
     assert gate_section({**_run_info(0, 0.0, 1.0), "trade_r1_gates": None}) == []
+
+
+def test_probe_section_names_the_gaps_beyond_noise():
+    from benchmarks.compare_sections import probe_section
+
+    def iv(lo: float, hi: float) -> dict:
+        c = {"value": (lo + hi) / 2, "lo": lo, "hi": hi}
+        return {"differences": {"a - b": {"hit_rate": c},
+                                "m - m (anonymised)": {"cumulative_return": {"value": 0.0, "lo": -0.1, "hi": 0.1},
+                                                       "hit_rate": c}}}
+
+    info = {"anonymise": {"weeks": 10, "scale": 0.5}, "config": {"policy": {"name_or_path": "tiny"}}}
+    beyond = "\n".join(probe_section(info, iv(0.02, 0.10)))
+    assert "m (HR +6.0 [+2.0, +10.0] points)" in beyond and "not memorisation" in beyond and "a - b" not in beyond
+    assert "No paired gap" in "\n".join(probe_section(info, iv(-0.02, 0.10)))
+    pretrained = {**info, "config": {"policy": {"name_or_path": "Qwen/Qwen3-4B"}}}
+    assert "not memorisation" not in "\n".join(probe_section(pretrained, iv(0.02, 0.10)))
+    assert probe_section({**info, "anonymise": None}, iv(0.02, 0.10)) == []
