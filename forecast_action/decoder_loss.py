@@ -39,7 +39,8 @@ class DecoderRecipe:
     (configs/forecast_action/tiny_controllable.yaml; results/action_controllable). p_none: prob. the teacher action is hidden entirely; control_weight: weight of L_ctrl (0 = off);
     p_single: share of counterfactual actions that are one field; control_samples: reparameterised
     paths per window (M); temperature: soft bin edge width as a fraction of the bin's tertile gap;
-    share_target: the share of paths in the requested bin beyond which the control loss stops (1 = never)."""
+    share_target: the share of paths in the requested bin beyond which the control loss stops (1 = never);
+    field_dropout: train on a random subset of a*'s fields (False: on the full a*, the pre-recipe joint SFT)."""
 
     p_none: float = 0.2
     control_weight: float = 30.0
@@ -47,6 +48,7 @@ class DecoderRecipe:
     control_samples: int = 32
     temperature: float = 0.1
     share_target: float = 0.7
+    field_dropout: bool = True
 
     def __post_init__(self) -> None:
         if not (0 <= self.p_none <= 1 and 0 <= self.p_single <= 1):
@@ -91,7 +93,7 @@ class DecoderLoss:
     def __call__(self, decoder: nn.Module, x: Tensor, y: Tensor, teacher: ActionBatch,
                  generator: torch.Generator | None = None) -> DecoderLossOutput:
         r, b = self.recipe, x.shape[0]
-        given = drop_fields(teacher, r.p_none, generator)
+        given = drop_fields(teacher, r.p_none, generator) if r.field_dropout else teacher
         if r.control_weight == 0:
             out = decoder(x, given)
             ts, parts = ts_loss(out, y, self.weights)

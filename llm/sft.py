@@ -188,7 +188,7 @@ class JointSFT(nn.Module):
         super().__init__()
         self.policy, self.decoder = policy, decoder
         self.lambda_ts = lambda_ts
-        self.decoder_loss = decoder_loss or DecoderLoss(DecoderRecipe(p_none=0.0, control_weight=0.0), None)
+        self.decoder_loss = decoder_loss or DecoderLoss(DecoderRecipe(p_none=0.0, control_weight=0.0, field_dropout=False), None)
 
     def forward(self, b: SFTBatch) -> SFTLoss:
         res = self.decoder_loss(self.decoder, b.x, b.y, featurize(b.actions, b.start).to(b.x.device))

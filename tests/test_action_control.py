@@ -116,6 +116,19 @@ def test_decoder_loss_without_control_is_l_ts_under_dropout() -> None:
     assert float(res.total.detach()) == pytest.approx(float(want.detach())) and float(res.control) == 0.0
     with pytest.raises(ValueError, match="thresholds"):
         DecoderLoss(DecoderRecipe(), None)
+    # without field dropout: L_TS on the full a*, whatever the generator draws (JointSFT's default). The
+    # conditioned heads start at zero (the action has no effect at init), so perturb them first
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in dec.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    want, _ = ts_loss(dec(x, drop_fields(t, 0.2, torch.Generator().manual_seed(3))), y)
+    full = DecoderLoss(DecoderRecipe(p_none=0.0, control_weight=0.0, field_dropout=False), None)
+    want_full, _ = ts_loss(dec(x, t), y)
+    for seed in (1, 2):
+        got = full(dec, x, y, t, torch.Generator().manual_seed(seed)).total
+        assert float(got.detach()) == pytest.approx(float(want_full.detach()))
+    assert float(want_full.detach()) != pytest.approx(float(want.detach()))  # dropout did change the loss
 
 
 def test_a_few_steps_of_the_control_loss_make_direction_a_control() -> None:

@@ -60,7 +60,7 @@ def make_model(tok, lora_r: int = 4, windows=None) -> JointSFT:
     train split); without: L_TS on the full a*."""
     pcfg = PolicyConfig(tiny_hidden=32, tiny_layers=1, tiny_heads=2, tiny_kv_heads=1, tiny_intermediate=64,
                         lora_r=lora_r, lora_alpha=8, lora_dropout=0.0, d_ts=TS_CFG.d_llm)
-    loss = DecoderLoss(DecoderRecipe(), ActionThresholds.fit(train_only(windows))) if windows is not None else None
+    loss = DecoderLoss(DecoderRecipe(), ActionThresholds.fit(train_only(windows))) if windows is not None else None  # JointSFT default: full a*
     return JointSFT(Policy(pcfg, tokenizer=tok), Decoder(), lambda_ts=0.5, decoder_loss=loss)
 
 
