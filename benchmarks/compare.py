@@ -180,11 +180,12 @@ def method_sft(name: str, env: DecisionEnv, work: Path):
     prompts = [spec.build(env, int(i), m)[0] for i in rows]
     targets = [spec.teacher(env, int(i), m) for i in rows]
     state = d / "state.pt"
-    t0, every, first = time.perf_counter(), max(1, sc.total_steps(len(rows)) // 40), resumed_step(state)
+    t0, every, first = time.perf_counter(), max(1, sc.total_steps(len(rows)) // 40), []
 
     def log(step: int, total: int, loss: float) -> None:
+        first[:] = first or [step - 1]  # a resumed run's earlier steps do not count toward the rate
         if step % every == 0 or step == total:
-            print(f"[compare] {name} sft {progress(step, total, time.perf_counter() - t0, step - first, 'step')}"
+            print(f"[compare] {name} sft {progress(step, total, time.perf_counter() - t0, step - first[0], 'step')}"
                   f", loss {loss:.3f}", flush=True)
 
     losses = text_sft(policy, prompts, targets, sc, seed=cfg.seed, ckpt=state, progress=log)
@@ -204,13 +205,6 @@ def method_sft(name: str, env: DecisionEnv, work: Path):
     print(f"[compare] {name}: SFT {len(losses)} steps in {sft_s:.0f} s, validation parse failures "
           f"{unparsed}/{len(records)}", flush=True)
     return policy, report
-
-
-def resumed_step(path: Path) -> int:
-    """The step a resumable SFT state holds (0 without one)."""
-    import torch
-
-    return int(torch.load(path, map_location="cpu", weights_only=False)["step"]) if path.is_file() else 0
 
 
 def method_funcs(name: str, weights: Mapping[str, float]) -> tuple[dict[str, Callable], dict[str, float]]:

@@ -37,8 +37,9 @@ def budget_section(run_info: Mapping[str, Any]) -> list[str]:
     return ["## Budgets", "",
             "Each sibling method trains its own SFT on its own teacher texts (`rl.methods.text_sft`, "
             f"{sft['warmup_steps']} warmup steps then cosine to {sft['min_lr_ratio']} x lr) from the same seeded init, "
-            "on the step budget of Stock-R1's joint SFT run, then the same GRPO budget. SFT seconds were measured on "
-            "a shared 2-core machine (two methods trained side by side), so they compare only roughly.", "",
+            "on the step budget of Stock-R1's joint SFT run, then the same GRPO budget. SFT seconds are the wall time "
+            "of the run that trained each (`--methods` subsets run side by side share the cores), so they compare "
+            "only roughly.", "",
             *rows, ""]
 
 
@@ -110,21 +111,24 @@ def _mean(xs: Sequence[float]) -> float:
     return float(sum(xs) / len(xs)) if xs else math.nan
 
 
-def scale_section(run_info: Mapping[str, Any], methods: Sequence[str]) -> list[str]:
-    """What the table can and cannot tell at this scale."""
+def scale_section(run_info: Mapping[str, Any], intervals: Mapping[str, Any] | None) -> list[str]:
+    """What the table can and cannot tell at this scale (the count of ties read from the intervals)."""
     days = run_info["decision_days"]
+    diffs = {k: v["cumulative_return"] for k, v in (intervals or {}).get("differences", {}).items()
+             if not k.endswith("(anonymised)") and v.get("cumulative_return", {}).get("lo") is not None}
+    ties = sum(c["lo"] <= 0 <= c["hi"] for c in diffs.values())
     return ["## What this table can and cannot tell", "",
             f"- It can tell whether each method's pipeline runs end to end on equal terms and how its decisions "
             f"behave: {days['n']} non-overlapping decisions per method, the parse rate, the sides, tokens and tool "
             "calls per decision, and intervals that say when two rows are indistinguishable.",
             "- It cannot rank the methods as the papers do: every policy is a tiny random-init Qwen3 (no language "
-            "or market knowledge), trained for minutes on CPU; at this scale a row's return is mostly the side it "
-            "holds most often against the period's drift (buy-and-hold rose), and most intervals against "
-            "buy-and-hold and against Stock-R1 hold 0.",
+            f"or market knowledge) trained on CPU, and {ties} of the {len(diffs)} paired CR differences (against buy-and-hold "
+            "and against Stock-R1) hold 0.",
             "- The real-scale protocol is configs/compare/real.yaml (GPU), with the same code path.", ""]
 
 
-def probe_section(run_info: Mapping[str, Any], intervals: Mapping[str, Any] | None) -> list[str]:
+def probe_section(run_info: Mapping[str, Any], intervals: Mapping[str, Any] | None,
+                  levels: Mapping[str, Any] | None = None) -> list[str]:
     """The memorisation probe's paired gaps (``<method> - <method> (anonymised)``) whose interval excludes 0,
     and what such a gap can mean for the run's policies."""
     an = run_info.get("anonymise")
@@ -143,8 +147,13 @@ def probe_section(run_info: Mapping[str, Any], intervals: Mapping[str, Any] | No
         lines += [f"These policies are random-init and never saw the test period, so these gaps are not memorisation. "
                   f"The probe keeps every answer, label and reward (tested) but moves the inputs outside the training "
                   f"range (dates {an['weeks']} weeks later, prices x {an['scale']}); a policy that keys on absolute "
-                  "price levels or calendar years reacts. Stock-R1's shows it: its actions write training-era price "
-                  "levels (section below), below the test-era closes (short) and above the rescaled ones (long). At "
-                  "real scale the same gap mixes memorisation with this level dependence; telling them apart needs a "
-                  "policy that is invariant to the rescaling first (the tiny ones are not).", ""]
+                  "price levels or calendar years reacts. At real scale the same gap mixes memorisation with this "
+                  "level dependence; telling them apart needs a policy that is invariant to the rescaling first.", ""]
+        if levels:  # Stock-R1 writes absolute levels: where they sit against the plain and the rescaled closes
+            lo, hi = levels["close_range"]
+            lines += [f"Stock-R1's emitted end values span {levels['end_value_range'][0]:.4g} .. "
+                      f"{levels['end_value_range'][1]:.4g}, against test closes of {lo:.4g} .. {hi:.4g} "
+                      f"({100 * levels['share_end_value_below_close']:.0f}% of them below the day's close) and "
+                      f"rescaled closes of {lo * an['scale']:.4g} .. {hi * an['scale']:.4g}: whether a written level "
+                      "reads as a fall or a rise depends on the price scale, not on the market.", ""]
     return lines

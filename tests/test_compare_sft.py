@@ -129,3 +129,19 @@ def test_probe_section_names_the_gaps_beyond_noise():
     pretrained = {**info, "config": {"policy": {"name_or_path": "Qwen/Qwen3-4B"}}}
     assert "not memorisation" not in "\n".join(probe_section(pretrained, iv(0.02, 0.10)))
     assert probe_section({**info, "anonymise": None}, iv(0.02, 0.10)) == []
+
+
+def test_scale_section_counts_the_ties_and_probe_places_stock_r1_levels():
+    from benchmarks.compare_sections import probe_section, scale_section
+
+    iv = {"differences": {"a - buy_and_hold": {"cumulative_return": {"value": -0.3, "lo": -0.6, "hi": -0.1}},
+                          "b - buy_and_hold": {"cumulative_return": {"value": 0.1, "lo": -0.2, "hi": 0.4}},
+                          "b - b (anonymised)": {"cumulative_return": {"value": 0.0, "lo": -0.1, "hi": 0.1},
+                                                 "hit_rate": {"value": 0.1, "lo": 0.05, "hi": 0.15}}}}
+    text = "\n".join(scale_section({"decision_days": {"n": 10}}, iv))
+    assert "1 of the 2 paired CR differences" in text  # the anonymised gap is not a method comparison
+    levels = {"end_value_range": [1000.0, 3000.0], "close_range": [2000.0, 8000.0], "share_end_value_below_close": 1.0}
+    info = {"anonymise": {"weeks": 10, "scale": 0.5}, "config": {"policy": {"name_or_path": "tiny"}}}
+    probe = "\n".join(probe_section(info, iv, levels))
+    assert "1000 .. 3000, against test closes of 2000 .. 8000 (100% of them below" in probe
+    assert "rescaled closes of 1000 .. 4000" in probe
