@@ -183,6 +183,8 @@ def build_setup(cfg: Mapping[str, Any], sft: Path | None, max_steps: int | None 
     thresholds = ActionThresholds.load(th_file) if th_file and th_file.exists() else ActionThresholds.fit(train_only(windows))
     policy, decoder = load_models(cfg, sft)
     prepare_fresh_decoder(decoder, windows)
+    if decoder.thresholds is None:  # the g of this run's rewards is the g a trained decoder's control loss bins with
+        decoder.thresholds = thresholds
     samples = build_samples(train_items, windows, thresholds, decoder, policy.tokenizer, cfg.get("max_context_chars"))
     rollout = dict(cfg.get("rollout", {}))
     return GRPOSetup(cfg, train_cfg, sft, windows, thresholds, samples, policy, decoder, rollout)

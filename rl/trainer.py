@@ -32,8 +32,12 @@ Decoder during RL (``lambda_ts``): default 0, the decoder is frozen, as in the o
 R_cons compares the action with g(decoded path); if the decoder moved with the policy, the policy
 could earn consistency by dragging the decoder instead of fixing its action, and R_prec would score a
 moving target, so the rewards of different steps would not be comparable. With ``lambda_ts > 0`` the
-decoder keeps training on L_TS (``ts_encoder.loss.ts_loss`` of ``decoder.ts_output(x, emitted
-actions)`` against the realised y), so credit also crosses the interface - the paper's option.
+decoder keeps training with the loss SFT trained it with (``forecast_action.decoder_loss.DecoderLoss``
+of ``decoder_recipe``, g = the decoder's thresholds): L_TS on the realised action a* of each window the
+step's queries visit, under field dropout, plus the control loss on counterfactual actions. Not L_TS
+on the emitted actions: a policy's action that disagrees with the realised future would teach the
+decoder to ignore its action, undoing the control the tool's rewards rely on (issue 21;
+results/action showed a decoder trained only on its conditioning's realised outcome ignoring "up").
 
 Determinism and resume: step k seeds torch (and the engine's generator) with ``(seed, k, rank)``
 and draws its queries from a permutation of epoch ``k // steps_per_epoch``, so a run resumed from
@@ -55,6 +59,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from forecast_action.decoder_loss import DecoderLoss, DecoderRecipe
 from llm.logprobs import keep_for_mask, pad_sequences, token_logprobs, token_logprobs_and_entropy
 from rl.grpo import GRPOLossConfig, UncertaintyWeightConfig, group_advantages, grpo_loss, uncertainty_weight
 from rl.logging import RunLogger, step_line, step_metrics
@@ -100,7 +105,8 @@ class GRPOTrainConfig:
     max_grad_norm: float = 1.0
     num_iterations: int = 1
     micro_batch: int = 8  # rollouts per forward/backward in the loss
-    lambda_ts: float = 0.0  # L_TS weight on the decoder during RL; 0 = frozen decoder
+    lambda_ts: float = 0.0  # weight of the decoder's loss during RL; 0 = frozen decoder
+    decoder_recipe: DecoderRecipe = DecoderRecipe()  # that loss (the SFT's `decoder.recipe`); only with lambda_ts > 0
     loss: GRPOLossConfig = GRPOLossConfig()
     uncertainty: UncertaintyWeightConfig = UncertaintyWeightConfig()
     rewards: RewardWeights = RewardWeights()
@@ -264,6 +270,11 @@ class GRPOTrainer:
         groups = [{"params": [p for p in policy.parameters() if p.requires_grad], "lr": cfg.lr}]
         self.decoder, self.windows = (decoder, windows) if cfg.lambda_ts > 0 else (None, None)
         if self.decoder is not None:
+            th = getattr(decoder, "thresholds", None)
+            if th is None:
+                raise ValueError("lambda_ts > 0 trains the decoder with its control loss, which bins with the g "
+                                 "it carries: set decoder.thresholds (the run's train-fitted ActionThresholds)")
+            self.decoder_loss = DecoderLoss(cfg.decoder_recipe, th)
             groups.append({"params": [p for p in decoder.parameters() if p.requires_grad], "lr": cfg.decoder_lr})
             self.decoder = self.fabric.setup_module(decoder)
         opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
@@ -333,16 +344,17 @@ class GRPOTrainer:
         with self.policy.as_reference(self.ref_projector):
             return torch.cat([self._logp(self.policy, b, sl) for sl in chunks])
 
-    def _ts_loss(self, rollouts: Sequence[Any]) -> Tensor:
-        """L_TS of the decoder conditioned on each rollout's emitted action (None = unconditioned)."""
+    def _decoder_loss(self, rollouts: Sequence[Any]) -> Tensor:
+        """The decoder's training loss (``DecoderLoss`` of ``cfg.decoder_recipe``) on the distinct windows
+        of this step's rollouts, the realised a* = g(future) as teacher (see the module docstring)."""
+        from forecast_action.derive import actions_from_windows
         from forecast_action.encoder import featurize
-        from ts_encoder.loss import ts_loss
 
-        w = self.windows.select(np.array([r.sample_ref for r in rollouts], dtype=int))
+        w = self.windows.select(np.unique(np.array([r.sample_ref for r in rollouts], dtype=int)))
         dev = self.fabric.device
-        acts = featurize([r.action for r in rollouts], w.last_close).to(dev)
-        out = self.decoder(torch.as_tensor(w.x, dtype=torch.float32, device=dev), acts)
-        return ts_loss(out, torch.as_tensor(w.y, dtype=torch.float32, device=dev), None)[0]
+        teacher = featurize(actions_from_windows(w, self.decoder_loss.thresholds), w.last_close).to(dev)
+        x = torch.as_tensor(w.x, dtype=torch.float32, device=dev)
+        return self.decoder_loss(self.decoder, x, torch.as_tensor(w.y, dtype=torch.float32, device=dev), teacher).total
 
     def train_step(self) -> dict[str, float]:
         cfg, fab = self.cfg, self.fabric
@@ -390,9 +402,9 @@ class GRPOTrainer:
                     acc[key] += float(getattr(out, key)) * ntok
                 acc["tok"] += ntok
             if self.decoder is not None:
-                l_ts = self._ts_loss(rollouts)
+                l_ts = self._decoder_loss(rollouts)
                 fab.backward(cfg.lambda_ts * l_ts)
-                stats["decoder/l_ts"] = float(l_ts.detach())
+                stats["decoder/loss"] = float(l_ts.detach())
             if cfg.max_grad_norm:
                 norm = fab.clip_gradients(self.policy, self.opt, max_norm=cfg.max_grad_norm, error_if_nonfinite=False)
                 stats["policy/grad_norm"] = float(norm) if norm is not None else math.nan

@@ -79,6 +79,7 @@ def test_lambda_ts_keeps_training_the_decoder_and_zero_freezes_it(setup, tmp_pat
         torch.manual_seed(0)
         dec = build_decoder(DECODER)
         prepare_fresh_decoder(dec, windows)
+        dec.thresholds = th
         pol = tiny_policy(tokenizer_path=str(tok_dir))
         samples = build_samples(items[:2], windows, th, dec, pol.tokenizer, max_context_chars=200)
         eng = RolloutEngine(pol, pol.tokenizer, [ForecastTool(dec, windows, n_samples=4)], max_new_tokens=4)
@@ -90,7 +91,45 @@ def test_lambda_ts_keeps_training_the_decoder_and_zero_freezes_it(setup, tmp_pat
         tr.fit()
         moved = [n for n, p in dec.named_parameters() if not torch.equal(before[n], p.detach())]
         assert bool(moved) == (lam > 0), (lam, moved)
-        assert ("decoder/l_ts" in tr.history[0]) == (lam > 0)
+        assert ("decoder/loss" in tr.history[0]) == (lam > 0)
+
+
+def test_rl_decoder_loss_is_the_sft_loss_on_the_realised_action(setup, tmp_path, tiny_policy) -> None:
+    """With lambda_ts > 0 the decoder trains with DecoderLoss on a* = g(realised future) of the step's
+    distinct windows: the emitted actions (and how many rollouts share a window) do not change it, and a
+    decoder without the g its control loss bins with is refused."""
+    from types import SimpleNamespace
+
+    from forecast_action.decoder_loss import DecoderLoss, DecoderRecipe
+    from forecast_action.encoder import featurize
+    from forecast_action.schema import ForecastAction
+    from rl.trainer import GRPOTrainConfig, GRPOTrainer, StockR1Scorer
+
+    windows, items, th, _, _, tok_dir = setup
+    dec = build_decoder(DECODER)
+    prepare_fresh_decoder(dec, windows)
+    pol = tiny_policy(tokenizer_path=str(tok_dir))
+    samples = build_samples(items[:2], windows, th, dec, pol.tokenizer, max_context_chars=200)
+    recipe = DecoderRecipe(control_samples=4)
+    cfg = GRPOTrainConfig(group_size=2, queries_per_step=2, max_steps=1, lambda_ts=0.5, decoder_recipe=recipe,
+                          accelerator="cpu")
+    with pytest.raises(ValueError, match="thresholds"):
+        GRPOTrainer(pol, None, samples, StockR1Scorer(th), cfg, tmp_path / "a", decoder=dec, windows=windows)
+    dec.thresholds = th
+    tr = GRPOTrainer(pol, None, samples, StockR1Scorer(th), cfg, tmp_path / "b", decoder=dec, windows=windows)
+    refs = [samples[0].sample_ref, samples[1].sample_ref]
+    up = ForecastAction(direction="up", end_value=float(windows.last_close[refs[0]]) * 1.2)
+    emitted = [SimpleNamespace(sample_ref=r, action=a) for r in refs for a in (up, None)]
+    once = [SimpleNamespace(sample_ref=r, action=None) for r in reversed(refs)]
+    losses = []
+    for rollouts in (emitted, once):
+        torch.manual_seed(3)
+        losses.append(float(tr._decoder_loss(rollouts).detach()))
+    w = windows.select(np.unique(refs))
+    torch.manual_seed(3)
+    want = DecoderLoss(recipe, th)(dec, torch.as_tensor(w.x, dtype=torch.float32), torch.as_tensor(w.y, dtype=torch.float32),
+                                   featurize(actions_from_windows(w, th), w.last_close)).total.detach()
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6) and losses[0] == pytest.approx(float(want), rel=1e-6)
 
 
 def test_load_models_prefers_the_sft_run(setup, tmp_path) -> None:
