@@ -36,7 +36,7 @@ from ts_encoder.model import TSOutput
 @dataclass(frozen=True)
 class DecoderRecipe:
     """Defaults: the recipe chosen on validation controllability and oracle gain for the tiny decoder
-    (configs/forecast_action/tiny_controllable.yaml; results/action_controllable). p_none: prob. the teacher action is hidden entirely; control_weight: weight of L_ctrl (0 = off);
+    (configs/forecast_action/tiny_controllable.yaml; the shipped SFT decoder in results/action). p_none: prob. the teacher action is hidden entirely; control_weight: weight of L_ctrl (0 = off);
     p_single: share of counterfactual actions that are one field; control_samples: reparameterised
     paths per window (M); temperature: soft bin edge width as a fraction of the bin's tertile gap;
     share_target: the share of paths in the requested bin beyond which the control loss stops (1 = never);
