@@ -155,7 +155,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="stockr1 bench forecast_search", description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="sample")
     p.add_argument("--variant", action="append", required=True, metavar="NAME=DIR[,DIR...]")
-    p.add_argument("--calibrations", default="none,scale,quantile", help=f"comma list of {KINDS}")
+    p.add_argument("--calibrations", default=",".join(KINDS), help=f"comma list of {KINDS}")
     p.add_argument("--tickers", default=None, help="comma list: use only these tickers' windows")
     p.add_argument("--baselines", default=DEFAULT_BASELINES, help="comma list scored on validation; '' for none")
     p.add_argument("--max-cal-err", type=float, default=0.03, help="coverage bound of the choice (3 points)")

@@ -67,6 +67,27 @@ def test_quantile_calibration_knots_are_the_empirical_quantiles() -> None:
     assert torch.equal(SpreadCalibration(2)(w), w)
 
 
+def test_shape_calibrations_pool_the_unit_rms_residuals_over_horizons() -> None:
+    z = np.array([[1.0, 2.0], [-1.0, 0.0], [3.0, -2.0]])
+    c = np.array([math.sqrt(11 / 3), math.sqrt(8 / 3)])
+    u = (z / c).ravel()  # the six residuals in units of their horizon's RMS
+    shape = SpreadCalibration(2).fit(z, "shape")
+    both = SpreadCalibration(2).fit(z, "scale_shape")
+    lv = shape.levels.numpy()
+    np.testing.assert_allclose(shape.knots.numpy(), np.stack([np.quantile(u, lv)] * 2), rtol=1e-9)
+    np.testing.assert_allclose(both.knots.numpy(), c[:, None] * np.quantile(u, lv)[None], rtol=1e-9)
+    for p in (0.25, 0.5, 0.9):  # g(Φ⁻¹(p)): the pooled p-quantile (times c_s for scale_shape)
+        w = torch.full((1, 2), float(torch.special.ndtri(torch.tensor(p, dtype=torch.float64))), dtype=torch.float64)
+        np.testing.assert_allclose(shape(w)[0].numpy(), [np.quantile(u, p)] * 2, rtol=1e-6)
+        np.testing.assert_allclose(both(w)[0].numpy(), c * np.quantile(u, p), rtol=1e-6)
+    # fat tails in, Gaussian variance kept: the centre narrows and the far tail widens against Φ⁻¹
+    t = np.random.default_rng(1).standard_t(4, (20000, 1)) * 3.0
+    g = SpreadCalibration(1).fit(t, "shape")
+    mid, tail = (torch.full((1, 1), float(torch.special.ndtri(torch.tensor(p, dtype=torch.float64))),
+                            dtype=torch.float64) for p in (0.75, 0.995))
+    assert g(mid).item() < 0.95 * mid.item() and g(tail).item() > 1.05 * tail.item()
+
+
 # ------------------------------------------------------------------ the mixture
 def test_one_member_uncalibrated_is_to_forecast() -> None:
     out = _out(0.01, 0.02)
