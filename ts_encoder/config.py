@@ -109,6 +109,7 @@ class LossWeights:
     low: float = 1.0
     tau_high: float = 0.95
     tau_low: float = 0.05
+    close_crps: float = 0.0  # weight of the cumulative close's Gaussian CRPS (ts_encoder.loss; 0 = the paper's L_TS)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
