@@ -74,10 +74,7 @@ def model_forecast(checkpoint: str, test: Windows, n_samples: int) -> Forecast:
     saved ensemble (``bench forecast_search --save``: members + validation-fitted calibration) or, for
     older runs, a Lightning ``.ckpt`` (``Forecaster.load`` reads both)."""
     from forecast_action.forecaster import Forecaster  # lazy: torch only when a model is scored
-    from ts_encoder.ensemble import EncoderEnsemble, is_ensemble
 
-    if is_ensemble(checkpoint):
-        return EncoderEnsemble.from_pretrained(checkpoint).forecast_windows(test, n_samples=n_samples)
     return Forecaster.load(checkpoint).forecast_windows(test, n_samples=n_samples)
 
 

@@ -122,9 +122,54 @@ def differences_md(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# issue 21's targets for the model on every split (stated in the README, met or not, with the shortfall)
+TARGET_COV90 = (0.88, 0.92)
+TARGET_CAL_ERR = 0.03
+
+
+def targets_md(s: Split) -> list[str]:
+    """The model against the targets: CRPS below every baseline's (with the paired-bootstrap verdict),
+    90% coverage within 88-92%, worst |coverage - nominal| over 50/80/90/95% at most 3 points."""
+    if MODEL_NAME not in s.metrics:
+        return []
+    m = s.metrics[MODEL_NAME]
+    crps_rows = {r["baseline"]: r for r in s.rows if r["metric"] == "crps"}
+    if not crps_rows:
+        return []
+    worst = max(crps_rows.values(), key=lambda r: r["diff"])  # the baseline the model is furthest above / closest below
+    above = [b for b, r in crps_rows.items() if r["diff"] >= 0]
+    wins = [b for b, r in crps_rows.items() if r["verdict"] == "win"]
+    crps_ok = not above
+    crps_txt = (f"below all {len(crps_rows)} baselines ({len(wins)} of them beyond the 95% interval); closest: "
+                f"{worst['baseline']} {100 * worst['baseline_value']:.4f}, diff {100 * worst['diff']:+.4f} "
+                f"[{100 * worst['ci_lo']:+.4f}, {100 * worst['ci_hi']:+.4f}]" if crps_ok else
+                f"**not met**: above {', '.join(above)}; worst {worst['baseline']} {100 * worst['baseline_value']:.4f} "
+                f"vs {100 * worst['reference_value']:.4f} (+{100 * (worst['reference_value'] / worst['baseline_value'] - 1):.2f}%, "
+                f"diff 95% CI [{100 * worst['ci_lo']:+.4f}, {100 * worst['ci_hi']:+.4f}], {worst['verdict']})")
+    lo, hi = TARGET_COV90
+    cov = m["cov_close90"]
+    cov_ok = lo <= cov <= hi
+    gap = lo - cov if cov < lo else cov - hi
+    cal = m["cal_err_max"]
+    cal_ok = cal <= TARGET_CAL_ERR + 1e-12
+    levels = ", ".join(f"{k[len('cov_close'):]}% {100 * m[k]:.1f}" for k in ("cov_close50", "cov_close80",
+                                                                                  "cov_close90", "cov_close95"))
+    return [
+        f"Targets for **{MODEL_NAME}** (issue 21; CRPS ×10⁻², differences with their paired block-bootstrap 95% CI):", "",
+        "| Target | Measured | Met |", "|---|---|---|",
+        f"| CRPS below every baseline's | {100 * m['crps']:.4f}: {crps_txt} | {'yes' if crps_ok else 'no'} |",
+        f"| 90% coverage within {100 * lo:.0f}–{100 * hi:.0f}% | {100 * cov:.1f}%"
+        f"{'' if cov_ok else f' (**{100 * gap:.1f} points outside**)'} | {'yes' if cov_ok else 'no'} |",
+        f"| \\|coverage − nominal\\| ≤ {100 * TARGET_CAL_ERR:.0f} points at 50/80/90/95% | worst {100 * cal:.1f} "
+        f"points ({levels}){'' if cal_ok else f'; **{100 * (cal - TARGET_CAL_ERR):.1f} points over**'} | "
+        f"{'yes' if cal_ok else 'no'} |", "",
+    ]
+
+
 def _split_md(s: Split, run: dict, files: str) -> list[str]:
     r = s.run
     return [
+        *targets_md(s),
         f"{r['n_test_windows']} held-out **test** windows ({', '.join(r['tickers'])}, decision days "
         f"{r['test_dates'][0]} .. {r['test_dates'][1]}); baselines fitted on {r['n_train_windows']} train windows "
         f"of {', '.join(r['fit_tickers'])}, hyper-parameters chosen on {r['n_val_windows']} val windows. "

@@ -15,6 +15,12 @@ Saved form (``save_pretrained(dir)``), loadable in a fresh process with no Light
                         ``normalizer.*`` (the fitted uncertainty normaliser's knots) tensors
     decoder/            optional: the action-conditioned decoder's own save_pretrained directory
 
+A saved ``ts_encoder.ensemble.EncoderEnsemble`` directory (format ``stockr1.ts_ensemble``: K encoders +
+a validation-fitted spread calibration, what ``bench forecast_search --save`` writes) loads too
+(``from_pretrained`` / ``load`` recognise it): forecasts without an action are then the calibrated mixture's,
+``encoder`` / ``normalizer`` are member 0's (the window shape, and what a decoder starts from) and
+``save_pretrained`` writes the ensemble's own form.
+
 Layering: the forecaster lives in ``forecast_action`` because it can carry the action-conditioned decoder
 (which wraps a ``TSEncoder``); without a decoder it runs the TS encoder alone.
 """
@@ -41,6 +47,7 @@ from stockr1.data.returns import log_returns
 from stockr1.data.sources.frames import normalize_frame
 from stockr1.types import CHANNELS, CLOSE, Forecast, Windows
 from ts_encoder.config import TSEncoderConfig
+from ts_encoder.ensemble import EncoderEnsemble, is_ensemble
 from ts_encoder.model import TSEncoder, TSOutput
 from ts_encoder.sampling import forecast_windows, to_forecast
 from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
@@ -173,8 +180,12 @@ class Forecaster:
     """
 
     def __init__(self, encoder: TSEncoder, normalizer: UncertaintyNormalizer | None = None,
-                 decoder: ActionConditionedDecoder | None = None) -> None:
+                 decoder: ActionConditionedDecoder | None = None, ensemble: EncoderEnsemble | None = None) -> None:
+        """``ensemble``: forecast (without an action) with this mixture instead; ``encoder`` must be its member 0."""
+        if ensemble is not None and encoder is not ensemble.members[0]:
+            raise ValueError("Forecaster(encoder, ensemble=...): encoder must be the ensemble's member 0")
         self.encoder = encoder.eval()
+        self.ensemble = ensemble
         self.normalizer = normalizer if normalizer is not None else UncertaintyNormalizer()
         self.decoder = decoder.eval() if decoder is not None else None
         if decoder is not None:
@@ -203,6 +214,8 @@ class Forecaster:
     def to(self, device: str | torch.device) -> Forecaster:
         self.encoder.to(device)
         self.normalizer.to(device)
+        if self.ensemble is not None:
+            self.ensemble.to(device)
         if self.decoder is not None:
             self.decoder.to(device)
         return self
@@ -231,8 +244,11 @@ class Forecaster:
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> Forecaster:
         """From a directory ``save_pretrained`` wrote (``stockr1.artifact``: safetensors + JSON, the
-        weights' SHA-256 checked); needs no Lightning and no training state."""
+        weights' SHA-256 checked), or a saved ``EncoderEnsemble``; needs no Lightning and no training state."""
         d = Path(directory)
+        if is_ensemble(d):
+            ens = EncoderEnsemble.from_pretrained(d)
+            return cls(ens.members[0], ens.normalizers[0], ensemble=ens)
         meta = _read_config(d)
         cfg = TSEncoderConfig.from_any(meta["encoder"])
         if (meta.get("lookback"), meta.get("horizon")) != (cfg.lookback, cfg.horizon):
@@ -249,13 +265,19 @@ class Forecaster:
         if p.is_dir():
             out = cls.from_pretrained(p)
             if decoder is not None:
-                out = cls(out.encoder, out.normalizer, _load_decoder(decoder))
+                out = cls(out.encoder, out.normalizer, _load_decoder(decoder), out.ensemble)
             return out
         return cls.from_checkpoint(p, decoder)
 
     def save_pretrained(self, directory: str | Path) -> Path:
-        """Write config.json + model.safetensors (+ the decoder's own directory); returns the dir."""
+        """Write config.json + model.safetensors (+ the decoder's own directory); returns the dir. An
+        ensemble forecaster writes the ensemble's form (which has no place for a decoder)."""
         d = Path(directory)
+        if self.ensemble is not None:
+            if self.decoder is not None:
+                raise ValueError("save_pretrained: an ensemble forecaster with a decoder cannot be saved in one "
+                                 "directory; save the ensemble and the decoder (decoder.save_pretrained) apart")
+            return self.ensemble.save_pretrained(d)
         state = {f"model.{k}": v for k, v in self.encoder.state_dict().items()}
         state |= {f"normalizer.{k}": v for k, v in self.normalizer.state_dict().items()}
         if self.decoder is not None:
@@ -271,7 +293,10 @@ class Forecaster:
     def forecast_windows(self, windows: Windows, n_samples: int = 100, seed: int | None = 0,
                          batch_size: int = 1024) -> Forecast:
         """The encoder's price-space forecast of prepared ``Windows`` (benchmarks), identical to
-        ``TSForecastModule.forecast`` of the checkpoint this was exported from."""
+        ``TSForecastModule.forecast`` of the checkpoint this was exported from (an ensemble: its
+        calibrated mixture, ``EncoderEnsemble.forecast_windows``)."""
+        if self.ensemble is not None:
+            return self.ensemble.forecast_windows(windows, n_samples, seed, batch_size)
         norm = self.normalizer if bool(self.normalizer.fitted) else None
         return forecast_windows(self.encoder, windows, n_samples, norm, batch_size=batch_size, seed=seed)
 
@@ -328,6 +353,8 @@ class Forecaster:
     def _forecast(self, x: np.ndarray, last: np.ndarray, action: ForecastAction | None, n_samples: int,
                   seed: int) -> tuple[Forecast, np.ndarray]:
         """x [N, 5, L], last [N, 5] -> (Forecast over the model's full horizon, raw U [N])."""
+        if action is None and self.ensemble is not None:
+            return self.ensemble.forecast_x(x, last, n_samples, torch.Generator().manual_seed(int(seed)))
         dev = next(self.encoder.parameters()).device
         xt = torch.as_tensor(x, dtype=torch.float32, device=dev)
         out, normalizer = self._outputs(xt, last, action)

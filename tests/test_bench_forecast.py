@@ -171,3 +171,27 @@ def test_cross_series_scores_only_the_other_tickers_windows(tmp_path):
     assert "## Time split" in readme and "## Cross-series split: scored on B" in readme
     with pytest.raises(ValueError, match=r"--cross-series: no windows for \['Z'\]"):
         main(["--data", str(src), "--out", str(tmp_path / "z"), "--cross-series", "Z", *common])
+
+
+def _target_split(model: dict, crps_rows: list[tuple[str, float, float, float, float, str]]):
+    from benchmarks.forecast_report import MODEL_NAME, Split
+
+    rows = [{"reference": MODEL_NAME, "baseline": b, "metric": "crps", "reference_value": ref, "baseline_value": base,
+             "diff": ref - base, "ci_lo": lo, "ci_hi": hi, "verdict": v} for b, ref, base, lo, hi, v in crps_rows]
+    return Split("time", None, {}, {MODEL_NAME: model, **{r[0]: {} for r in crps_rows}}, rows, {})
+
+
+def test_readme_states_each_target_and_its_shortfall():
+    from benchmarks.forecast_report import targets_md
+
+    cov = {"cov_close50": 0.535, "cov_close80": 0.80, "cov_close90": 0.875, "cov_close95": 0.924}
+    miss = "\n".join(targets_md(_target_split({"crps": 0.0102, "cal_err_max": 0.035, **cov}, [
+        ("garch11", 0.0102, 0.0100, -0.00001, 0.00005, "tie"), ("ewma", 0.0102, 0.0103, -0.0002, 0.0001, "tie")])))
+    assert "**not met**: above garch11; worst garch11 1.0000 vs 1.0200 (+2.00%" in miss
+    assert "87.5% (**0.5 points outside**) | no" in miss  # 88% is the band's lower edge
+    assert "worst 3.5 points (50% 53.5, 80% 80.0, 90% 87.5, 95% 92.4); **0.5 points over** | no" in miss
+    cov |= {"cov_close90": 0.90}
+    met = "\n".join(targets_md(_target_split({"crps": 0.0099, "cal_err_max": 0.03, **cov}, [
+        ("garch11", 0.0099, 0.0100, -0.0002, -0.00001, "win"), ("ewma", 0.0099, 0.0101, -0.0003, 0.0001, "tie")])))
+    assert "below all 2 baselines (1 of them beyond the 95% interval); closest: garch11 1.0000" in met
+    assert "| 90.0% | yes |" in met and "| no |" not in met

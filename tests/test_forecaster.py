@@ -4,6 +4,7 @@ process, with one-line CLI errors. The model is the tiny.yaml architecture, rand
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -358,3 +359,39 @@ def test_cli_errors_are_one_line_and_leave_no_out(saved: Path, tmp_path: Path,
     assert capsys.readouterr().out.strip().endswith(str(out))
     assert len(pd.read_csv(out)) == 3
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+# ------------------------------------------------------------------ a saved EncoderEnsemble
+def test_a_saved_ensemble_loads_as_a_forecaster_and_forecasts_its_mixture(forecaster: Forecaster,
+                                                                          tmp_path: Path) -> None:
+    """``Forecaster.load`` of a ``bench forecast_search --save`` directory: windows are forecast by the
+    calibrated mixture (not member 0 alone), ``predict`` on a user frame by the same mixture's paths, and it
+    saves back as an ensemble."""
+    from ts_encoder.ensemble import EncoderEnsemble, is_ensemble
+
+    torch.manual_seed(1)
+    other = TSEncoder(forecaster.cfg).eval()
+    other.load_state_dict(forecaster.encoder.state_dict())
+    with torch.no_grad():
+        other.head_sigma.bias.add_(1.0)  # a wider second member
+    w = synthetic_windows(n_tickers=2, n_days=300, lookback=forecaster.lookback, horizon=forecaster.horizon)
+    ens = EncoderEnsemble([forecaster.encoder, other], [forecaster.normalizer, copy.deepcopy(forecaster.normalizer)])
+    ens.fit_calibration(w, "scale", fitted_on="toy")
+    ens.save_pretrained(tmp_path / "ens")
+    loaded = Forecaster.load(tmp_path / "ens")
+    assert loaded.ensemble is not None and len(loaded.ensemble.members) == 2
+    want = ens.forecast_windows(w, n_samples=20, seed=3)
+    got = loaded.forecast_windows(w, n_samples=20, seed=3)
+    np.testing.assert_array_equal(got.close_samples, want.close_samples)
+    assert not np.allclose(forecaster.forecast_windows(w, n_samples=20, seed=3).close_samples, got.close_samples)
+    frame = random_walk(150, seed=4)
+    a = loaded.predict(frame, n_samples=200, seed=0)
+    b = forecaster.predict(frame, n_samples=200, seed=0)
+    assert not np.allclose(a["q0.95"], b["q0.95"])  # the mixture, not member 0 alone
+    x, hist = inference_window(normalize_frame(frame, "series"), forecaster.lookback)
+    fc, _ = ens.forecast_x(x[None], hist[-1:], 200, torch.Generator().manual_seed(0))
+    np.testing.assert_allclose(a["q0.5"].to_numpy(), np.quantile(fc.close_samples[0], 0.5, axis=0), rtol=1e-12)
+    loaded.save_pretrained(tmp_path / "again")
+    assert is_ensemble(tmp_path / "again")
+    np.testing.assert_array_equal(Forecaster.load(tmp_path / "again").forecast_windows(w, 20, 3).close_samples,
+                                  want.close_samples)

@@ -67,6 +67,27 @@ def test_quantile_calibration_knots_are_the_empirical_quantiles() -> None:
     assert torch.equal(SpreadCalibration(2)(w), w)
 
 
+def test_shape_calibrations_pool_the_unit_rms_residuals_over_horizons() -> None:
+    z = np.array([[1.0, 2.0], [-1.0, 0.0], [3.0, -2.0]])
+    c = np.array([math.sqrt(11 / 3), math.sqrt(8 / 3)])
+    u = (z / c).ravel()  # the six residuals in units of their horizon's RMS
+    shape = SpreadCalibration(2).fit(z, "shape")
+    both = SpreadCalibration(2).fit(z, "scale_shape")
+    lv = shape.levels.numpy()
+    np.testing.assert_allclose(shape.knots.numpy(), np.stack([np.quantile(u, lv)] * 2), rtol=1e-9)
+    np.testing.assert_allclose(both.knots.numpy(), c[:, None] * np.quantile(u, lv)[None], rtol=1e-9)
+    for p in (0.25, 0.5, 0.9):  # g(Φ⁻¹(p)): the pooled p-quantile (times c_s for scale_shape)
+        w = torch.full((1, 2), float(torch.special.ndtri(torch.tensor(p, dtype=torch.float64))), dtype=torch.float64)
+        np.testing.assert_allclose(shape(w)[0].numpy(), [np.quantile(u, p)] * 2, rtol=1e-6)
+        np.testing.assert_allclose(both(w)[0].numpy(), c * np.quantile(u, p), rtol=1e-6)
+    # fat tails in, Gaussian variance kept: the centre narrows and the far tail widens against Φ⁻¹
+    t = np.random.default_rng(1).standard_t(4, (20000, 1)) * 3.0
+    g = SpreadCalibration(1).fit(t, "shape")
+    mid, tail = (torch.full((1, 1), float(torch.special.ndtri(torch.tensor(p, dtype=torch.float64))),
+                            dtype=torch.float64) for p in (0.75, 0.995))
+    assert g(mid).item() < 0.95 * mid.item() and g(tail).item() > 1.05 * tail.item()
+
+
 # ------------------------------------------------------------------ the mixture
 def test_one_member_uncalibrated_is_to_forecast() -> None:
     out = _out(0.01, 0.02)
@@ -166,13 +187,30 @@ def test_members_must_share_the_window() -> None:
 
 
 # ------------------------------------------------------------------ bench forecast_search
-def test_search_chooses_lowest_crps_among_calibrated_pairs_and_halves_split_by_date() -> None:
+def test_search_rule_is_crps_first_then_calibration_and_halves_split_by_date() -> None:
     from benchmarks.forecast_search import choose, halves
 
     scores = {"a": {"none": {"crps": 0.9, "cal_err_max": 0.05}, "scale": {"crps": 1.0, "cal_err_max": 0.02}},
               "b": {"none": {"crps": 1.1, "cal_err_max": 0.01}}}
-    assert choose(scores, 0.03) == ("a", "scale")  # 0.9 is lower but miscalibrated
-    assert choose(scores, 0.001) == ("a", "none")  # none within the bound: the lowest CRPS of all
+    # a/scale is 11% above the best: out of reach at a 1% tolerance, so the best CRPS stays chosen
+    assert choose(scores, 0.03, 0.01) == ("a", "none")
+    assert choose(scores, 0.03, 0.2) == ("a", "scale")  # within 20%: the calibrated pair (b is 22% above)
+    assert choose(scores, 0.03, 0.25) == ("a", "scale")  # b also calibrated and near: the lower CRPS of the two
+    assert choose(scores, 0.005, 0.25) == ("b", "none")  # none within 0.5 pt: the best calibrated candidate
+    with pytest.raises(ValueError, match="crps_tol"):
+        choose(scores, 0.03, -0.1)
     w = _windows()
     early, late = halves(w)
     assert len(early) + len(late) == len(w) and w.date[early].max() < w.date[late].min()
+
+
+def test_search_rule_on_the_sp500_scores_that_the_old_rule_got_wrong() -> None:
+    """results/forecast_search_sp500 of 2026-12-03 (validation): coverage-first took mid_sp_ens2 / none,
+    4% above the best CRPS; the CRPS-first rule keeps to pairs within 1% and there takes the best calibrated."""
+    from benchmarks.forecast_search import choose
+
+    scores = {"sp_s1": {"scale": {"crps": 0.9241, "cal_err_max": 0.069}, "quantile": {"crps": 0.9328, "cal_err_max": 0.032}},
+              "sp_ens2": {"scale": {"crps": 0.9282, "cal_err_max": 0.052}, "quantile": {"crps": 0.9323, "cal_err_max": 0.031}},
+              "mid_sp_ens2": {"none": {"crps": 0.9607, "cal_err_max": 0.021}}}
+    assert choose(scores, 0.03, 0.01) == ("sp_ens2", "quantile")
+    assert choose(scores, 0.03, 0.05) == ("mid_sp_ens2", "none")  # a 5% tolerance reaches the calibrated one

@@ -126,3 +126,14 @@ def test_evaluating_a_checkpoint_with_another_architecture_names_the_mismatch(tm
     with pytest.raises(ValueError, match="no such checkpoint file"):
         main(["test", "--config", str(cfg), "--ckpt_path", str(tmp_path / "missing.ckpt")])
     assert main(["test", "--config", str(cfg), "--ckpt_path", ckpt]) == 0  # its own config loads it
+    # a checkpoint written before scale_ref / ewma_lambda existed: the missing fields count at their defaults
+    old = torch.load(ckpt, map_location="cpu", weights_only=False)
+    for k in ("scale_ref", "ewma_lambda"):
+        old["hyper_parameters"]["encoder"].pop(k)
+    torch.save(old, tmp_path / "old.ckpt")
+    assert main(["test", "--config", str(cfg), "--ckpt_path", str(tmp_path / "old.ckpt")]) == 0
+    ewma = yaml.safe_load(cfg.read_text())
+    ewma["model"]["encoder"]["scale_ref"] = "ewma"
+    (tmp_path / "ewma.yaml").write_text(yaml.safe_dump(ewma))
+    with pytest.raises(ValueError, match=r"encoder\.scale_ref: checkpoint 'window' != config 'ewma'"):
+        main(["test", "--config", str(tmp_path / "ewma.yaml"), "--ckpt_path", str(tmp_path / "old.ckpt")])

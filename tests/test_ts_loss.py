@@ -46,6 +46,33 @@ def test_ts_loss_hand_computed() -> None:
     assert math.isclose(loss.item(), expected, rel_tol=1e-5)
 
 
+def test_close_crps_term_is_the_gaussian_crps_of_the_cumulative_close() -> None:
+    """Same numbers as above: cumulative close y = (0.2, 0.0), m = (0.2, 0.2), sd = (0.5, 0.5·√2).
+    CRPS(N(0, 1), 0) = 2φ(0) - 1/√π = 0.233695; at h = 2, z = -0.2 / 0.7071 = -0.282843."""
+    from ts_encoder.loss import gaussian_crps
+
+    y = torch.tensor([[[0.1, 0.0], [0.3, 0.2], [-0.1, -0.4], [0.2, -0.2], [1.0, 0.0]]])
+    mu = torch.tensor([[[0.0, 0.0], [0.2, 0.0], [0.5, 0.5]]])
+    sigma = torch.tensor([[[1.0, 2.0], [0.5, 0.5], [1.0, 1.0]]])
+    qh, ql = torch.tensor([[0.1, 0.3]]), torch.tensor([[-0.2, -0.3]])
+    out = _out(mu, sigma, qh, ql)
+    base, parts0 = ts_loss(out, y, LossWeights())
+    assert "crps_close" not in parts0  # default: the paper's L_TS, unchanged
+    loss, parts = ts_loss(out, y, LossWeights(close_crps=10.0))
+    z = -0.2 / (0.5 * math.sqrt(2))
+    phi, cdf = math.exp(-z * z / 2) / math.sqrt(2 * math.pi), 0.5 * (1 + math.erf(z / math.sqrt(2)))
+    c2 = 0.5 * math.sqrt(2) * (z * (2 * cdf - 1) + 2 * phi - 1 / math.sqrt(math.pi))
+    assert math.isclose(parts["crps_close"].item(), 0.5 * 0.2336950 + c2, rel_tol=1e-5)
+    assert math.isclose(loss.item(), base.item() + 10 * parts["crps_close"].item(), rel_tol=1e-5)
+    # and it is the sample CRPS E|X - y| - ½E|X - X'| in the limit
+    g = torch.Generator().manual_seed(0)
+    x = 0.3 + 1.5 * torch.randn(400_000, generator=g, dtype=torch.float64)
+    mc = (x - 1.0).abs().mean() - 0.5 * (x - x[torch.randperm(len(x), generator=g)]).abs().mean()
+    ref = gaussian_crps(torch.tensor(1.0, dtype=torch.float64), torch.tensor(0.3, dtype=torch.float64),
+                        torch.tensor(1.5, dtype=torch.float64))
+    assert abs(mc.item() - ref.item()) < 5e-3
+
+
 def _structured(n: int, gen: torch.Generator, lookback: int = 30, horizon: int = 2):
     """Inputs iid N(0,1); close return μ = 0.8 x_C[-1], σ_C = 0.6 exp(0.5 x_O[-1]); O, V: N(0, 1);
     H = C + |e|, L = C - |e'|. Returns x, y, oracle (μ_C, σ_C)."""

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -176,3 +177,82 @@ def test_price_mu_scale_scales_open_close_means_only() -> None:
     torch.testing.assert_close(b.mu[:, :2], a.mu[:, :2] * 0.5)  # x_loc = 0 here
     torch.testing.assert_close(b.mu[:, 2], a.mu[:, 2])
     torch.testing.assert_close(b.sigma, a.sigma)
+
+
+# ------------------------------------------------------------------ scale_ref: window (default) | ewma
+def test_ewma_std_by_hand_and_equal_to_the_ewma_baseline() -> None:
+    """λ = 0.5, days 1, 2, 3: v0 = mean r² = 14/3, then v = .5 v + .5 r² for r = 1, 2, 3 -> 6.208333."""
+    from stockr1.baselines.ewma import ewma_variance
+    from ts_encoder.model import ewma_std
+
+    x = torch.tensor([[[1.0, 2.0, 3.0]]], dtype=torch.float64)
+    zero = torch.zeros(1, dtype=torch.float64)
+    assert ewma_std(x, zero, 0.5, zero).item() == pytest.approx(math.sqrt(6.2083333333), rel=1e-9)
+    # around loc = 1: r = 0, 1, 2 -> v0 = 5/3 -> 0.833333 -> 0.916667 -> 2.458333; the floor adds in quadrature
+    one = torch.ones(1, dtype=torch.float64)
+    assert ewma_std(x, one, 0.5, torch.full((1,), 0.1, dtype=torch.float64)).item() == \
+        pytest.approx(math.sqrt(2.4583333333 + 0.01), rel=1e-9)
+    r = torch.randn(4, 1, 90, dtype=torch.float64) * 0.01  # the RiskMetrics baseline's recursion (loc = 0)
+    np.testing.assert_allclose(ewma_std(r, zero, 0.94, zero)[:, 0].pow(2).numpy(),
+                               ewma_variance(r[:, 0].numpy(), 0.94), rtol=1e-12)
+
+
+def _spread_model(scale_ref: str) -> TSEncoder:
+    """σ's head weights zeroed: σ = s · (softplus(bias) + min_sigma) = s · 1.001, s the reference scale."""
+    m = _model(TSEncoderConfig(**{**CFG.to_dict(), "scale_ref": scale_ref}))
+    with torch.no_grad():
+        m.head_sigma.weight.zero_()
+    return m
+
+
+def test_sigma_is_in_units_of_the_ewma_std_when_scale_ref_is_ewma() -> None:
+    from stockr1.types import CLOSE
+    from ts_encoder.model import ewma_std
+
+    x = torch.randn(3, 5, 30) * 0.01
+    x[:, :, -5:] *= 4  # a volatile last week: EWMA reacts, the equal-weight window much less
+    floor = 1e-3 * torch.ones(5)
+    win = _spread_model("window")(x).sigma[:, 1, 0]
+    ewm = _spread_model("ewma")(x).sigma[:, 1, 0]
+    torch.testing.assert_close(win, x[:, CLOSE].var(-1, unbiased=False).add(1e-6).sqrt() * 1.001)
+    torch.testing.assert_close(ewm, ewma_std(x, torch.zeros(5), 0.94, floor)[:, CLOSE] * 1.001)
+    assert torch.all(ewm > 1.15 * win)
+
+
+def test_window_default_has_no_new_weights_and_ewma_adds_the_ratio_input() -> None:
+    assert TSEncoderConfig().scale_ref == "window"
+    assert not any("ratio_embed" in k for k in _model().state_dict())
+    ewm = _model(TSEncoderConfig(**{**CFG.to_dict(), "scale_ref": "ewma"}))
+    assert {"ratio_embed.weight", "ratio_embed.bias"} <= set(ewm.state_dict())
+    with pytest.raises(ValueError, match="scale_ref"):
+        TSEncoderConfig(scale_ref="garch")
+    with pytest.raises(ValueError, match="ewma_lambda"):
+        TSEncoderConfig(ewma_lambda=1.0)
+
+
+def test_ewma_encoder_is_causal_in_the_price_series() -> None:
+    """Windows built from a price series, the series perturbed after day t: every output of decision days
+    <= t is unchanged (the EWMA reads the window only), and later ones move (the test is not vacuous)."""
+    from stockr1.data import build_windows, load_source
+    from stockr1.data.quality import check_frames
+    from stockr1.data.splits import SplitSpec
+
+    frames, _ = check_frames(load_source("synthetic", n_tickers=1, n_days=160, seed=3))
+    name, frame = next(iter(frames.items()))
+    split = SplitSpec(val_start="2100-01-01", test_start="2100-01-02")
+    t = frame.index[100]
+    moved = frame.copy()
+    moved.loc[moved.index > t, ["open", "high", "low", "close"]] *= np.exp(
+        np.random.default_rng(0).normal(0, 0.05, (int((moved.index > t).sum()), 1)))
+    moved.loc[moved.index > t, "volume"] *= 3.0
+    a = build_windows({name: frame}, lookback=30, horizon=4, split=split)
+    b = build_windows({name: moved}, lookback=30, horizon=4, split=split)
+    model = _model(TSEncoderConfig(**{**CFG.to_dict(), "scale_ref": "ewma"}))
+    with torch.no_grad():
+        model.ratio_embed.weight.normal_(0, 0.5)  # zero-initialised: make the EWMA ratio reach the heads
+    oa, ob = model(torch.as_tensor(a.x)), model(torch.as_tensor(b.x))
+    past = torch.as_tensor(a.date <= np.datetime64(t))
+    assert past.any() and (~past).any()
+    for k in ("mu", "sigma", "q_high", "q_low", "state"):
+        torch.testing.assert_close(getattr(oa, k)[past], getattr(ob, k)[past], rtol=0, atol=0)
+    assert (oa.sigma[~past] - ob.sigma[~past]).abs().max() > 1e-4

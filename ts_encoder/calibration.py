@@ -12,6 +12,11 @@ map per horizon ``g_s`` that replaces ``w_s`` by ``g_s(w_s)``:
   ``LEVELS``, linear in w between them, so ``scale`` knots give exactly ``c_s · w``; beyond the outermost level the edge knot is scaled by ``w / Φ⁻¹(level)``, i.e.
   a Gaussian tail of the edge's width). On the fitting set the calibrated quantiles are the empirical
   ones, so coverage is right at every level there; the shape can be fat-tailed and skewed.
+* ``shape``: the fat-tailed SHAPE without touching the variance: ``g_s(w) = Q̂_u(Φ(w))`` with ``u`` the
+  residuals divided by their horizon's RMS (``z_{i,s} / c_s``), pooled over all horizons (S times the data
+  of one horizon's tails, one shape for every horizon). The model keeps its own variance; only its
+  Gaussian shape is replaced (narrower centre, wider tails for index returns).
+* ``scale_shape``: ``c_s · Q̂_u(Φ(w))``: the ``scale`` multiplier and the pooled shape.
 
 Both are stored as knots ``[S, Q]`` over the same ``LEVELS`` (``scale`` as ``c_s · Φ⁻¹(LEVELS)``), so
 one ``transform`` serves both and the saved artefact does not depend on the kind. Applying ``g`` to the
@@ -24,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-KINDS = ("none", "scale", "quantile")
+KINDS = ("none", "scale", "quantile", "shape", "scale_shape")
 # dense in the tails, where the 90 / 95% intervals are decided
 LEVELS: tuple[float, ...] = (0.005, 0.01, 0.02, 0.025, 0.03, 0.04, *np.round(np.arange(0.05, 0.951, 0.025), 4).tolist(),
                              0.96, 0.97, 0.975, 0.98, 0.99, 0.995)
@@ -57,10 +62,15 @@ class SpreadCalibration(nn.Module):
             self.knots.copy_(gauss.repeat(z.shape[1], 1))
             self.fitted.fill_(False)
             return self
+        rms = z.pow(2).mean(0).sqrt()  # [S] c_s
         if kind == "scale":
-            knots = z.pow(2).mean(0).sqrt()[:, None] * gauss
-        else:
+            knots = rms[:, None] * gauss
+        elif kind == "quantile":
             knots = torch.quantile(z, self.levels, dim=0).T.contiguous()  # [S, Q]
+        else:  # shape / scale_shape: the quantiles of z / c_s pooled over the horizons
+            pooled = torch.quantile((z / rms).flatten(), self.levels)[None]  # [1, Q]
+            knots = (rms[:, None] if kind == "scale_shape" else torch.ones_like(rms)[:, None]) * pooled
+            knots = knots.contiguous()
         self.knots.copy_(knots)
         self.fitted.fill_(True)
         return self

@@ -30,6 +30,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from stockr1.progress import silence_known_noise
+from ts_encoder.config import LossWeights, TSEncoderConfig
 from ts_encoder.datamodule import WindowDataModule
 from ts_encoder.module import TSForecastModule
 
@@ -97,8 +98,13 @@ class TSCLI(LightningCLI):
             return  # Lightning resolves these names from this config's own callbacks
         if not Path(ckpt).is_file():
             raise ValueError(f"--ckpt_path {ckpt}: no such checkpoint file")
-        saved = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True).get("hyper_parameters", {})
-        wanted = self._configured_model
+        saved = dict(torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True).get("hyper_parameters", {}))
+        wanted = dict(self._configured_model)
+        for side in (saved, wanted):  # fields added since a checkpoint was written count at their defaults
+            if isinstance(side.get("encoder"), dict):
+                side["encoder"] = TSEncoderConfig.from_any(side["encoder"]).to_dict()
+            if isinstance(side.get("loss_weights"), dict):
+                side["loss_weights"] = LossWeights.from_any(side["loss_weights"]).to_dict()
         diffs = [d for key in ("encoder", "loss_weights") for d in _differences(saved.get(key), wanted.get(key), key)]
         if diffs:
             raise ValueError(f"--ckpt_path {ckpt} does not match the config's model ({'; '.join(diffs[:4])}"

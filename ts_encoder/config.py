@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+SCALE_REFS: tuple[str, ...] = ("window", "ewma")
 
 @dataclass(frozen=True)
 class TSEncoderConfig:
@@ -28,6 +29,12 @@ class TSEncoderConfig:
     price_mu_scale: output multiplier of the open / close mean heads. Under Adam a multiplier κ < 1
                 is a κ-times smaller step for those means: daily index returns have almost no
                 predictable mean, and a small model otherwise fits spurious drifts (see docs)
+    scale_ref:  the reference scale ``s`` of the spread heads (σ = s · softplus(w·h)): ``window`` (default,
+                the shipped encoders) = the equal-weight std of the L-day window; ``ewma`` = the RiskMetrics
+                EWMA std of the window (decay ``ewma_lambda``, days <= t only, around the train mean
+                ``x_loc``), and the heads also see log(ewma / window) next to log(window / train), so they
+                can learn how far the recent volatility reverts over the horizon (``model.ewma_std``)
+    ewma_lambda: the EWMA decay (0.94, RiskMetrics daily); read only when scale_ref == "ewma"
     """
 
     lookback: int = 90
@@ -45,8 +52,14 @@ class TSEncoderConfig:
     min_sigma: float = 1e-3
     input_clip: float = 10.0
     price_mu_scale: float = 1.0
+    scale_ref: str = "window"
+    ewma_lambda: float = 0.94
 
     def __post_init__(self) -> None:
+        if self.scale_ref not in SCALE_REFS:
+            raise ValueError(f"scale_ref must be one of {SCALE_REFS}, got {self.scale_ref!r}")
+        if not 0.0 < self.ewma_lambda < 1.0:
+            raise ValueError(f"ewma_lambda must be in (0, 1), got {self.ewma_lambda}")
         if self.lookback % self.patch_len:
             raise ValueError(f"lookback={self.lookback} must be a multiple of patch_len={self.patch_len}")
         if self.d_model % self.n_heads:
@@ -96,6 +109,7 @@ class LossWeights:
     low: float = 1.0
     tau_high: float = 0.95
     tau_low: float = 0.05
+    close_crps: float = 0.0  # weight of the cumulative close's Gaussian CRPS (ts_encoder.loss; 0 = the paper's L_TS)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -12,7 +12,8 @@ Saved form (``save_pretrained``; ``stockr1.artifact``: safetensors + JSON, SHA-2
                         the calibration's kind and what it was fitted on
     model.safetensors   ``member{k}.model.*`` (TSEncoder, incl. input stats), ``member{k}.normalizer.*``
                         (uncertainty normaliser) and ``calibration.*`` (levels, knots, fitted flag)
-``bench forecast --checkpoint DIR`` and ``bench forecast-search`` read it.
+``bench forecast --checkpoint DIR``, ``bench forecast_search``, ``bench backtest`` and ``stockr1 forecast``
+read it (``forecast_action.forecaster.Forecaster.load`` recognises the format).
 """
 
 from __future__ import annotations
@@ -79,26 +80,46 @@ class EncoderEnsemble:
     def outputs(self, windows: Windows, batch_size: int = 1024) -> list[TSOutput]:
         """Each member's (mu, sigma, q_high, q_low) for every window; members are causal, so a window's
         output depends on its own past only (x = days <= t)."""
+        return self.outputs_x(windows.x, batch_size)
+
+    @torch.no_grad()
+    def outputs_x(self, x: np.ndarray | torch.Tensor, batch_size: int = 1024) -> list[TSOutput]:
+        """x [N, 5, L] (the log-return inputs of N windows) -> each member's outputs (no hidden states)."""
         cfg = self.cfg
-        if windows.x.shape[1:] != (cfg.n_vars, cfg.lookback):
-            raise ValueError(f"windows.x is {windows.x.shape[1:]}, this ensemble expects ({cfg.n_vars}, {cfg.lookback})")
+        if tuple(x.shape[1:]) != (cfg.n_vars, cfg.lookback):
+            raise ValueError(f"windows.x is {tuple(x.shape[1:])}, this ensemble expects ({cfg.n_vars}, {cfg.lookback})")
         outs = []
         for model in self.members:
+            dev = next(model.parameters()).device
             parts = []
-            for start in range(0, len(windows), batch_size):
-                x = torch.as_tensor(windows.x[start:start + batch_size], dtype=torch.float32)
-                o = model(x)
-                parts.append({"mu": o.mu, "sigma": o.sigma, "q_high": o.q_high, "q_low": o.q_low})
+            for start in range(0, len(x), batch_size):
+                o = model(torch.as_tensor(x[start:start + batch_size], dtype=torch.float32, device=dev))
+                parts.append({"mu": o.mu.cpu(), "sigma": o.sigma.cpu(), "q_high": o.q_high.cpu(), "q_low": o.q_low.cpu()})
             cat = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
             empty = cat["mu"].new_zeros(0)
             outs.append(TSOutput(**cat, hidden=empty, h_ts=empty, state=empty))
         return outs
 
+    def forecast_x(self, x: np.ndarray | torch.Tensor, last_ohlcv: np.ndarray, n_samples: int,
+                   generator: torch.Generator | None) -> tuple[Forecast, np.ndarray]:
+        """x [N, 5, L], last_ohlcv [N, 5] -> (the calibrated mixture's forecast, the members' mean raw
+        uncertainty U [N]): what ``Forecaster.predict`` needs of an ensemble."""
+        outs = self.outputs_x(x)
+        u_raw = np.mean([raw_uncertainty(o).double().numpy() for o in outs], 0)
+        return mixture_forecast(outs, last_ohlcv, n_samples, self.calibration, self._uncertainty(outs), generator), u_raw
+
+    def to(self, device: str | torch.device) -> EncoderEnsemble:
+        for m, n in zip(self.members, self.normalizers, strict=True):
+            m.to(device)
+            n.to(device)
+        return self
+
     def _uncertainty(self, outs: list[TSOutput]) -> np.ndarray | None:
         """[N] the members' mean normalised uncertainty, or None unless every normaliser is fitted."""
         if not all(bool(n.fitted) for n in self.normalizers):
             return None
-        return np.mean([n(raw_uncertainty(o)).double().numpy() for n, o in zip(self.normalizers, outs, strict=True)], 0)
+        return np.mean([n(raw_uncertainty(o).to(n.knots.device)).double().cpu().numpy()
+                        for n, o in zip(self.normalizers, outs, strict=True)], 0)
 
     def forecast_windows(self, windows: Windows, n_samples: int = 100, seed: int | None = 0,
                          batch_size: int = 1024) -> Forecast:

@@ -36,6 +36,13 @@ This is the paper's softplus head reparametrised like RevIN / Chronos mean scali
 initialisation the model *is* the trailing-volatility random walk, and it learns how future
 volatility departs from the trailing one (clustering, mean reversion). Token causality is
 untouched: ``s`` enters only the heads, never ``hidden`` / ``h_ts``.
+
+``scale_ref = "ewma"`` (config; default ``window``) makes ``s`` the RiskMetrics EWMA std of the window
+(``ewma_std``: λ = 0.94, the same recursion as the ``ewma`` baseline, around the train mean), which reacts
+to the last days as EWMA / GARCH do, and adds ``log(ewma / window)`` to the heads' state (through
+``ratio_embed``, zero-initialised) beside ``log(window / train)``: the two ratios are what a GARCH(1,1)
+term structure needs (how far the recent level sits from the longer one, and from the long-run one).
+Encoders with ``window`` have no ``ratio_embed``, so their state dict and outputs are unchanged.
 """
 
 from __future__ import annotations
@@ -67,6 +74,21 @@ class TSOutput:
     hidden: Tensor
     h_ts: Tensor
     state: Tensor
+
+
+def ewma_std(x: Tensor, loc: Tensor, lam: float, floor: Tensor) -> Tensor:
+    """RiskMetrics EWMA std per channel of windows ``x [B, V, L]`` (oldest day first, day t last) -> [B, V].
+
+    With ``r_d = x_d - loc`` (loc [V], the train mean): ``v_0 = mean_d r_d²``, ``v_d = λ v_{d-1} + (1-λ) r_d²``
+    over the L days, std = sqrt(v_L + floor²) (floor [V] as for the window std). The recursion of
+    ``stockr1.baselines.ewma.ewma_variance`` (which has loc = 0), in closed form:
+    ``v_L = λ^L v_0 + Σ_d (1-λ) λ^(L-1-d) r_d²``. Reads only the window's days (<= t).
+    """
+    r2 = (x - loc[:, None]) ** 2
+    n = x.shape[-1]
+    w = (1.0 - lam) * lam ** torch.arange(n - 1, -1, -1, dtype=x.dtype, device=x.device)  # [L], day t last
+    var = lam ** n * r2.mean(-1) + (r2 * w).sum(-1)
+    return (var + floor ** 2).sqrt()
 
 
 class RotaryEmbedding(nn.Module):
@@ -163,6 +185,10 @@ class TSEncoder(nn.Module):
         self.scale_embed = nn.Linear(v, cfg.d_llm)  # log(window std / train std) -> heads' state
         nn.init.zeros_(self.scale_embed.weight)
         nn.init.zeros_(self.scale_embed.bias)
+        self.ratio_embed = nn.Linear(v, cfg.d_llm) if cfg.scale_ref == "ewma" else None  # log(ewma / window std)
+        if self.ratio_embed is not None:
+            nn.init.zeros_(self.ratio_embed.weight)
+            nn.init.zeros_(self.ratio_embed.bias)
         self.film = FiLM(cfg.cond_dim, cfg.d_llm) if cfg.cond_dim > 0 else None
         self.head_mu = nn.Linear(cfg.d_llm, 3 * s)
         self.head_sigma = nn.Linear(cfg.d_llm, 3 * s)
@@ -202,19 +228,25 @@ class TSEncoder(nn.Module):
             h = block(h, mask)
         hidden = self.ln_f(h)
         h_ts = self.proj(hidden)  # [B, K, d_llm]
-        win_std = (x.var(dim=2, unbiased=False) + (1e-3 * self.x_scale) ** 2).sqrt()  # [B, V], days <= t
+        floor = 1e-3 * self.x_scale
+        win_std = (x.var(dim=2, unbiased=False) + floor ** 2).sqrt()  # [B, V], days <= t
         state = h_ts[:, -cfg.n_vars:].mean(dim=1)  # [B, d_llm] aggregated state at the last patch time
         state = state + self.scale_embed(torch.log(win_std / self.x_scale))
+        ref = win_std
+        if self.ratio_embed is not None:  # scale_ref == "ewma"
+            ref = ewma_std(x, self.x_loc, cfg.ewma_lambda, floor)
+            state = state + self.ratio_embed(torch.log(ref / win_std))
         if cond is not None:
             if self.film is None:
                 raise ValueError("cond given but the encoder was built with cond_dim=0")
             if cond.shape != (b, cfg.cond_dim):
                 raise ValueError(f"cond must be [B={b}, {cfg.cond_dim}], got {tuple(cond.shape)}")
             state = self.film(state, cond)
-        return self._heads(state, hidden, h_ts, win_std)
+        return self._heads(state, hidden, h_ts, ref)
 
     def _heads(self, state: Tensor, hidden: Tensor, h_ts: Tensor, win_std: Tensor) -> TSOutput:
-        """win_std: [B, V] per-window std of the raw inputs (the unit of the spread heads)."""
+        """win_std: [B, V] the reference scale of the raw inputs (the unit of the spread heads): the
+        window's std, or its EWMA std when ``scale_ref == "ewma"``."""
         b, s = state.shape[0], self.cfg.horizon
         gi = list(GAUSSIAN_CHANNELS)
         loc, scale = self.x_loc[gi][None, :, None], self.x_scale[gi][None, :, None]  # [1, 3, 1]
