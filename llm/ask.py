@@ -43,13 +43,17 @@ class Answer:
     answer: str | None
     completion: str
     trajectory: list[dict[str, Any]] = field(default_factory=list)
+    price_frame: str = ""  # e.g. "as traded on 2024-05-31" (stockr1.data.price_frame.describe)
+    last_close: float | None = None  # the close of the decision day in that frame
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def render(self) -> str:
         """Human-readable: rationale, action, trajectory table, answer."""
-        lines = [f"{self.ticker} as of {self.decision_date}: {self.question}", "", "Rationale:",
+        lines = [f"{self.ticker} as of {self.decision_date}: {self.question}",
+                 *([f"Prices {self.price_frame}; last close {self.last_close:.2f}"] if self.last_close is not None else []),
+                 "", "Rationale:",
                  self.rationale.strip() or "(none)", "", "Forecast action:"]
         import json
 
@@ -62,6 +66,19 @@ class Answer:
                       for r in self.trajectory]
         lines += ["", f"Answer: {self.answer if self.answer is not None else '(none parseable)'}"]
         return "\n".join(lines)
+
+
+def ask_context(frame: pd.DataFrame, ticker: str, notes: str = "") -> str:
+    """The context block of the last row, rendered as every training prompt's is (``stockr1.data.render``:
+    ticker, date, the price frame and last close), then the user's ``notes``. The frame is ``as_of_t``
+    whatever the file's adjustment convention: its last row is t, so no later split or dividend can be
+    in its prices."""
+    from stockr1.data.context import PointInTimeStore
+
+    as_of_t = frame.copy()
+    as_of_t.attrs = {}  # as traded: the frame ends at t (see above)
+    text = PointInTimeStore({ticker: as_of_t}).render_context(ticker, frame.index[-1])
+    return f"{text}\n{notes.strip()}" if notes.strip() else text
 
 
 def ask_window(frame: pd.DataFrame, lookback: int, horizon: int, ticker: str, context: str = "") -> Windows:
@@ -142,10 +159,14 @@ def ask(policy, decoder, frames: Mapping[str, pd.DataFrame], question: str, answ
 
     cfg, tok = decoder.ts_cfg, tokenizer if tokenizer is not None else policy.tokenizer
     out = []
+    from stockr1.data.price_frame import describe
+    from stockr1.types import AS_OF_T
+
     for ticker, frame in frames.items():
-        w = ask_window(frame, cfg.lookback, cfg.horizon, ticker, context)
+        text = ask_context(frame, ticker, context)
+        w = ask_window(frame, cfg.lookback, cfg.horizon, ticker, text)
         item = question_item(question, ticker, str(frame.index[-1].date()), answer_type, choices, tolerance)
-        prompt = ask_prompt(tok, item, context, cfg.n_tokens, max_context_chars)
+        prompt = ask_prompt(tok, item, text, cfg.n_tokens, max_context_chars)
         engine = RolloutEngine(policy, tok, [ForecastTool(decoder, w)], max_new_tokens=max_new_tokens,
                                temperature=0.0, seed=0)
         with torch.no_grad():
@@ -159,5 +180,6 @@ def ask(policy, decoder, frames: Mapping[str, pd.DataFrame], question: str, answ
                           action_errors=[str(e) for e in roll.action_errors] if roll.action is None else [],
                           uncertainty=None if roll.uncertainty is None else float(roll.uncertainty),
                           answer=roll.answer, completion=roll.completion,
-                          trajectory=trajectory_rows(fc, frame.index[-1]) if fc is not None else []))
+                          trajectory=trajectory_rows(fc, frame.index[-1]) if fc is not None else [],
+                          price_frame=describe(AS_OF_T, item.date), last_close=float(w.last_close[0])))
     return out

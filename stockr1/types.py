@@ -16,6 +16,9 @@ import numpy as np
 CHANNELS: tuple[str, ...] = ("open", "high", "low", "close", "volume")
 OPEN, HIGH, LOW, CLOSE, VOLUME = range(5)
 SPLITS: tuple[str, ...] = ("train", "val", "test")
+# The price frames of ``Windows.frame`` (stockr1.data.price_frame): as traded on t | 100 = the close of t
+AS_OF_T, REBASED = "as_of_t", "rebased"
+PRICE_FRAMES: tuple[str, ...] = (AS_OF_T, REBASED)
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,9 @@ class Windows:
     future:  [N, S, 5] float64 raw OHLCV for days t+1..t+S, on the same adjustment basis as hist
     split:   [N] str in SPLITS
     context: [N] str, the serialized text context T_t ("" when the source has none)
+    frame:   [N] str, the price frame of hist/future (``stockr1.data.price_frame``): "as_of_t" (prices as
+             traded on t) or "rebased" (100 = the close of t, for back-adjusted sources); every price
+             a prompt, action or trajectory of the window shows is in it. Empty = all "as_of_t".
     """
 
     ticker: np.ndarray
@@ -41,6 +47,13 @@ class Windows:
     future: np.ndarray
     split: np.ndarray
     context: np.ndarray = field(default_factory=lambda: np.array([], dtype=object))
+    frame: np.ndarray = field(default_factory=lambda: np.array([], dtype=object))
+
+    def __post_init__(self) -> None:
+        if len(self.frame) == 0:  # constructors that predate the price frame: every price as traded on t
+            object.__setattr__(self, "frame", np.full(len(self.x), AS_OF_T, dtype=object))
+        elif len(self.frame) != len(self.x):
+            raise ValueError(f"Windows.frame has {len(self.frame)} entries for {len(self.x)} windows")
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -68,6 +81,7 @@ class Windows:
             future=self.future[idx],
             split=self.split[idx],
             context=ctx,
+            frame=self.frame[idx],
         )
 
     def of_tickers(self, tickers: list[str] | tuple[str, ...], where: str = "tickers") -> Windows:
@@ -95,6 +109,7 @@ class TrainWindows(Windows):
     its constructor refuses a row of another split. Grep ``train_only(`` to see every call site."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         bad = sorted(set(np.asarray(self.split).tolist()) - {SPLITS[0]})
         if bad:
             raise ValueError(f"TrainWindows holds train rows only, got rows of {bad}")
@@ -106,7 +121,7 @@ def train_only(windows: Windows) -> TrainWindows:
         return windows
     t = windows.split_of(SPLITS[0])
     return TrainWindows(ticker=t.ticker, date=t.date, x=t.x, y=t.y, hist=t.hist, future=t.future,
-                        split=t.split, context=t.context)
+                        split=t.split, context=t.context, frame=t.frame)
 
 
 def require_train(windows: object, fit: str) -> TrainWindows:

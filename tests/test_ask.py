@@ -24,7 +24,7 @@ import torch
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.encoder import ActionEncoderConfig
 from forecast_action.forecaster import as_frames
-from llm.ask import ask, ask_prompt, ask_window, question_item
+from llm.ask import ask, ask_context, ask_prompt, ask_window, question_item
 from llm.scripted import ScriptedPolicy
 from ts_encoder.config import TSEncoderConfig
 
@@ -85,7 +85,12 @@ def test_a_valid_action_is_decoded_into_dated_days_after_the_last_row(decoder, t
     frames, _ = as_frames(_csv_frame())
     tok = tiny_tokenizer  # the policy is scripted: any tokenizer that holds the protocol tokens
     q = "Will the close be higher in 5 days?"
-    prompt = ask_prompt(tok, question_item(q, "series", "2024-03-08"), "", TS.n_tokens)
+    context = ask_context(frames["series"], "series")
+    last = frames["series"]["close"].iloc[-1]
+    # the prompt states the price frame and the last close, as every training prompt does
+    assert context.splitlines()[2:4] == ["Prices: as traded on 2024-03-08", context.splitlines()[3]]
+    assert context.splitlines()[3].startswith(f"Last close: {last:.2f}; 5-session change: ")
+    prompt = ask_prompt(tok, question_item(q, "series", "2024-03-08"), context, TS.n_tokens)
     pol = ScriptedPolicy(tok, {prompt: ["Trend looks up. " + ACT, " So yes. <answer>Yes</answer>"]})
     (a,) = ask(pol, decoder, frames, q, tokenizer=tok)
     assert a.decision_date == "2024-03-08" and a.question == q
@@ -95,6 +100,7 @@ def test_a_valid_action_is_decoded_into_dated_days_after_the_last_row(decoder, t
     for r in a.trajectory:
         assert r["close_q0.05"] <= r["close_q0.5"] <= r["close_q0.95"] and r["close_mean"] > 0
     assert "Answer: Yes" in a.render() and "2024-03-15" in a.render()
+    assert a.price_frame == "as traded on 2024-03-08" and a.last_close == pytest.approx(last)
 
     bad = ScriptedPolicy(tok, {prompt: ["Hmm. <forecast_action>gibberish</forecast_action>", " <answer>No</answer>"]})
     (b,) = ask(bad, decoder, frames, q, tokenizer=tok)
@@ -118,6 +124,8 @@ def test_stockr1_ask_on_a_saved_run_and_a_new_csv(decoder, tmp_path, tiny_policy
     assert out["ticker"] == "mine" and out["decision_date"] == "2024-03-08"
     assert out["question"] == "Will the close be higher in 5 days?" and isinstance(out["completion"], str)
     assert (out["action"] is None) == bool(out["action_errors"])  # a random policy: scored, not a crash
+    assert out["price_frame"] == "as traded on 2024-03-08"
+    assert out["last_close"] == pytest.approx(_csv_frame()["Close"].iloc[-1])
     missing = subprocess.run(cmd[:4] + ["--policy", str(tmp_path / "nope")] + cmd[6:], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=600)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope is not a directory" in missing.stderr

@@ -53,8 +53,11 @@ def test_build_plain_csv(tmp_path, capsys):
     assert "1 tickers: ACME" in out and "days       200" in out and '"zero_volume": 1' in out
     w = load_windows(tmp_path / "out")
     assert w.x.shape == (len(w), 5, 30) and len(w) == 200 - 30 - 5 - 5 - 5  # minus two 5-day embargoes
-    assert (w.context == "").all()
     first = int(np.flatnonzero(w.date == np.datetime64("2022-02-14"))[0])  # row 30
+    # a csv has no text, so its context is the price frame and the last close alone
+    assert w.context[first].splitlines() == ["Ticker: ACME", "Date: 2022-02-14", "Prices: as traded on 2022-02-14",
+                                             w.context[first].splitlines()[3]]
+    assert w.context[first].splitlines()[3].startswith(f"Last close: {close[30]:.2f}; 5-session change: ")
     np.testing.assert_allclose(w.hist[first, :, 3], close[1:31])
     issues = pd.read_csv(tmp_path / "out" / "issues.csv")
     assert list(issues[["ticker", "date", "kind"]].iloc[0]) == ["ACME", "2022-01-12", "zero_volume"]

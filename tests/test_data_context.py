@@ -85,7 +85,10 @@ def test_render_layout_and_ratios():
                          fundamentals=f, profiles={"ABC": Profile("Abc, Inc.", "Makes things.")})
     text = s.render_context("ABC", "2010-05-03")
     lines = text.splitlines()
-    assert lines[:4] == ["Ticker: ABC", "Date: 2010-05-03", "Company: Abc, Inc. (ABC)", "Business Summary: Makes things."]
+    # the price frame and the last close come right after the date (a flat 100 series: no change, no volatility)
+    assert lines[:6] == ["Ticker: ABC", "Date: 2010-05-03", "Prices: as traded on 2010-05-03",
+                         "Last close: 100.00; 5-session change: +0.00%; 20-session change: +0.00%; "
+                         "10-session daily volatility: 0.00%", "Company: Abc, Inc. (ABC)", "Business Summary: Makes things."]
     assert "• US 10Y Treasury yield: 4.38% (as of 2010-04-01)" in lines
     assert "Fundamentals (Q1 2010, published 2010-04-25):" in lines
     for line in ["• revenue: 5.77B", "• operating income: 329.30M", "• gross margin: 39.69%", "• debt-to-assets: 0.41",

@@ -54,6 +54,20 @@ def test_deleting_data_after_t_keeps_earlier_windows_and_labels():
         np.testing.assert_array_equal(getattr(a, name), getattr(cut, name))
 
 
+@pytest.mark.parametrize("source", ["sample", "synthetic", "csv", "back_adjusted"])
+def test_price_block_invariant_to_data_after_t_and_leak_is_caught(source, tmp_path):
+    """The context's price lines read the close of t and nothing later, in every frame."""
+    from stockr1.data.leakage import check_price_block_invariance
+    from stockr1.data.price_frame import mark_back_adjusted
+
+    frames = _frames("synthetic" if source == "back_adjusted" else source, tmp_path)
+    if source == "back_adjusted":
+        frames = {k: mark_back_adjusted(f) for k, f in frames.items()}
+    t = sorted(frames[next(iter(frames))].index)[150]
+    assert check_price_block_invariance(lambda fr: PointInTimeStore(fr), frames, t, n_days=10) == []
+    assert check_price_block_invariance(lambda fr: PointInTimeStore(fr, leak_days=1), frames, t, n_days=10)
+
+
 def _sample_store(leak):
     def make(frames, macro):
         return PointInTimeStore(frames, macro=macro, news=market_wrap_news(frames, SAMPLE_PROFILES),

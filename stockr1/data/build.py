@@ -42,7 +42,8 @@ from stockr1.data.sources.frames import trading_calendar
 from stockr1.data.splits import PAPER_SPLIT, SAMPLE_SPLIT
 from stockr1.data.windows import build_windows, split_counts
 from stockr1.outdir import output_dir, refuse_existing
-from stockr1.types import SPLITS, Windows
+from stockr1.data.price_frame import AS_TRADED, BACK_ADJUSTED, frame_kinds, mark_back_adjusted
+from stockr1.types import AS_OF_T, SPLITS, Windows
 
 ARRAYS = ("x", "y", "hist", "future")
 FRAMES_FILE = "frames.parquet"
@@ -69,6 +70,15 @@ class BuildConfig:
     min_interval: float = 0.5  # yfinance only: seconds between request starts (throttle)
     retries: int = 4  # yfinance only: retries per request (backoff 2, 4, 8, 16 s)
     skip_missing: bool = False  # leave out (and list) universe tickers the source lacks
+    # csv only: "back_adjusted" for files of adjusted closes (their levels hold later splits/dividends, so
+    # windows are rebased: 100 = the close of t; stockr1.data.price_frame); "as_traded" for raw prices
+    price_basis: str = "as_traded"
+
+    def __post_init__(self) -> None:
+        if self.price_basis not in (AS_TRADED, BACK_ADJUSTED):
+            raise ValueError(f"price_basis must be {AS_TRADED!r} or {BACK_ADJUSTED!r}, got {self.price_basis!r}")
+        if self.price_basis != AS_TRADED and self.source != "csv":
+            raise ValueError(f"--price-basis applies to --source csv only; the {self.source} source declares its own")
 
     def universe(self) -> list[str] | None:
         """--tickers, else --tickers-file, else the membership file's tickers, else the source's default."""
@@ -83,7 +93,9 @@ class BuildConfig:
 
 def content_hash(w: Windows) -> str:
     h = hashlib.sha256()
-    for name in ("ticker", "split", "context"):
+    # the frame only where a window is rebased, so datasets of as-traded prices keep the hash they had
+    names = ("ticker", "split", "context", "frame") if (w.frame != AS_OF_T).any() else ("ticker", "split", "context")
+    for name in names:
         h.update("\x1f".join(map(str, getattr(w, name))).encode())
     h.update(np.ascontiguousarray(w.date.astype("datetime64[ns]")).tobytes())
     for name in ARRAYS:
@@ -103,6 +115,8 @@ def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, re
             raise ValueError("--source csv needs --path FILE_OR_DIR")
         frames = load_source("csv", path=cfg.path, tickers=None if cfg.skip_missing else tickers)
         frames = {t: frames[t] for t in tickers if t in frames} if tickers and cfg.skip_missing else frames
+        if cfg.price_basis == BACK_ADJUSTED:
+            frames = {t: mark_back_adjusted(f) for t, f in frames.items()}
     elif cfg.source == "synthetic":
         frames = load_source("synthetic", n_days=cfg.n_days, seed=cfg.seed, tickers=tickers)
     elif cfg.source == "yfinance":
@@ -124,6 +138,8 @@ def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, re
             store = ctx.synthetic_store(frames, seed=cfg.seed)
         elif cfg.source == "yfinance":
             store = ctx.yfinance_store(frames, downloader=downloader, ticker_factory=ticker_factory, requests=requests)
+        else:  # a csv: no text to add, but the prompt still states the price frame and the last close
+            store = ctx.PointInTimeStore(frames)
     return frames, report, store
 
 
@@ -159,7 +175,8 @@ def _write_dataset(cfg: BuildConfig, out: Path, frames, report, store, member, w
     rows = np.arange(len(w))
     for s in SPLITS:
         m = w.split == s
-        cols = {"row": rows[m], "ticker": w.ticker[m].astype(str), "date": w.date[m], "split": w.split[m].astype(str)}
+        cols = {"row": rows[m], "ticker": w.ticker[m].astype(str), "date": w.date[m], "split": w.split[m].astype(str),
+                "frame": w.frame[m].astype(str)}
         for name in ARRAYS:
             a = getattr(w, name)[m]
             cols[name] = pa.FixedSizeListArray.from_arrays(pa.array(a.reshape(-1)), int(np.prod(a.shape[1:])))
@@ -176,6 +193,7 @@ def _write_dataset(cfg: BuildConfig, out: Path, frames, report, store, member, w
         "source": cfg.source, "tickers": sorted(frames), "n_tickers": len(frames),
         "days": int(len(cal)), "first_day": str(cal[0].date()), "last_day": str(cal[-1].date()),
         "rows_per_ticker": {t: int(len(f)) for t, f in sorted(frames.items())},
+        "price_frames": frame_kinds(frames),
         "windows": split_counts(w), "n_windows": len(w),
         "split_dates": {s: [str(pd.Timestamp(w.date[w.split == s].min()).date()), str(pd.Timestamp(w.date[w.split == s].max()).date())]
                         for s in SPLITS if (w.split == s).any()},
@@ -214,6 +232,7 @@ def load_windows(directory: str | Path, verify: bool = True) -> Windows:
         x=arrays["x"].astype(np.float32), y=arrays["y"].astype(np.float32),
         hist=arrays["hist"].astype(np.float64), future=arrays["future"].astype(np.float64),
         split=tab["split"].to_numpy(dtype=object), context=ctx["context"].to_numpy(dtype=object),
+        frame=tab["frame"].to_numpy(dtype=object) if "frame" in tab else np.array([], dtype=object),  # older: as of t
     )
     if MEMBERSHIP_FILE in man["files"]:
         keep = Membership.read(d / MEMBERSHIP_FILE).mask(w.ticker, w.date)

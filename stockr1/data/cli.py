@@ -10,6 +10,12 @@ from stockr1.data.dataset_io import read_manifest
 from stockr1.data.throttle import DataFetchError
 
 
+def _count(frames: dict[str, str]) -> dict[str, str]:
+    """{frame: "n tickers"} of a manifest's per-ticker price frames."""
+    kinds = sorted(set(frames.values()))
+    return {k: f"{sum(v == k for v in frames.values())} tickers" for k in kinds}
+
+
 def _summary_text(man: dict) -> str:
     s = man["summary"]
     lines = [
@@ -18,6 +24,8 @@ def _summary_text(man: dict) -> str:
         f"windows    {s['n_windows']}  " + "  ".join(f"{k}={v}" for k, v in s["windows"].items()),
         "split days " + "  ".join(f"{k}={a}..{b}" for k, (a, b) in s["split_dates"].items()),
         f"repairs    {json.dumps(s['repairs']) if s['repairs'] else 'none'}  (details: issues.csv)",
+        *([f"prices     {', '.join(f'{k}: {v}' for k, v in sorted(_count(s['price_frames']).items()))} "
+           "(stockr1.data.price_frame)"] if s.get("price_frames") else []),
         f"context    {'yes' if s['with_context'] else 'no'}",
         *([f"missing    {len(s['missing'])} tickers not in the source: {', '.join(s['missing'][:20])}"] if s.get("missing") else []),
         *([f"membership {m['tickers']} tickers in the file; never a member here: {', '.join(m['never_member']) or 'none'}"]
@@ -50,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--min-interval", type=float, default=0.5, help="yfinance: seconds between request starts")
     b.add_argument("--retries", type=int, default=4, help="yfinance: retries per request (backoff 2, 4, 8, ... s)")
     b.add_argument("--jump-policy", choices=["error", "report"], default="error")
+    b.add_argument("--price-basis", choices=["as_traded", "back_adjusted"], default="as_traded",
+                   help="csv: back_adjusted for adjusted closes (windows are then rebased, 100 = the close of t, "
+                        "since an adjusted level holds later splits and dividends); as_traded for raw prices")
     b.add_argument("--out", required=True, help="dataset directory (the real-scale configs read data/sp500); "
                                                "refused if it holds files, unless --overwrite")
     b.add_argument("--overwrite", action="store_true", help="replace an existing --out (only once the new build is complete)")
@@ -63,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                       tickers_file=a.tickers_file, membership=a.membership, start=a.start, end=a.end,
                       lookback=a.lookback, horizon=a.horizon, stride=a.stride, context=not a.no_context, seed=a.seed,
                       n_days=a.n_days, cache_dir=a.cache_dir, jump_policy=a.jump_policy, min_interval=a.min_interval,
-                      retries=a.retries, skip_missing=a.skip_missing)
+                      retries=a.retries, skip_missing=a.skip_missing, price_basis=a.price_basis)
     try:  # bad data (DataQualityError) and bad arguments are ValueErrors: one line on stderr in stockr1.cli
         man = build_dataset(cfg, a.out, overwrite=a.overwrite)
     except DataFetchError as e:  # the network or Yahoo, not a bug: reported the same way

@@ -1,7 +1,8 @@
 """Point-in-time store of the text/tabular context T_t (Stock-R1 §3.1, App. A.1/A.4).
 
 Cut-offs for a decision day t (the close of t is the decision time):
-- OHLCV: rows dated <= t, adjusted with corporate actions up to t only.
+- OHLCV: rows dated <= t, adjusted with corporate actions up to t only, in the ticker's price frame
+  (rebased to 100 = the close of t for a back-adjusted source; ``stockr1.data.price_frame``).
 - macro: the latest *release* strictly before t (release rules in providers/base.py).
 - fundamentals: the latest statement *published* strictly before t (filing date, else period end +
   ``filing_lag_days``).
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from stockr1.data.adjust import action_log_factors, window_prices
+from stockr1.data.price_frame import frame_kind, price_lines, rebase
 from stockr1.data.providers.base import (
     MacroObs,
     MacroSeries,
@@ -29,7 +31,7 @@ from stockr1.data.providers.base import (
     publication_dates,
 )
 from stockr1.data.render import render
-from stockr1.types import CHANNELS
+from stockr1.types import CHANNELS, REBASED
 
 MARKET_CLOSE = pd.Timedelta(hours=16)
 _SUFFIX = re.compile(r"[,.]?\s+(inc|incorporated|corp|corporation|co|company|ltd|plc|holdings|group|sa|nv|ag)\.?$", re.I)
@@ -98,16 +100,34 @@ class PointInTimeStore:
         return prev.normalize() + MARKET_CLOSE
 
     # ---- queries --------------------------------------------------------------------------------
-    def ohlcv_until(self, ticker: str, t) -> pd.DataFrame:
-        """Rows dated <= t, prices adjusted as of t (only splits/dividends up to t are applied)."""
+    def ohlcv_until(self, ticker: str, t, last: int | None = None) -> pd.DataFrame:
+        """Rows dated <= t (the ``last`` rows only, if given) in the ticker's price frame at t
+        (``stockr1.data.price_frame``): adjusted for the splits/dividends up to t only, and rebased to
+        100 = the close of t where the source is back-adjusted. Only rows inside the slice are read, so
+        ``last`` gives the same values as the tail of the full history."""
         f = self.frames[ticker].loc[: self._shift(ticker, pd.Timestamp(t))]
+        if last is not None:
+            f = f.iloc[-last:]
         if not len(f):
             return f
         raw = f[list(CHANNELS)].to_numpy(dtype=np.float64)
         log_f, log_fv = action_log_factors(f)
         out = f.copy()
-        out[list(CHANNELS)] = window_prices(raw, log_f, log_fv, np.arange(len(f))[None], len(f) - 1)[0]
+        prices = window_prices(raw, log_f, log_fv, np.arange(len(f))[None], len(f) - 1)[0]
+        out[list(CHANNELS)] = rebase(prices) if frame_kind(f) == REBASED else prices
         return out
+
+    def price_frame(self, ticker: str) -> str:
+        """The ticker's price frame: ``as_of_t`` or ``rebased`` (``stockr1.data.price_frame``)."""
+        return frame_kind(self.frames[ticker])
+
+    def price_block(self, ticker: str, t) -> list[str]:
+        """The context's price lines at t (``price_frame.price_lines``): the frame, the last close and
+        its recent changes, from the last 21 closes up to t in that frame. Empty when no row <= t."""
+        f = self.ohlcv_until(ticker, t, last=21)
+        if not len(f):
+            return []
+        return price_lines(f["close"].to_numpy(dtype=np.float64), self.price_frame(ticker), str(f.index[-1].date()))
 
     def macro_asof(self, t) -> dict[str, MacroObs]:
         """Latest release of each series strictly before t (series with no release yet are absent)."""

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from stockr1.data.price_frame import AS_TRADED, BACK_ADJUSTED, BASIS_ATTR, mark_back_adjusted, price_basis
 from stockr1.data.providers.base import MacroSeries, Profile, empty_news
 from stockr1.data.sources.frames import ACTION_COLUMNS
 from stockr1.types import CHANNELS
@@ -66,9 +67,10 @@ def read_manifest(directory: str | Path, verify: bool = True) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------ frames
 def write_frames(frames: dict[str, pd.DataFrame], path: Path) -> None:
-    """All tickers in one long table: ticker, date, OHLCV (+ dividends, splits where a ticker has them)."""
-    parts = [f.reset_index().assign(ticker=tk) for tk, f in sorted(frames.items())]
-    cols = ["ticker", "date", *CHANNELS, *[c for c in ACTION_COLUMNS if any(c in p for p in parts)]]
+    """All tickers in one long table: ticker, date, OHLCV (+ dividends, splits where a ticker has them),
+    and each ticker's price basis (``stockr1.data.price_frame``: as_traded | back_adjusted)."""
+    parts = [f.reset_index().assign(ticker=tk, **{BASIS_ATTR: price_basis(f)}) for tk, f in sorted(frames.items())]
+    cols = ["ticker", "date", *CHANNELS, *[c for c in ACTION_COLUMNS if any(c in p for p in parts)], BASIS_ATTR]
     pd.concat(parts, ignore_index=True).reindex(columns=cols).to_parquet(path, index=False)
 
 
@@ -78,9 +80,11 @@ def read_frames(path: Path) -> dict[str, pd.DataFrame]:
     tab = pd.read_parquet(path)
     out = {}
     for tk, g in tab.groupby("ticker", sort=True):
-        f = g.drop(columns="ticker").set_index("date").sort_index(kind="stable")
+        basis = str(g[BASIS_ATTR].iloc[0]) if BASIS_ATTR in g else AS_TRADED  # older datasets: as traded
+        f = g.drop(columns=["ticker", BASIS_ATTR], errors="ignore").set_index("date").sort_index(kind="stable")
         f.index = pd.DatetimeIndex(f.index, name="date")
-        out[str(tk)] = f[[c for c in f.columns if c in CHANNELS or f[c].notna().any()]].astype("float64")
+        f = f[[c for c in f.columns if c in CHANNELS or f[c].notna().any()]].astype("float64")
+        out[str(tk)] = mark_back_adjusted(f) if basis == BACK_ADJUSTED else f
     return out
 
 

@@ -6,7 +6,9 @@ Perturbation boundaries follow the rules in windows.py / context.py:
 - windows (x, hist): OHLCV rows and corporate actions dated > t;
 - context: OHLCV rows dated >= t-1 (news is cut at the close of t-1, and price-derived headlines
   of day t-1 are stamped after that close), macro values not public before t (see ``public_from``),
-  statements published >= t, news stamped >= the close of t-1.
+  statements published >= t, news stamped >= the close of t-1. The context's price block (the price
+  frame and the last close, ``PointInTimeStore.price_block``) is the one part that reads the close of
+  t itself: it is compared apart, under the windows' rule (``check_price_block_invariance``: rows > t).
 A correct build passes; ``leak_days=1`` on build_windows or PointInTimeStore makes it fail.
 
 Macro values are perturbed by when they became public, not by their observation date: a monthly
@@ -196,8 +198,20 @@ def perturb_context_inputs(frames: dict[str, pd.DataFrame], t, tables: dict | No
 
 
 def render_view(store: PointInTimeStore, ticker: str, t: pd.Timestamp) -> str:
-    """The default thing compared: the rendered App. A.4 context block."""
-    return store.render_context(ticker, t)
+    """The default thing compared: the rendered App. A.4 context block without its price block (which
+    may read the close of t, so it is held to the windows' rule in ``check_price_block_invariance``)."""
+    block = set(store.price_block(ticker, t))
+    return "\n".join(ln for ln in store.render_context(ticker, t).splitlines() if ln not in block)
+
+
+def check_price_block_invariance(make_store: Callable[..., PointInTimeStore], frames: dict[str, pd.DataFrame], t,
+                                 n_days: int = 20, seed: int = 0) -> list[str]:
+    """The price block of every day d <= t (the last ``n_days`` per ticker) before and after every OHLCV
+    row after t is replaced (a split and a dividend injected where the frame has action columns)."""
+    t = pd.Timestamp(t)
+    base, other = make_store(frames), make_store(perturb_frames(frames, t, seed=seed))
+    return [f"price block differs for {tk} {d.date()}" for tk, f in sorted(frames.items())
+            for d in f.index[f.index <= t][-n_days:] if base.price_block(tk, d) != other.price_block(tk, d)]
 
 
 def check_context_invariance(make_store: Callable[..., PointInTimeStore], frames: dict[str, pd.DataFrame], t,

@@ -1,4 +1,8 @@
-"""Serialise a point-in-time context into the prompt block of Stock-R1 App. A.4."""
+"""Serialise a point-in-time context into the prompt block of Stock-R1 App. A.4.
+
+Beside the paper's blocks, the context opens with the price frame and the last close in it (two lines,
+``PointInTimeStore.price_block``): the rationale a policy writes cites these numbers, and a policy
+can only cite what its prompt shows in text (the encoded history is not readable as digits)."""
 
 from __future__ import annotations
 
@@ -47,10 +51,12 @@ class ContextQueries(Protocol):
 
     def news_before(self, ticker: str, t, n: int = 10) -> list[dict]: ...
 
+    def price_block(self, ticker: str, t) -> list[str]: ...
+
 
 def render(store: ContextQueries, ticker: str, t: pd.Timestamp) -> str:
     prof = store.profiles.get(ticker)
-    lines = [f"Ticker: {ticker}", f"Date: {t.date()}"]
+    lines = [f"Ticker: {ticker}", f"Date: {t.date()}", *store.price_block(ticker, t)]
     if prof is not None:
         lines.append(f"Company: {prof.name} ({ticker})")
         if prof.sector:

@@ -5,8 +5,9 @@ decision row i (L <= i <= T-1-S):
 
     x      [5, L]  log returns of rows i-L+1..i (uses the close of row i-L)
     y      [5, S]  log returns of rows i+1..i+S                              (label)
-    hist   [L, 5]  OHLCV rows i-L+1..i, adjusted as of t (see adjust.py)
-    future [S, 5]  OHLCV rows i+1..i+S on the same basis                     (label)
+    hist   [L, 5]  OHLCV rows i-L+1..i, adjusted as of t (see adjust.py); for a back-adjusted
+                   source rebased so that the close of t is 100 (price_frame.py; ``Windows.frame``)
+    future [S, 5]  OHLCV rows i+1..i+S in the same frame                     (label)
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import numpy as np
 import pandas as pd
 
 from stockr1.data.adjust import action_log_factors, window_prices
+from stockr1.data.price_frame import frame_kind, rebase
 from stockr1.data.returns import log_returns
 from stockr1.data.sources.frames import trading_calendar
 from stockr1.data.splits import SAMPLE_SPLIT, SplitSpec, assign_splits
-from stockr1.types import CHANNELS, SPLITS, Windows
+from stockr1.types import CHANNELS, REBASED, SPLITS, Windows
 
 if TYPE_CHECKING:
     from stockr1.data.context import PointInTimeStore
@@ -59,7 +61,7 @@ def build_windows(
         raise ValueError(f"invalid lookback={lookback} horizon={horizon} stride={stride} leak_days={leak_days} "
                          f"label_lookahead={label_lookahead}")
     calendar = trading_calendar(frames)
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ticker", "date", "x", "y", "hist", "future")}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ticker", "date", "x", "y", "hist", "future", "frame")}
     for ticker in sorted(frames):
         frame = frames[ticker]
         raw = frame[list(CHANNELS)].to_numpy(dtype=np.float64)
@@ -81,8 +83,12 @@ def build_windows(
         parts["date"].append(dates[t_rows].to_numpy(dtype="datetime64[ns]"))
         parts["x"].append(log_returns(inputs[:, : lookback + 1]).transpose(0, 2, 1))
         parts["y"].append(log_returns(labels[:, lookback:]).transpose(0, 2, 1))
+        kind = frame_kind(frame)
+        if kind == REBASED:  # back-adjusted levels hold later actions: show prices relative to the close of t
+            inputs, labels = rebase(inputs, lookback), rebase(labels, lookback)
         parts["hist"].append(inputs[:, 1 : lookback + 1])
         parts["future"].append(labels[:, lookback + 1 :])
+        parts["frame"].append(np.full(len(t_rows), kind, dtype=object))
     if not parts["ticker"]:
         raise ValueError(
             f"no windows: every ticker has fewer than lookback+horizon+1 = {lookback + horizon + 1} rows "
@@ -107,6 +113,7 @@ def build_windows(
         future=cat["future"][keep],
         split=split_names[keep],
         context=ctx,
+        frame=cat["frame"][keep],
     )
 
 

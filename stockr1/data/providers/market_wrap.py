@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from stockr1.data.price_frame import AS_TRADED, price_basis
 from stockr1.data.providers.base import NEWS_COLUMNS, Profile
 
 SAMPLE_PROFILES = {
@@ -33,15 +34,21 @@ SAMPLE_PROFILES = {
 PUBLISHED_AFTER_CLOSE = pd.Timedelta(hours=16, minutes=30)
 
 
-def _title(display: str, r: float, close: float) -> str:
+def _title(display: str, r: float, close: float | None) -> str:
+    """``close`` None: no level (a back-adjusted source's level holds later splits and dividends)."""
+    to, at = ("", "") if close is None else (f" to {close:,.2f}", f" at {close:,.2f}")
     for lim, up, down in ((0.02, "surges", "slides"), (0.01, "rallies", "falls"), (0.0025, "edges up", "edges down")):
         if abs(r) >= lim:
-            return f"{display} {up if r > 0 else down} {abs(r) * 100:.1f}% to {close:,.2f}"
-    return f"{display} is little changed at {close:,.2f}"
+            return f"{display} {up if r > 0 else down} {abs(r) * 100:.1f}%{to}"
+    return f"{display} is little changed{at}"
 
 
 def wrap_frame(display: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """One headline per row (from the second), each from rows up to and including its own day."""
+    """One headline per row (from the second), each from rows up to and including its own day. Levels
+    are written only for as-traded prices: a headline is stamped on its own day, so it cannot be put in
+    the frame of a later decision day, and a back-adjusted level would leak the actions after it
+    (``stockr1.data.price_frame``); percentages are the same in every frame."""
+    levels = price_basis(frame) == AS_TRADED
     c, v = frame["close"], frame["volume"]
     cols = {
         "c": c, "r": c.pct_change(), "r5": c.pct_change(5), "r20": c.pct_change(20),
@@ -52,17 +59,20 @@ def wrap_frame(display: str, frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for k in range(1, len(frame)):
         rk, ck = a["r"][k], a["c"][k]
-        title = _title(display, rk, ck)
+        title = _title(display, rk, ck if levels else None)
         if ck >= a["hi"][k]:
             title += "; hits 52-week high"
         elif ck <= a["lo"][k]:
             title += "; hits 52-week low"
         if a["vr"][k] > 1.5:
             title += f" on heavy volume ({a['vr'][k]:.1f}x 20-day average)"
-        summary = (f"{display} closed at {ck:,.2f} ({rk * 100:+.2f}% on the day"
-                   + (f", {a['r5'][k] * 100:+.1f}% over 5 sessions" if np.isfinite(a["r5"][k]) else "")
-                   + (f", {a['r20'][k] * 100:+.1f}% over 20 sessions" if np.isfinite(a["r20"][k]) else "")
-                   + f"); intraday range {a['rng'][k] * 100:.1f}% of the prior close. [price-derived market wrap]")
+        moves = [f"{rk * 100:+.2f}% on the day"]
+        moves += [f"{a[key][k] * 100:+.1f}% over {n} sessions" for key, n in (("r5", 5), ("r20", 20)) if np.isfinite(a[key][k])]
+        summary = (f"{display} closed at {ck:,.2f} ({', '.join(moves)})" if levels else
+                   f"{display} closed {', '.join(moves)}")
+        if np.isfinite(a["rng"][k]):  # a close-only series has no intraday range
+            summary += f"; intraday range {a['rng'][k] * 100:.1f}% of the prior close"
+        summary += ". [price-derived market wrap]"
         sentiment = "positive" if rk >= 0.005 else "negative" if rk <= -0.005 else "neutral"
         rows.append(("", frame.index[k].normalize() + PUBLISHED_AFTER_CLOSE, title, summary, sentiment))
     return pd.DataFrame(rows, columns=list(NEWS_COLUMNS))
