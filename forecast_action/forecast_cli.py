@@ -147,8 +147,8 @@ def run(args: argparse.Namespace) -> str:
         wrote += f" and {png}"
     n = result["ticker"].nunique()
     first, last = result["date"].min().date(), result["date"].max().date()
-    return (f"wrote {len(result)} rows ({n} ticker(s) x {args.horizon} trading days, {first}..{last}) to {wrote}; "
-            f"{calendar_line(result)}")
+    return (f"wrote {len(result)} rows ({n} ticker(s) x {args.horizon} trading days, {first}..{last}, "
+            f"{calendar_line(result)}) to {wrote}")
 
 
 def calendar_line(result: pd.DataFrame) -> str:
