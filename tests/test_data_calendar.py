@@ -23,6 +23,11 @@ from stockr1.data.calendar import (
 from stockr1.data.sources import source_exchanges
 
 
+@pytest.fixture(scope="module")
+def sample() -> dict[str, pd.DataFrame]:
+    return load_source("sample")
+
+
 def _days(*iso: str) -> list[pd.Timestamp]:
     return [pd.Timestamp(d) for d in iso]
 
@@ -56,8 +61,8 @@ def test_unscheduled_closures_are_unknown_to_a_forecast_but_label_realised_days(
     assert pd.Timestamp("2018-12-05") not in sessions("XNYS", pd.Timestamp("2018-12-01"), pd.Timestamp("2018-12-31"))
 
 
-def test_the_sample_indices_are_inferred_as_nyse_and_a_weekday_complete_series_as_unknown() -> None:
-    frames = load_source("sample")
+def test_the_sample_indices_are_inferred_as_nyse_and_a_weekday_complete_series_as_unknown(sample) -> None:
+    frames = sample
     assert infer_exchange(frames["SP500"].index) == "XNYS"
     assert calendar_for(frames["SP500"].index).label == "XNYS"
     weekday_complete = load_source("synthetic", n_tickers=1, n_days=800)["SYN00"].index
@@ -77,8 +82,8 @@ def test_inference_tells_london_from_new_york() -> None:
     assert pd.Timestamp("2018-12-05") not in ny and infer_exchange(ny) == "XNYS"
 
 
-def test_declared_exchange_beats_inference_and_an_explicit_mic_beats_both() -> None:
-    frames = load_source("sample")
+def test_declared_exchange_beats_inference_and_an_explicit_mic_beats_both(sample) -> None:
+    frames = sample
     declared = source_exchanges("sample", list(frames))
     assert declared == {"SP500": "XNYS", "NASDAQ": "XNAS"}
     cals = calendars_for(frames, "auto", declared)
