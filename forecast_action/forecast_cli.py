@@ -1,13 +1,16 @@
-"""``stockr1 forecast``: forecast the next business days of your own OHLCV CSV with a trained encoder.
+"""``stockr1 forecast``: forecast the next trading days of your own OHLCV CSV with a trained encoder.
 
     stockr1 forecast --checkpoint DIR_OR_CKPT [--decoder FILE] --data FILE.csv --horizon 10 \\
-        [--quantiles 0.05 0.5 0.95] [--action JSON] --out forecast.csv [--plot] [--overwrite]
+        [--quantiles 0.05 0.5 0.95] [--action JSON] [--exchange auto|MIC|weekdays] --out forecast.csv \\
+        [--plot] [--overwrite]
 
 ``--checkpoint``: a ``Forecaster.save_pretrained`` directory or a Lightning ``.ckpt`` of ``stockr1 ts
 fit``. ``--data``: a CSV/parquet file or a directory of them (``stockr1.data.sources.csv``: one ticker
 per file, or a ``ticker`` / ``symbol`` column). A user error (missing file, bad column, bad date, bad
 action) is one line on stderr and exit code 2, never a traceback, and leaves no ``--out``. The CSV
-(and with ``--plot`` the fan chart ``<out>.png``) is written to a temp file and renamed.
+(and with ``--plot`` the fan chart ``<out>.png``) is written to a temp file and renamed. ``--exchange``:
+the calendar the future days are dated on (``stockr1.data.calendar``; ``auto`` infers it from the file's
+own dates, else weekdays); the CSV's ``calendar`` column and the closing line name it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from forecast_action.forecaster import DEFAULT_QUANTILES, Forecaster, quantile_columns
+from stockr1.data.calendar import AUTO, WEEKDAYS, check_mic
 from stockr1.outdir import atomic_write, refuse_existing
 
 PROG = "stockr1 forecast"
@@ -55,15 +59,18 @@ def _data_error(path: str, e: ValueError) -> _UserError:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Forecast the business days after the last row of an OHLCV CSV.")
+    p = _Parser(prog=PROG, description="Forecast the trading days after the last row of an OHLCV CSV.")
     p.add_argument("--checkpoint", required=True, help="save_pretrained directory or Lightning .ckpt")
     p.add_argument("--decoder", default=None, help="action-conditioned decoder .pt (needed for --action)")
     p.add_argument("--data", required=True, help="OHLCV CSV/parquet file or a directory of them")
-    p.add_argument("--horizon", type=int, default=10, help="business days to forecast (<= the model's horizon)")
+    p.add_argument("--horizon", type=int, default=10, help="trading days to forecast (<= the model's horizon)")
     p.add_argument("--quantiles", type=float, nargs="+", default=list(DEFAULT_QUANTILES), help="close quantile levels")
     p.add_argument("--action", default=None, help='forecast action JSON, e.g. \'{"direction": "up"}\'')
     p.add_argument("--samples", type=int, default=1000, help="sampled close paths the quantiles are taken over")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampled paths")
+    p.add_argument("--exchange", default=AUTO,
+                   help="ISO MIC whose calendar dates the future days (e.g. XNYS, XNAS, XLON); auto (default): "
+                        "inferred from the file's own missing weekdays; weekdays: Monday-Friday")
     p.add_argument("--jump-policy", choices=("error", "report"), default="error",
                    help="an unrecorded >1.8x close jump: error (default) or keep it")
     p.add_argument("--out", required=True, help="output CSV (refused if it exists, unless --overwrite)")
@@ -85,6 +92,8 @@ def _check_paths(args: argparse.Namespace) -> tuple[Path, Path | None]:
     if not out.parent.is_dir():
         raise _UserError(f"output directory {out.parent} does not exist")
     quantile_columns(args.quantiles)
+    if args.exchange.strip().lower() not in (AUTO, WEEKDAYS):
+        check_mic(args.exchange)
     return out, png
 
 
@@ -129,7 +138,8 @@ def run(args: argparse.Namespace) -> str:
         raise _data_error(args.data, e) from e
     forecaster = Forecaster.load(args.checkpoint, decoder=args.decoder)
     result = forecaster.predict(frames, horizon=args.horizon, quantile_levels=args.quantiles, action=args.action,
-                                n_samples=args.samples, seed=args.seed, jump_policy=args.jump_policy)
+                                n_samples=args.samples, seed=args.seed, jump_policy=args.jump_policy,
+                                exchange=args.exchange)
     atomic_write(out, lambda p: result.to_csv(p, index=False, date_format="%Y-%m-%d"))
     wrote = f"{out}"
     if png is not None:
@@ -137,7 +147,16 @@ def run(args: argparse.Namespace) -> str:
         wrote += f" and {png}"
     n = result["ticker"].nunique()
     first, last = result["date"].min().date(), result["date"].max().date()
-    return f"wrote {len(result)} rows ({n} ticker(s) x {args.horizon} business days, {first}..{last}) to {wrote}"
+    return (f"wrote {len(result)} rows ({n} ticker(s) x {args.horizon} trading days, {first}..{last}, "
+            f"{calendar_line(result)}) to {wrote}")
+
+
+def calendar_line(result: pd.DataFrame) -> str:
+    """"calendar XNYS" when every ticker shares one, else "calendars A: XNYS; B: weekdays (...)"."""
+    per = result.groupby("ticker", sort=False)["calendar"].first()
+    if per.nunique() == 1:
+        return f"calendar {per.iloc[0]}"
+    return "calendars " + "; ".join(f"{t}: {c}" for t, c in per.items())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,12 @@
-"""``Forecaster``: forecast the next business days of any OHLCV frame, the way Chronos-2's
+"""``Forecaster``: forecast the next trading days of any OHLCV frame, the way Chronos-2's
 ``predict_df`` and TimesFM's pipelines answer (a long frame: one row per series and future day).
 
 Why a separate class: the training stack (``TSForecastModule`` + ``Windows``) needs ``horizon``
 future rows after every decision day, so the newest forecast it can make starts ``horizon`` days
 before the last row. Here the input window is the last ``lookback + 1`` rows only (the extra row is
-the previous close the first log return needs) and the forecast is dated on the business days
-after the last row. The features are the training ones: ``inference_window`` composes the same
+the previous close the first log return needs) and the forecast is dated on the trading days
+after the last row (``stockr1.data.calendar``: the exchange's calendar, else weekdays; the ``calendar``
+column says which). The features are the training ones: ``inference_window`` composes the same
 ``stockr1.data`` functions as ``build_windows`` (as-of-t corporate-action adjustment, then the
 log-return channels); the model's own buffers hold the training-split input scaling.
 
@@ -42,6 +43,7 @@ from forecast_action.parser import parse_action
 from forecast_action.schema import ForecastAction
 from stockr1.artifact import CONFIG_FILE, WEIGHTS_FILE, load_strict, load_weights, read_config, save_artifact
 from stockr1.data.adjust import action_log_factors, window_prices
+from stockr1.data.calendar import AUTO, TradingCalendar, calendars_for
 from stockr1.data.quality import check_frames
 from stockr1.data.returns import log_returns
 from stockr1.data.sources.frames import normalize_frame
@@ -117,11 +119,6 @@ def _windows_of(frames: dict[str, pd.DataFrame], lookback: int) -> tuple[np.ndar
         xs.append(x)
         lasts.append(hist[-1])
     return np.stack(xs), np.stack(lasts)
-
-
-def future_dates(last: pd.Timestamp, horizon: int) -> pd.DatetimeIndex:
-    """The ``horizon`` business days (Mon-Fri) after ``last``; exchange holidays are not known here."""
-    return pd.bdate_range(pd.Timestamp(last) + pd.offsets.BDay(1), periods=horizon)
 
 
 def quantile_columns(levels: Sequence[float]) -> dict[str, float]:
@@ -311,15 +308,19 @@ class Forecaster:
         seed: int = 0,
         ticker: str = DEFAULT_TICKER,
         jump_policy: str = "error",
+        exchange: str | Mapping[str, str] = AUTO,
     ) -> pd.DataFrame:
-        """Forecast the ``horizon`` business days after each series' last row.
+        """Forecast the ``horizon`` trading days after each series' last row.
 
         Returns a long frame sorted by ticker then horizon, one row per (ticker, future day):
             ticker, date, horizon (1..h), mean (close on the mean log-return path, C_t·exp(Σμ)),
             q<level> (close quantiles, increasing in level), volume (point forecast),
             high_q0.95, low_q0.05 (quantiles of the day's high / low), uncertainty (U normalised to
             [0, 1] by the training-split CDF; NaN if the checkpoint has no fitted normaliser),
-            uncertainty_raw (U = Σ σ² over the model's full horizon, i ∈ {O, C, V}).
+            uncertainty_raw (U = Σ σ² over the model's full horizon, i ∈ {O, C, V}),
+            calendar (what ``date`` counts: the exchange's MIC, or "weekdays (<why>)").
+        ``exchange`` (one spec or {ticker: spec}): an ISO MIC, ``auto`` (inferred from each series' own
+        dates, ``stockr1.data.calendar.calendar_for``) or ``weekdays``; it changes the dates only.
         Close quantiles are taken over ``n_samples`` sampled close paths (``to_forecast``, the paths
         every metric and the forecast tool use) drawn from a generator seeded with ``seed``, so the
         same call gives the same frame. ``action`` (ForecastAction or its JSON) needs the decoder and
@@ -330,9 +331,10 @@ class Forecaster:
         cols = quantile_columns(quantile_levels)
         act = self._resolve_action(action)
         frames, repairs = as_frames(data, ticker, jump_policy)
+        calendars = calendars_for(frames, exchange)  # a bad MIC fails before any model work
         x, last = _windows_of(frames, self.lookback)
         forecast, u_raw = self._forecast(x, last, act, n_samples, seed)
-        out = _long_frame(frames, forecast, u_raw, int(horizon), cols)
+        out = _long_frame(frames, forecast, u_raw, int(horizon), cols, calendars)
         out.attrs["repairs"] = repairs
         return out
 
@@ -381,17 +383,18 @@ def _read_config(d: Path) -> dict[str, Any]:
 
 
 def _long_frame(frames: dict[str, pd.DataFrame], fc: Forecast, u_raw: np.ndarray, horizon: int,
-                cols: dict[str, float]) -> pd.DataFrame:
+                cols: dict[str, float], calendars: dict[str, TradingCalendar]) -> pd.DataFrame:
     """Forecast arrays [N, S(, M)] -> the long frame of ``Forecaster.predict`` (first ``horizon`` steps)."""
     h = horizon
     q = np.quantile(fc.close_samples[:, :, :h], list(cols.values()), axis=1)  # [Q, N, h], monotone in level
     unc = fc.uncertainty if fc.uncertainty is not None else np.full(len(frames), np.nan)
     parts = []
     for i, (name, frame) in enumerate(frames.items()):
-        part = {"ticker": name, "date": future_dates(frame.index[-1], h), "horizon": np.arange(1, h + 1),
+        cal = calendars[name]
+        part = {"ticker": name, "date": cal.days_after(frame.index[-1], h), "horizon": np.arange(1, h + 1),
                 "mean": fc.close[i, :h]}
         part |= {c: q[j, i] for j, c in enumerate(cols)}
         part |= {"volume": fc.volume[i, :h], "high_q0.95": fc.high[i, :h], "low_q0.05": fc.low[i, :h],
-                 "uncertainty": float(unc[i]), "uncertainty_raw": float(u_raw[i])}
+                 "uncertainty": float(unc[i]), "uncertainty_raw": float(u_raw[i]), "calendar": cal.label}
         parts.append(pd.DataFrame(part))
     return pd.concat(parts, ignore_index=True)

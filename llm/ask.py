@@ -1,11 +1,13 @@
-"""Ask a trained Stock-R1 policy a question about the business days after the end of your own data.
+"""Ask a trained Stock-R1 policy a question about the trading days after the end of your own data.
 
 The whole Stock-R1 path on one series: the last ``lookback + 1`` rows of an OHLCV frame become the
 decision window (``forecast_action.forecaster.inference_window``: the training features, adjusted as of
 the last row, no future rows), the policy reads the same prompt as in SFT, GRPO and ``bench qa``
 (``llm.qa.prompt``), writes its rationale and a forecast action, the run's saved decoder turns the
 action into a trajectory (``llm.tools.ForecastTool``, the text every stage renders), and the policy
-answers. Greedy, so the same inputs give the same answer.
+answers. Greedy, so the same inputs give the same answer. The trajectory is dated on the exchange's
+trading days (``stockr1.data.calendar``; ``exchange="auto"``: the source's declared exchange, else inferred
+from the series' own dates, else weekdays), and ``Answer.calendar`` says which.
 
 A run directory is any finished ``stockr1 sft`` or ``stockr1 grpo`` run: ``policy/`` + ``decoder/``.
 """
@@ -22,6 +24,7 @@ import pandas as pd
 import torch
 
 from llm.qa.core import QAItem
+from stockr1.data.calendar import AUTO, TradingCalendar, calendars_for
 from stockr1.types import CHANNELS, Windows
 
 ANSWER_TYPES = ("yes_no", "choice", "numeric")
@@ -29,9 +32,9 @@ ANSWER_TYPES = ("yes_no", "choice", "numeric")
 
 @dataclass(frozen=True)
 class Answer:
-    """What the policy wrote, and what the tool returned. ``trajectory``: one row per future business
+    """What the policy wrote, and what the tool returned. ``trajectory``: one row per future trading
     day (date, close mean and its 5/50/95% sample quantiles, high q0.95, low q0.05, volume); empty when
-    the action could not be decoded."""
+    the action could not be decoded. ``calendar``: what the dates count (a MIC, or "weekdays (<why>)")."""
 
     ticker: str
     decision_date: str
@@ -43,6 +46,7 @@ class Answer:
     answer: str | None
     completion: str
     trajectory: list[dict[str, Any]] = field(default_factory=list)
+    calendar: str = ""
     price_frame: str = ""  # e.g. "as traded on 2024-05-31" (stockr1.data.price_frame.describe)
     last_close: float | None = None  # the close of the decision day in that frame
 
@@ -60,8 +64,9 @@ class Answer:
         lines.append(json.dumps(self.action) if self.action is not None
                      else f"(not parseable: {', '.join(map(str, self.action_errors)) or 'no action'})")
         if self.trajectory:
-            lines += ["", f"Decoded trajectory (uncertainty U = {self.uncertainty:.2f}):" if self.uncertainty is not None
-                      else "Decoded trajectory:", "date        close_q0.05  close_mean  close_q0.95"]
+            u = f"uncertainty U = {self.uncertainty:.2f}, " if self.uncertainty is not None else ""
+            lines += ["", f"Decoded trajectory ({u}dated on {self.calendar or 'weekdays'}):",
+                      "date        close_q0.05  close_mean  close_q0.95"]
             lines += [f"{r['date']}  {r['close_q0.05']:11.2f}  {r['close_mean']:10.2f}  {r['close_q0.95']:11.2f}"
                       for r in self.trajectory]
         lines += ["", f"Answer: {self.answer if self.answer is not None else '(none parseable)'}"]
@@ -114,16 +119,15 @@ def question_item(question: str, ticker: str, date: str, answer_type: str = "yes
                   choices=tuple(choices), tolerance=float(tolerance) if answer_type == "numeric" else 0.0)
 
 
-def trajectory_rows(forecast, start: pd.Timestamp) -> list[dict[str, Any]]:
-    """The decoded one-row ``Forecast`` as dated rows (business days after ``start``)."""
-    from forecast_action.forecaster import future_dates
-
+def trajectory_rows(forecast, start: pd.Timestamp,
+                    calendar: TradingCalendar = TradingCalendar()) -> list[dict[str, Any]]:
+    """The decoded one-row ``Forecast`` as dated rows (``calendar``'s trading days after ``start``)."""
     s = forecast.close.shape[1]
     q05, q50, q95 = np.quantile(forecast.close_samples[0], [0.05, 0.5, 0.95], axis=0)
     return [{"date": str(d.date()), "close_mean": float(forecast.close[0, h]), "close_q0.05": float(q05[h]),
              "close_q0.5": float(q50[h]), "close_q0.95": float(q95[h]), "high_q0.95": float(forecast.high[0, h]),
              "low_q0.05": float(forecast.low[0, h]), "volume": float(forecast.volume[0, h])}
-            for h, d in enumerate(future_dates(start, s))]
+            for h, d in enumerate(calendar.days_after(start, s))]
 
 
 def load_run(run_dir: str | Path):
@@ -150,18 +154,21 @@ def ask_prompt(tokenizer, item: QAItem, context: str, n_ts_tokens: int, max_cont
 
 def ask(policy, decoder, frames: Mapping[str, pd.DataFrame], question: str, answer_type: str = "yes_no",
         choices: Sequence[str] = (), tolerance: float = 0.5, context: str = "",
-        max_new_tokens: int = 640, max_context_chars: int | None = None, tokenizer=None) -> list[Answer]:
+        max_new_tokens: int = 640, max_context_chars: int | None = None, tokenizer=None,
+        exchange: str | Mapping[str, str] = AUTO, declared: Mapping[str, str | None] | None = None) -> list[Answer]:
     """One greedy Stock-R1 rollout per ticker of ``frames`` (normalised, quality-checked OHLCV frames).
-    ``tokenizer``: the policy's (default ``policy.tokenizer``)."""
+    ``tokenizer``: the policy's (default ``policy.tokenizer``). ``exchange`` / ``declared``: the calendar
+    of the trajectory's dates (``stockr1.data.calendar.calendars_for``)."""
     from llm.rollout import RolloutEngine
     from llm.special_tokens import FORECAST_ACTION_OPEN
     from llm.tools import ForecastTool
 
     cfg, tok = decoder.ts_cfg, tokenizer if tokenizer is not None else policy.tokenizer
-    out = []
+    calendars = calendars_for(frames, exchange, declared)
     from stockr1.data.price_frame import describe
     from stockr1.types import AS_OF_T
 
+    out = []
     for ticker, frame in frames.items():
         text = ask_context(frame, ticker, context)
         w = ask_window(frame, cfg.lookback, cfg.horizon, ticker, text)
@@ -180,6 +187,7 @@ def ask(policy, decoder, frames: Mapping[str, pd.DataFrame], question: str, answ
                           action_errors=[str(e) for e in roll.action_errors] if roll.action is None else [],
                           uncertainty=None if roll.uncertainty is None else float(roll.uncertainty),
                           answer=roll.answer, completion=roll.completion,
-                          trajectory=trajectory_rows(fc, frame.index[-1]) if fc is not None else [],
-                          price_frame=describe(AS_OF_T, item.date), last_close=float(w.last_close[0])))
+                          trajectory=trajectory_rows(fc, frame.index[-1], calendars[ticker]) if fc is not None else [],
+                          calendar=calendars[ticker].label, price_frame=describe(AS_OF_T, item.date),
+                          last_close=float(w.last_close[0])))
     return out

@@ -1,11 +1,14 @@
 """``stockr1 ask``: the Stock-R1 path on your own data (``llm.ask``).
 
     stockr1 ask --policy RUN_DIR --data FILE.csv --question "Will the close rise over the next 5 days?" \\
-        [--answer-type yes_no|choice|numeric] [--choices up down flat] [--context-file NOTES.txt] [--json]
+        [--answer-type yes_no|choice|numeric] [--choices up down flat] [--context-file NOTES.txt] [--json] \\
+        [--exchange auto|MIC|weekdays]
     stockr1 ask --policy RUN_DIR --ticker AAPL --question "..."      # yfinance; needs the network
 
-Prints the policy's rationale, its forecast action, the decoded trajectory (dated on the business days
-after the last row) and the answer; ``--json`` prints the same as one JSON list (one entry per ticker).
+Prints the policy's rationale, its forecast action, the decoded trajectory (dated on the exchange's trading
+days after the last row: ``--exchange``, default ``auto`` = the exchange Yahoo reports for ``--ticker``, else
+inferred from the data's own dates, else weekdays; the output names the calendar) and the answer; ``--json``
+prints the same as one JSON list (one entry per ticker).
 Bad input (a missing run or file, a bad column or date, too few rows) is one line on stderr, exit 2.
 """
 
@@ -18,6 +21,8 @@ from pathlib import Path
 import pandas as pd
 
 from llm.ask import ANSWER_TYPES, ask, load_run
+from stockr1.data.calendar import AUTO, WEEKDAYS, check_mic
+from stockr1.data.sources import source_exchanges
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,11 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=640)
     p.add_argument("--jump-policy", choices=("error", "report"), default="error",
                    help="an unrecorded >1.8x close jump: error (default) or keep it")
+    p.add_argument("--exchange", default=AUTO,
+                   help="ISO MIC whose calendar dates the trajectory (e.g. XNYS, XNAS); auto (default): the "
+                        "source's exchange, else inferred from the data's missing weekdays; weekdays: Mon-Fri")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     return p
 
 
-def _frames(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
+def _frames(args: argparse.Namespace) -> tuple[dict[str, pd.DataFrame], dict[str, str | None]]:
+    """The checked frames and the exchange each ticker's source declares (None: not declared)."""
     from forecast_action.forecaster import as_frames
 
     if args.data is not None:
@@ -58,7 +67,8 @@ def _frames(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
         raw = load_yfinance([args.ticker], start=str((end - pd.DateOffset(years=2)).date()),
                             end=str((end + pd.Timedelta(days=1)).date()), progress=False)
     frames, _ = as_frames(raw, jump_policy=args.jump_policy)
-    return frames
+    declared = source_exchanges("yfinance", list(frames)) if args.ticker is not None else {}
+    return frames, declared
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,9 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(args.policy).is_dir():
         raise FileNotFoundError(f"--policy {args.policy} is not a directory")
     context = Path(args.context_file).read_text() if args.context_file else ""
+    if args.exchange.strip().lower() not in (AUTO, WEEKDAYS):
+        check_mic(args.exchange)
     policy, decoder = load_run(args.policy)
-    answers = ask(policy, decoder, _frames(args), args.question, args.answer_type, args.choices, args.tolerance,
-                  context, args.max_new_tokens)
+    frames, declared = _frames(args)
+    answers = ask(policy, decoder, frames, args.question, args.answer_type, args.choices, args.tolerance,
+                  context, args.max_new_tokens, exchange=args.exchange, declared=declared)
     if args.json:
         print(json.dumps([a.to_dict() for a in answers], indent=1))
     else:

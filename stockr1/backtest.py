@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from stockr1.data.calendar import calendar_for
 from stockr1.metrics.trading import trading_metrics
 from stockr1.types import CLOSE, Forecast, Windows
 
@@ -141,11 +142,13 @@ def buy_and_hold(prices: pd.Series, cfg: BacktestConfig = BacktestConfig(), benc
     return simulate(d, prices, replace(cfg, holding=len(prices) - 1), benchmark)
 
 
-def prices_from_windows(windows: Windows, ticker: str, holding: int) -> pd.Series:
+def prices_from_windows(windows: Windows, ticker: str, holding: int, exchange: str = "auto") -> pd.Series:
     """Daily closes of one ticker over its decision days plus ``holding`` days after the last one.
 
     Needs consecutive (stride-1) windows; checked by the overlap of consecutive histories. The
-    dates after the last decision day are not in ``Windows`` and are labelled with business days.
+    dates after the last decision day are not in ``Windows``; they are labelled with the trading days
+    of ``exchange`` (``stockr1.data.calendar``; ``auto``: inferred from the decision days themselves,
+    else weekdays), ad hoc closures included: these closes happened, so they get the days they traded.
     """
     w = windows.select(np.flatnonzero(windows.ticker == ticker))
     order = np.argsort(w.date)
@@ -161,7 +164,8 @@ def prices_from_windows(windows: Windows, ticker: str, holding: int) -> pd.Serie
         )
     extra = w.future[-1, :holding, CLOSE]
     last = pd.Timestamp(w.date[-1])
-    dates = pd.DatetimeIndex(w.date).append(pd.bdate_range(last + pd.offsets.BDay(1), periods=len(extra)))
+    cal = calendar_for(pd.DatetimeIndex(w.date), exchange)
+    dates = pd.DatetimeIndex(w.date).append(cal.days_after(last, len(extra), realised=True))
     return pd.Series(np.concatenate([closes, extra]), index=dates, name=ticker)
 
 

@@ -16,7 +16,7 @@ from stockr1.progress import silence_known_noise
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "data": ("stockr1.data.cli:main", "build / inspect point-in-time datasets"),
     "ts": ("ts_encoder.cli:main", "TS encoder: fit | validate | test | predict (Lightning CLI)"),
-    "forecast": ("forecast_action.forecast_cli:main", "forecast the next business days of your own OHLCV CSV"),
+    "forecast": ("forecast_action.forecast_cli:main", "forecast the next trading days of your own OHLCV CSV"),
     "decoder": ("forecast_action.train:main", "train the action-conditioned decoder (the forecast tool)"),
     "ask": ("llm.ask_cli:main", "ask a trained policy about the days after the end of your own data"),
     "tokenizer": ("llm.tokenizer_cli:main", "build the offline tokenizer and tiny policy"),

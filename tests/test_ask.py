@@ -2,8 +2,9 @@
 
 - the decision window is the frame's last rows, with nothing after it; rows before the look-back do
   not change it; a frame too short is a clear error;
-- a policy that writes a valid action gets a decoded trajectory dated on the business days after the
-  last row, and its answer; a policy that writes garbage gets a scored error, not a crash;
+- a policy that writes a valid action gets a decoded trajectory dated on the trading days after the
+  last row (weekdays when the exchange is unknown, the exchange's sessions when declared; named), and its
+  answer; a policy that writes garbage gets a scored error, not a crash;
 - the command end to end on a saved run: JSON out, exit 0; a missing run is one line, exit 2.
 """
 
@@ -34,10 +35,10 @@ TS = TSEncoderConfig(lookback=60, horizon=5, patch_len=10, d_model=16, n_layers=
 ACT = '<forecast_action>{"direction": "up", "volatility_level": "low"}</forecast_action>'
 
 
-def _csv_frame(n: int = 200, seed: int = 3) -> pd.DataFrame:
+def _csv_frame(n: int = 200, seed: int = 3, end: str = "2024-03-08") -> pd.DataFrame:
     """A random-walk OHLCV series the project never saw, ending on a Friday."""
     rng = np.random.default_rng(seed)
-    dates = pd.bdate_range(end="2024-03-08", periods=n)
+    dates = pd.bdate_range(end=end, periods=n)
     close = 50 * np.exp(np.cumsum(rng.normal(0, 0.01, n)))
     open_ = close * np.exp(rng.normal(0, 0.003, n))
     return pd.DataFrame({"Date": dates, "Open": open_, "High": np.maximum(open_, close) * 1.004,
@@ -101,10 +102,21 @@ def test_a_valid_action_is_decoded_into_dated_days_after_the_last_row(decoder, t
         assert r["close_q0.05"] <= r["close_q0.5"] <= r["close_q0.95"] and r["close_mean"] > 0
     assert "Answer: Yes" in a.render() and "2024-03-15" in a.render()
     assert a.price_frame == "as traded on 2024-03-08" and a.last_close == pytest.approx(last)
+    assert a.calendar == "weekdays (exchange unknown: pass --exchange MIC)" and a.calendar in a.render()
 
     bad = ScriptedPolicy(tok, {prompt: ["Hmm. <forecast_action>gibberish</forecast_action>", " <answer>No</answer>"]})
     (b,) = ask(bad, decoder, frames, q, tokenizer=tok)
     assert b.action is None and b.action_errors and b.answer == "No"  # a scored error, not a crash
+
+
+def test_the_trajectory_of_a_declared_nyse_series_skips_good_friday(decoder, tiny_tokenizer) -> None:
+    frames, _ = as_frames(_csv_frame(end="2024-03-22"))  # the Friday before Good Friday 2024-03-29
+    tok, q = tiny_tokenizer, "Will the close be higher in 5 days?"
+    prompt = ask_prompt(tok, question_item(q, "series", "2024-03-22"), ask_context(frames["series"], "series"), TS.n_tokens)
+    pol = ScriptedPolicy(tok, {prompt: ["Up. " + ACT, " <answer>Yes</answer>"]})
+    (a,) = ask(pol, decoder, frames, q, tokenizer=tok, declared={"series": "XNYS"})
+    assert [r["date"] for r in a.trajectory] == ["2024-03-25", "2024-03-26", "2024-03-27", "2024-03-28", "2024-04-01"]
+    assert a.calendar == "XNYS" and a.to_dict()["calendar"] == "XNYS" and "dated on XNYS" in a.render()
 
 
 @pytest.mark.slow
@@ -126,6 +138,7 @@ def test_stockr1_ask_on_a_saved_run_and_a_new_csv(decoder, tmp_path, tiny_policy
     assert (out["action"] is None) == bool(out["action_errors"])  # a random policy: scored, not a crash
     assert out["price_frame"] == "as traded on 2024-03-08"
     assert out["last_close"] == pytest.approx(_csv_frame()["Close"].iloc[-1])
+    assert out["calendar"] == "weekdays (exchange unknown: pass --exchange MIC)"
     missing = subprocess.run(cmd[:4] + ["--policy", str(tmp_path / "nope")] + cmd[6:], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=600)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope is not a directory" in missing.stderr

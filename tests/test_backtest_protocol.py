@@ -68,11 +68,13 @@ def test_threshold_and_no_signal_means_flat():
     assert math.isnan(res.metrics["sharpe"]) and res.metrics["max_drawdown"] == 0.0
 
 
-def _windows(closes: np.ndarray, n_win: int, lookback: int, horizon: int) -> Windows:
-    """Consecutive windows over one close path (OHLC all equal the close)."""
+def _windows(closes: np.ndarray, n_win: int, lookback: int, horizon: int, days: pd.DatetimeIndex | None = None,
+             ) -> Windows:
+    """Consecutive windows over one close path (OHLC all equal the close), on weekdays or on ``days``."""
     hist = np.stack([np.repeat(closes[i:i + lookback, None], 5, 1) for i in range(n_win)])
     fut = np.stack([np.repeat(closes[i + lookback:i + lookback + horizon, None], 5, 1) for i in range(n_win)])
-    dates = pd.bdate_range("2021-01-01", periods=len(closes))[lookback - 1:lookback - 1 + n_win]
+    days = pd.bdate_range("2021-01-01", periods=len(closes)) if days is None else days
+    dates = days[lookback - 1:lookback - 1 + n_win]
     z = np.zeros((n_win, 5, 1), np.float32)
     return Windows(np.array(["A"] * n_win), dates.to_numpy(), z, z, hist, fut, np.array(["test"] * n_win))
 
@@ -122,3 +124,25 @@ def test_prices_from_windows_and_run_models(tmp_path):
     table = bench.table_md(mean)
     assert table.count("\n") == 4 and "| oracle |" in table
     assert json.loads(json.dumps(bench.json_clean(mean)))
+
+
+def test_days_past_the_last_decision_day_are_the_exchanges_realised_sessions():
+    """Decision days on the NYSE's 2011-2012 sessions, the last one Friday 2012-10-26: the 20 closes after it
+    are labelled with the days the NYSE traded (inferred from the decision days): not Hurricane Sandy's
+    10-29/30, not Thanksgiving 11-22, the half day 11-23 included."""
+    from stockr1.data.calendar import sessions
+
+    days = sessions("XNYS", pd.Timestamp("2010-12-01"), pd.Timestamp("2012-12-31"))
+    lookback, horizon = 5, 20
+    n_win = int(days.get_loc(pd.Timestamp("2012-10-26"))) - lookback + 2
+    closes = 100 * np.exp(np.cumsum(np.random.default_rng(2).normal(0, 0.01, n_win + lookback + horizon)))
+    w = _windows(closes, n_win, lookback, horizon, days)
+    assert pd.Timestamp(w.date[-1]) == pd.Timestamp("2012-10-26")
+    p = bt.prices_from_windows(w, "A", holding=horizon)
+    after = p.index[n_win:]
+    assert list(after[:3]) == [pd.Timestamp(d) for d in ("2012-10-31", "2012-11-01", "2012-11-02")]
+    assert pd.Timestamp("2012-11-22") not in after and pd.Timestamp("2012-11-23") in after
+    assert after[-1] == pd.Timestamp("2012-11-28") and len(after) == horizon
+    np.testing.assert_allclose(p.to_numpy(), closes[lookback - 1:lookback - 1 + n_win + horizon])
+    weekdays = bt.prices_from_windows(w, "A", holding=horizon, exchange="weekdays").index[n_win:]
+    assert weekdays[0] == pd.Timestamp("2012-10-29")  # what the old business-day labels said

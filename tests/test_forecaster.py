@@ -1,5 +1,5 @@
 """``forecast_action.forecaster.Forecaster`` and ``stockr1 forecast``: forecasts of a user's own OHLCV dated
-on the business days after the last row, from the training features, saved and reloaded in a fresh
+on the trading days after the last row (the exchange's, inferred from the file, else weekdays, and named), from the training features, saved and reloaded in a fresh
 process, with one-line CLI errors. The model is the tiny.yaml architecture, random init + fitted stats."""
 
 from __future__ import annotations
@@ -33,14 +33,17 @@ TINY = yaml.safe_load((REPO / "configs/ts_encoder/tiny.yaml").read_text())["mode
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
-def random_walk(n: int = 200, seed: int = 0, start: str = "2021-03-01") -> pd.DataFrame:
-    """A random-walk OHLCV frame the project never saw, with the columns a user's CSV has."""
+def random_walk(n: int = 200, seed: int = 0, start: str = "2021-03-01",
+                dates: pd.DatetimeIndex | None = None) -> pd.DataFrame:
+    """A random-walk OHLCV frame the project never saw, with the columns a user's CSV has (on weekdays from
+    ``start``, or on the last ``n`` of ``dates``)."""
     rng = np.random.default_rng(seed)
     close = 50.0 * np.exp(np.cumsum(rng.normal(0.0003, 0.012, n)))
     open_ = close * np.exp(rng.normal(0, 0.004, n))
     high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0, 0.006, n)))
     low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0, 0.006, n)))
-    return pd.DataFrame({"Date": pd.bdate_range(start, periods=n), "Open": open_, "High": high, "Low": low,
+    days = pd.bdate_range(start, periods=n) if dates is None else dates[-n:]
+    return pd.DataFrame({"Date": days, "Open": open_, "High": high, "Low": low,
                          "Close": close, "Volume": rng.integers(1_000_000, 3_000_000, n).astype(float)})
 
 
@@ -63,7 +66,8 @@ def saved(forecaster: Forecaster, tmp_path_factory: pytest.TempPathFactory) -> P
     return forecaster.save_pretrained(tmp_path_factory.mktemp("model") / "tiny")
 
 
-def test_forecast_starts_on_the_first_business_day_after_the_last_row(forecaster: Forecaster) -> None:
+def test_forecast_starts_on_the_first_weekday_after_the_last_row_when_the_exchange_is_unknown(
+        forecaster: Forecaster) -> None:
     df = random_walk(200)
     last = df["Date"].iloc[-1]
     assert last.day_name() == "Friday"  # the weekend must be skipped
@@ -73,9 +77,31 @@ def test_forecast_starts_on_the_first_business_day_after_the_last_row(forecaster
     assert list(out["date"]) == list(pd.bdate_range(last + pd.Timedelta(days=1), periods=10))
     assert (out["ticker"] == "series").all() and out["uncertainty"].between(0, 1).all()
     assert list(out.columns) == ["ticker", "date", "horizon", "mean", "q0.05", "q0.1", "q0.5", "q0.9", "q0.95",
-                                 "volume", "high_q0.95", "low_q0.05", "uncertainty", "uncertainty_raw"]
+                                 "volume", "high_q0.95", "low_q0.05", "uncertainty", "uncertainty_raw", "calendar"]
+    assert (out["calendar"] == "weekdays (exchange unknown: pass --exchange MIC)").all()
     # the 3-row-shorter frame forecasts from its own last row (no future rows are needed)
     assert forecaster.predict(df.iloc[:-3], horizon=2)["date"].iloc[0] == df["Date"].iloc[-3]
+
+
+def nyse_walk(last: str = "2013-01-18") -> pd.DataFrame:
+    """A random walk on the NYSE's sessions of the three years up to ``last`` (holidays missing)."""
+    from stockr1.data.calendar import sessions
+
+    end = pd.Timestamp(last)
+    return random_walk(700, seed=5, dates=sessions("XNYS", end - pd.DateOffset(years=3), end))
+
+
+def test_a_file_on_nyse_days_is_dated_on_nyse_days_and_the_values_do_not_depend_on_the_calendar(
+        forecaster: Forecaster) -> None:
+    df = nyse_walk("2013-01-18")  # a Friday; Monday 2013-01-21 (MLK day) the NYSE was closed
+    out = forecaster.predict(df, horizon=3)
+    assert list(out["date"]) == [pd.Timestamp(d) for d in ("2013-01-22", "2013-01-23", "2013-01-24")]
+    assert (out["calendar"] == "XNYS").all()
+    weekdays = forecaster.predict(df, horizon=3, exchange="weekdays")
+    assert list(weekdays["date"].dt.day) == [21, 22, 23] and (weekdays["calendar"] == "weekdays (requested)").all()
+    pd.testing.assert_frame_equal(out.drop(columns=["date", "calendar"]), weekdays.drop(columns=["date", "calendar"]))
+    with pytest.raises(ValueError, match="unknown exchange 'NYSEX'"):
+        forecaster.predict(df, exchange="NYSEX")
 
 
 def test_quantiles_are_monotone_in_level_and_seeded(forecaster: Forecaster) -> None:
@@ -313,8 +339,25 @@ def test_cli_end_to_end_on_a_csv_the_project_never_saw(saved: Path, tmp_path: Pa
     assert list(got.columns[:6]) == ["ticker", "date", "horizon", "mean", "q0.05", "q0.5"]
     assert (got["ticker"] == "ACME").all() and len(got) == 10
     assert got["date"].iloc[0] == pd.read_csv(data, parse_dates=["Date"])["Date"].iloc[-1] + pd.offsets.BDay(1)
+    assert (got["calendar"] == "weekdays (exchange unknown: pass --exchange MIC)").all()
+    assert "calendar weekdays (exchange unknown: pass --exchange MIC)" in lines[-1]
     assert (out.with_suffix(".png")).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_cli_dates_a_nyse_file_on_nyse_days_and_says_so(saved: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    data, out = tmp_path / "NYSEWALK.csv", tmp_path / "f.csv"
+    nyse_walk("2013-03-22").to_csv(data, index=False)  # the Friday before Good Friday 2013-03-29
+    assert forecast_main(["--checkpoint", str(saved), "--data", str(data), "--horizon", "6", "--out", str(out)]) == 0
+    line = capsys.readouterr().out.strip()
+    assert "2013-03-25..2013-04-02, calendar XNYS)" in line
+    got = pd.read_csv(out, parse_dates=["date"])
+    assert list(got["date"].dt.strftime("%m-%d")) == ["03-25", "03-26", "03-27", "03-28", "04-01", "04-02"]
+    assert (got["calendar"] == "XNYS").all()
+    assert forecast_main(["--checkpoint", str(saved), "--data", str(data), "--horizon", "6", "--out", str(out),
+                          "--exchange", "weekdays", "--overwrite"]) == 0
+    assert "2013-03-25..2013-04-01, calendar weekdays (requested))" in capsys.readouterr().out
 
 
 def _cli_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -350,6 +393,7 @@ def test_cli_errors_are_one_line_and_leave_no_out(saved: Path, tmp_path: Path,
     assert "short: 50 rows" in _cli_error(capsys, [*base, "--data", str(short)])
     assert "needs the action-conditioned decoder" in _cli_error(capsys, [*base, "--data", str(good), "--action", "{}"])
     assert "horizon must be" in _cli_error(capsys, [*base, "--data", str(good), "--horizon", "30"])
+    assert "unknown exchange 'XQQQ'" in _cli_error(capsys, [*base, "--data", str(good), "--exchange", "XQQQ"])
     assert "the following arguments are required" in _cli_error(capsys, ["--data", str(good)])
     assert not out.exists()
     out.write_text("keep me")

@@ -14,6 +14,7 @@ import pandas as pd
 from stockr1.data.sources.frames import normalize_frame
 
 SAMPLE_TICKERS = {"SP500": "arch.data.sp500", "NASDAQ": "arch.data.nasdaq"}
+EXCHANGES = {"SP500": "XNYS", "NASDAQ": "XNAS"}  # the calendars the two indices are computed on
 
 
 def load_sample(tickers: list[str] | None = None) -> dict[str, pd.DataFrame]:

@@ -54,11 +54,13 @@ def sp500_constituents() -> pd.DataFrame:
 
 
 def yf_download(ticker: str, start: str, end: str) -> pd.DataFrame:
-    """The real downloader (network)."""
+    """The real downloader (network). ``attrs["exchange"]``: Yahoo's exchange code (e.g. NMS, NYQ)."""
     import yfinance as yf
 
-    return yf.Ticker(ticker).history(start=start, end=end, interval="1d", auto_adjust=False, actions=True,
-                                     raise_errors=True)
+    t = yf.Ticker(ticker)
+    frame = t.history(start=start, end=end, interval="1d", auto_adjust=False, actions=True, raise_errors=True)
+    frame.attrs["exchange"] = (t.history_metadata or {}).get("exchangeName")
+    return frame
 
 
 def yahoo_probe(timeout: float = PROBE_TIMEOUT_S, url: str = YAHOO_URL) -> None:
@@ -120,7 +122,9 @@ def _history(download: Downloader, tk: str, start: str, end: str) -> pd.DataFram
     raw = download(tk, start, end)
     if raw is None or len(raw) == 0:
         raise DataFetchError(f"{tk}: empty frame for {start}..{end} (delisted, renamed or rate-limited?)")
-    return normalize_frame(raw, f"yfinance:{tk}")
+    frame = normalize_frame(raw, f"yfinance:{tk}")
+    frame.attrs = {"exchange": raw.attrs.get("exchange")}  # for the manifest; not written to the shard
+    return frame
 
 
 def fetch(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, start: str = DEFAULT_START, end: str = DEFAULT_END,
@@ -162,8 +166,9 @@ def fetch(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, start: str 
             if i + 1 == FAIL_FAST == len(failures):  # yfinance reports no network as "possibly delisted"
                 _check_reachable(probe)
             continue
+        exchange = frame.attrs.pop("exchange", None)
         frame.to_parquet(shard)
-        manifest[tk] = {"ticker": tk, "start": start, "end": end, "rows": len(frame),
+        manifest[tk] = {"ticker": tk, "start": start, "end": end, "rows": len(frame), "exchange": exchange,
                         "first": str(frame.index[0].date()), "last": str(frame.index[-1].date()),
                         "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "sha256": _sha(shard)}
         tmp = mpath.with_suffix(".tmp")
@@ -194,3 +199,13 @@ def load_yfinance(tickers: list[str] | None = None, start: str = DEFAULT_START, 
             raise DataFetchError(f"corrupt cache shard {path}: {e}; delete it and rerun to refetch") from e
         out[tk] = unadjust_yahoo_splits(frame)
     return out
+
+
+def exchanges(tickers: list[str], cache_dir: str | Path = DEFAULT_CACHE, **_kw) -> dict[str, str | None]:
+    """{ticker: ISO MIC} from the Yahoo exchange code the manifest recorded at fetch time
+    (``stockr1.data.calendar.YAHOO_EXCHANGES``); None for a code not mapped there, or not recorded."""
+    from stockr1.data.calendar import YAHOO_EXCHANGES
+
+    mpath = Path(cache_dir) / "manifest.json"
+    manifest = json.loads(mpath.read_text()) if mpath.exists() else {}
+    return {t: YAHOO_EXCHANGES.get(str((manifest.get(t) or {}).get("exchange"))) for t in tickers}
