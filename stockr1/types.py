@@ -31,6 +31,10 @@ class Windows:
     future:  [N, S, 5] float64 raw OHLCV for days t+1..t+S, on the same adjustment basis as hist
     split:   [N] str in SPLITS
     context: [N] str, the serialized text context T_t ("" when the source has none)
+    channels: [N, 5] bool, True where the channel is observed (default: all True). A series may lack
+             open/high/low/volume (close-only stocks beside OHLCV indices; close is always observed);
+             an absent channel holds NaN in x, y, hist and future - never zeros, never imputed - so a
+             consumer that ignores this mask fails loudly instead of learning from made-up numbers
     """
 
     ticker: np.ndarray
@@ -41,6 +45,16 @@ class Windows:
     future: np.ndarray
     split: np.ndarray
     context: np.ndarray = field(default_factory=lambda: np.array([], dtype=object))
+    channels: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self)
+        ch = np.ones((n, len(CHANNELS)), dtype=bool) if self.channels is None else np.asarray(self.channels)
+        if ch.shape != (n, len(CHANNELS)) or ch.dtype != bool:
+            raise ValueError(f"Windows.channels must be bool [N={n}, {len(CHANNELS)}], got {ch.dtype} {ch.shape}")
+        if n and not ch[:, CLOSE].all():
+            raise ValueError("Windows.channels: the close is required in every window")
+        object.__setattr__(self, "channels", ch)
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -68,6 +82,7 @@ class Windows:
             future=self.future[idx],
             split=self.split[idx],
             context=ctx,
+            channels=self.channels[idx],
         )
 
     def of_tickers(self, tickers: list[str] | tuple[str, ...], where: str = "tickers") -> Windows:
@@ -95,6 +110,7 @@ class TrainWindows(Windows):
     its constructor refuses a row of another split. Grep ``train_only(`` to see every call site."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         bad = sorted(set(np.asarray(self.split).tolist()) - {SPLITS[0]})
         if bad:
             raise ValueError(f"TrainWindows holds train rows only, got rows of {bad}")
@@ -106,7 +122,7 @@ def train_only(windows: Windows) -> TrainWindows:
         return windows
     t = windows.split_of(SPLITS[0])
     return TrainWindows(ticker=t.ticker, date=t.date, x=t.x, y=t.y, hist=t.hist, future=t.future,
-                        split=t.split, context=t.context)
+                        split=t.split, context=t.context, channels=t.channels)
 
 
 def require_train(windows: object, fit: str) -> TrainWindows:
@@ -132,6 +148,7 @@ class Forecast:
     low:           [N, S] forecast of the 0.05 quantile of the low
     volume:        [N, S] point forecast of the volume
     uncertainty:   [N] normalised uncertainty in [0, 1] (NaN where the model has none)
+    high / low / volume are NaN in the rows whose window lacks that channel (``Windows.channels``).
     """
 
     close: np.ndarray

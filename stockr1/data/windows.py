@@ -7,6 +7,7 @@ decision row i (L <= i <= T-1-S):
     y      [5, S]  log returns of rows i+1..i+S                              (label)
     hist   [L, 5]  OHLCV rows i-L+1..i, adjusted as of t (see adjust.py)
     future [S, 5]  OHLCV rows i+1..i+S on the same basis                     (label)
+    channels [5]   which channels the ticker has (an absent one is NaN in all four arrays)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 
 from stockr1.data.adjust import action_log_factors, window_prices
 from stockr1.data.returns import log_returns
-from stockr1.data.sources.frames import trading_calendar
+from stockr1.data.sources.frames import present_channels, trading_calendar
 from stockr1.data.splits import SAMPLE_SPLIT, SplitSpec, assign_splits
 from stockr1.types import CHANNELS, SPLITS, Windows
 
@@ -59,7 +60,7 @@ def build_windows(
         raise ValueError(f"invalid lookback={lookback} horizon={horizon} stride={stride} leak_days={leak_days} "
                          f"label_lookahead={label_lookahead}")
     calendar = trading_calendar(frames)
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ticker", "date", "x", "y", "hist", "future")}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ticker", "date", "x", "y", "hist", "future", "channels")}
     for ticker in sorted(frames):
         frame = frames[ticker]
         raw = frame[list(CHANNELS)].to_numpy(dtype=np.float64)
@@ -83,6 +84,7 @@ def build_windows(
         parts["y"].append(log_returns(labels[:, lookback:]).transpose(0, 2, 1))
         parts["hist"].append(inputs[:, 1 : lookback + 1])
         parts["future"].append(labels[:, lookback + 1 :])
+        parts["channels"].append(np.repeat(present_channels(frame)[None], len(t_rows), axis=0))  # absent = all NaN
     if not parts["ticker"]:
         raise ValueError(
             f"no windows: every ticker has fewer than lookback+horizon+1 = {lookback + horizon + 1} rows "
@@ -107,6 +109,7 @@ def build_windows(
         future=cat["future"][keep],
         split=split_names[keep],
         context=ctx,
+        channels=cat["channels"][keep],
     )
 
 
