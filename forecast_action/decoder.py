@@ -128,7 +128,7 @@ class ActionConditionedDecoder(nn.Module):
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write ``directory/`` = config.json (both configs, tool_samples) + model.safetensors (weights
         and the fitted uncertainty normaliser, a buffer), each atomically (``stockr1.artifact``)."""
-        meta = {"ts_cfg": asdict(self.ts_cfg), "act_cfg": asdict(self.act_cfg), "tool_samples": self.tool_samples,
+        meta = {"ts_cfg": self.ts_cfg.to_dict(), "act_cfg": asdict(self.act_cfg), "tool_samples": self.tool_samples,
                 "uncertainty_fitted": bool(self.normalizer.fitted),
                 "thresholds": self.thresholds.to_dict() if self.thresholds is not None else None}
         return save_artifact(directory, FILE_FORMAT, FORMAT_VERSION, meta, self.state_dict())

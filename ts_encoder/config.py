@@ -87,7 +87,12 @@ class TSEncoderConfig:
         return self.n_patches * self.n_vars
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields, without ``missing_embed`` while it is False: the saved configs of encoders without
+        it (every shipped one) stay byte for byte what they were, and ``from_any`` reads the default back."""
+        d = asdict(self)
+        if not d["missing_embed"]:
+            del d["missing_embed"]
+        return d
 
     @classmethod
     def from_any(cls, value: TSEncoderConfig | dict[str, Any] | None) -> TSEncoderConfig:
