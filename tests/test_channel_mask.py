@@ -269,7 +269,6 @@ def test_the_release_encoder_is_unchanged_on_full_data():
 def test_forecast_cli_on_a_date_and_close_csv(tmp_path, capsys):
     """`stockr1 forecast` on a CSV with only Date and Close: close quantiles, NaN volume/high/low."""
     from forecast_action.forecast_cli import main
-
     from tests.test_forecaster import random_walk
 
     random_walk(150, seed=2)[["Date", "Close"]].to_csv(tmp_path / "c.csv", index=False)

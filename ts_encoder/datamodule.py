@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from stockr1.data.run_data import WINDOW_SOURCES as SOURCES
 from stockr1.data.returns import observed_moments
+from stockr1.data.run_data import WINDOW_SOURCES as SOURCES
 from stockr1.data.run_data import source_windows
 from stockr1.types import SPLITS, TrainWindows, Windows, require_train, train_only
 

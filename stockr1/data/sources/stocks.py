@@ -23,7 +23,7 @@ Limits of the data, and what this source does about each (docs/data.md, "The sto
   ``MIN_PRICE`` (1.00, a tick of at most 0.1% of the price) and after the last run of more than
   ``MAX_UNCHANGED`` identical closes in a row (stale, back-filled prices: RRC's first 68 days of 1990
   are one value). Earlier rows are dropped here; ``usable_starts`` reports what each ticker loses.
-* **Survivorship.** The 20 names are companies still in the index in 2022; see docs/data.md.
+* **Survivorship.** The 20 names are companies still listed in 2022, picked after the fact; see docs/data.md.
 """
 
 from __future__ import annotations
