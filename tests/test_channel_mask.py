@@ -357,3 +357,27 @@ def test_baselines_forecast_close_only_series():
         return model.predict(fill(test), n_samples=16, seed=0).close_samples
 
     np.testing.assert_array_equal(dlinear("nan"), dlinear("big"))
+
+
+def test_masked_loss_parts_are_averages_over_the_observing_rows():
+    """By hand: each part is its channel's loss averaged over the rows that have the channel, so the
+    volume / high / low parts of a mixed batch equal those of its OHLCV rows alone, the close's that of
+    every row; a batch without any OHLCV row has 0 there."""
+    from ts_encoder.model import TSOutput
+
+    g = torch.Generator().manual_seed(0)
+    b, s = 4, 3
+    out = TSOutput(mu=torch.randn(b, 3, s, generator=g) * 0.01, sigma=torch.rand(b, 3, s, generator=g) + 0.5,
+                   q_high=torch.randn(b, s, generator=g), q_low=torch.randn(b, s, generator=g),
+                   hidden=torch.zeros(b, 1, 1), h_ts=torch.zeros(b, 1, 1), state=torch.zeros(b, 1))
+    y = torch.randn(b, 5, s, generator=g) * 0.01
+    ch = torch.tensor([[True] * 5, [True] * 5, [False, False, False, True, False], [False, False, False, True, False]])
+    y_masked = torch.where(ch[:, :, None], y, torch.nan)
+    _, parts = ts_loss(replace(out, channels=ch), y_masked)
+    _, full = ts_loss(TSOutput(**{k: getattr(out, k)[:2] for k in ("mu", "sigma", "q_high", "q_low", "hidden", "h_ts", "state")}), y[:2])
+    _, every = ts_loss(out, y)
+    for k in ("nll_open", "nll_volume", "pinball_high", "pinball_low"):
+        torch.testing.assert_close(parts[k], full[k])
+    torch.testing.assert_close(parts["nll_close"], every["nll_close"])
+    _, none = ts_loss(replace(out, channels=ch[2:].repeat(2, 1)), y_masked[2:].repeat(2, 1, 1))
+    assert none["nll_volume"] == 0 and none["pinball_high"] == 0
