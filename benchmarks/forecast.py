@@ -49,12 +49,12 @@ DIFF_METRICS = (
     "pinball_close05", "pinball_close95", "price_mape", "da_3", "da_5", "da_10",
 )
 def load_data(spec: str, lookback: int, horizon: int) -> Windows:
-    """``sample`` | an OHLCV CSV/parquet file | a directory of such files | a built dataset dir."""
-    if spec == "sample":
-        return source_windows("sample", None, lookback, horizon)
+    """``sample`` | ``stocks`` | ``universe`` | an OHLCV CSV/parquet file | a directory of such files | a built dataset dir."""
+    if spec in ("sample", "stocks", "universe"):
+        return source_windows(spec, None, lookback, horizon)
     p = Path(spec)
     if not p.exists():
-        raise FileNotFoundError(f"--data {spec!r}: not 'sample' and no such file or directory")
+        raise FileNotFoundError(f"--data {spec!r}: not sample / stocks / universe and no such file or directory")
     source = "dataset" if p.is_dir() and (p / "manifest.json").exists() else "csv"  # dataset: `stockr1 data build`
     try:  # csv: the checks and repairs of `stockr1 data build`; a NaN or negative price is an error, not metrics
         return source_windows(source, str(p), lookback, horizon)
@@ -162,7 +162,7 @@ def differences(
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="stockr1 bench forecast", description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default="sample", help="sample | OHLCV csv/parquet file | dir of them | built dataset dir")
+    p.add_argument("--data", default="sample", help="sample | stocks | universe | OHLCV csv/parquet file | dir of them | built dataset dir")
     p.add_argument("--checkpoint", default=None, help="saved TS encoder dir (ts fit's pretrained/) or .ckpt (omit: baselines only)")
     p.add_argument("--out", required=True, help="output directory (refused if it holds results, unless --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace an --out that holds results")

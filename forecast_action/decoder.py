@@ -47,6 +47,7 @@ from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionBatch, ActionEncoder, ActionEncoderConfig, featurize
 from forecast_action.schema import ForecastAction
 from stockr1.artifact import WEIGHTS_FILE, load_strict, load_weights, read_config, save_artifact
+from stockr1.data.returns import observed_moments
 from stockr1.types import HIGH, LOW, Forecast, TrainWindows, Windows, require_train
 from ts_encoder.config import TSEncoderConfig
 from ts_encoder.model import GAUSSIAN_CHANNELS, TSEncoder, TSOutput
@@ -97,7 +98,9 @@ def concat_forecasts(parts: Sequence[Forecast]) -> Forecast:
 
 
 class ActionConditionedDecoder(nn.Module):
-    """``forward(x [B, 5, L], actions: ActionBatch) -> TSOutput``; ``forecast(windows, actions) -> Forecast``."""
+    """``forward(x [B, 5, L], actions: ActionBatch, channels [B, 5] bool | None) -> TSOutput``;
+    ``forecast(windows, actions) -> Forecast``. ``channels`` (False = absent, e.g. close-only stocks)
+    goes to the encoder and comes back on ``TSOutput.channels`` (``ts_encoder.model``)."""
 
     def __init__(self, ts_cfg: TSEncoderConfig, act_cfg: ActionEncoderConfig | None = None,
                  encoder: TSEncoder | None = None, normalizer: UncertaintyNormalizer | None = None,
@@ -125,7 +128,7 @@ class ActionConditionedDecoder(nn.Module):
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write ``directory/`` = config.json (both configs, tool_samples) + model.safetensors (weights
         and the fitted uncertainty normaliser, a buffer), each atomically (``stockr1.artifact``)."""
-        meta = {"ts_cfg": asdict(self.ts_cfg), "act_cfg": asdict(self.act_cfg), "tool_samples": self.tool_samples,
+        meta = {"ts_cfg": self.ts_cfg.to_dict(), "act_cfg": asdict(self.act_cfg), "tool_samples": self.tool_samples,
                 "uncertainty_fitted": bool(self.normalizer.fitted),
                 "thresholds": self.thresholds.to_dict() if self.thresholds is not None else None}
         return save_artifact(directory, FILE_FORMAT, FORMAT_VERSION, meta, self.state_dict())
@@ -194,11 +197,11 @@ class ActionConditionedDecoder(nn.Module):
         if bad or unexpected:
             raise ValueError(f"encoder state does not fit: missing {bad}, unexpected {list(unexpected)}")
 
-    def forward(self, x: Tensor, actions: ActionBatch) -> TSOutput:
+    def forward(self, x: Tensor, actions: ActionBatch, channels: Tensor | None = None) -> TSOutput:
         if len(actions) != x.shape[0]:
             raise ValueError(f"{len(actions)} actions for a batch of {x.shape[0]} windows")
         z = self.action_encoder(actions)
-        return self.action_head(self.encoder(x, z), z, self.encoder.x_scale)
+        return self.action_head(self.encoder(x, z, channels), z, self.encoder.x_scale)
 
     def no_action(self, start: np.ndarray) -> ActionBatch:
         """The all-missing action batch for len(start) windows (what "no action" means here)."""
@@ -214,7 +217,8 @@ class ActionConditionedDecoder(nn.Module):
         for lo in range(0, len(windows), batch_size):
             w = windows.select(np.arange(lo, min(len(windows), lo + batch_size)))
             x = torch.as_tensor(w.x, dtype=torch.float32, device=dev)
-            u.append(raw_uncertainty(self(x, self.no_action(w.last_close))).cpu())
+            ch = torch.as_tensor(w.channels, device=dev)
+            u.append(raw_uncertainty(self(x, self.no_action(w.last_close), ch)).cpu())
         self.train(was_training)
         return torch.cat(u)
 
@@ -222,8 +226,14 @@ class ActionConditionedDecoder(nn.Module):
         """Input scaling of a fresh decoder: per-channel mean / std of ``train_only(windows).x``.
 
         Used where a decoder is built rather than loaded (SFT prepare, GRPO without an SFT run); a
-        decoder trained by ``forecast_action.train`` carries the datamodule's train statistics."""
-        x = require_train(train, "fit_input_stats").x
+        decoder trained by ``forecast_action.train`` carries the datamodule's train statistics. Each
+        channel's over the windows that observe it (``observed_moments``)."""
+        train = require_train(train, "fit_input_stats")
+        x = train.x
+        if not train.channels.all():
+            mean, std = observed_moments(x.astype(np.float64), train.channels)
+            self.encoder.set_input_stats(torch.as_tensor(mean, dtype=torch.float32), torch.as_tensor(std, dtype=torch.float32))
+            return
         self.encoder.set_input_stats(torch.as_tensor(x.mean((0, 2))), torch.as_tensor(x.std((0, 2))))
 
     def fit_uncertainty(self, train: TrainWindows, max_windows: int = 4096) -> None:
@@ -259,7 +269,7 @@ class ActionConditionedDecoder(nn.Module):
         for lo in range(0, n, batch_size):
             w = windows.select(np.arange(lo, min(n, lo + batch_size)))
             batch = featurize(actions[lo : lo + batch_size], w.last_close).to(dev)
-            out = self(torch.as_tensor(w.x, dtype=torch.float32, device=dev), batch)
+            out = self(torch.as_tensor(w.x, dtype=torch.float32, device=dev), batch, torch.as_tensor(w.channels, device=dev))
             parts.append(to_forecast(out, w.hist[:, -1, :], n_samples, self.normalizer, generator))
         self.train(was_training)
         return concat_forecasts(parts)

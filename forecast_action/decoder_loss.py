@@ -72,7 +72,7 @@ class DecoderLossOutput:
 
 
 def _rows(out: TSOutput, sl: slice) -> TSOutput:
-    return TSOutput(**{f.name: getattr(out, f.name)[sl] for f in fields(out)})
+    return TSOutput(**{f.name: None if getattr(out, f.name) is None else getattr(out, f.name)[sl] for f in fields(out)})
 
 
 def _cat(a: ActionBatch, b: ActionBatch) -> ActionBatch:
@@ -80,7 +80,9 @@ def _cat(a: ActionBatch, b: ActionBatch) -> ActionBatch:
 
 
 class DecoderLoss:
-    """``loss(decoder, x [B, 5, L], y [B, 5, S], teacher: ActionBatch [B]) -> DecoderLossOutput``.
+    """``loss(decoder, x [B, 5, L], y [B, 5, S], teacher: ActionBatch [B], channels=[B, 5] | None)
+    -> DecoderLossOutput``; ``channels`` (False = absent) masks channels out of L_TS (the control loss
+    reads the close, always observed).
 
     ``thresholds``: the train-fitted g the control loss bins with (needed when control_weight > 0)."""
 
@@ -91,16 +93,16 @@ class DecoderLoss:
         self.recipe, self.thresholds, self.weights = recipe, thresholds, weights
 
     def __call__(self, decoder: nn.Module, x: Tensor, y: Tensor, teacher: ActionBatch,
-                 generator: torch.Generator | None = None) -> DecoderLossOutput:
+                 generator: torch.Generator | None = None, channels: Tensor | None = None) -> DecoderLossOutput:
         r, b = self.recipe, x.shape[0]
         given = drop_fields(teacher, r.p_none, generator) if r.field_dropout else teacher
         if r.control_weight == 0:
-            out = decoder(x, given)
+            out = decoder(x, given, channels)
             ts, parts = ts_loss(out, y, self.weights)
             zero = ts.new_zeros(())
             return DecoderLossOutput(ts, ts, zero, parts, out)
         cf = counterfactual_actions(teacher, r.p_single, generator)
-        both = decoder(torch.cat([x, x]), _cat(given, cf))
+        both = decoder(torch.cat([x, x]), _cat(given, cf), None if channels is None else torch.cat([channels, channels]))
         out, out_cf = _rows(both, slice(0, b)), _rows(both, slice(b, 2 * b))
         ts, parts = ts_loss(out, y, self.weights)
         mu, sigma = close_heads(out_cf.mu, out_cf.sigma)

@@ -136,6 +136,11 @@ def run(args: argparse.Namespace) -> str:
         frames, _ = as_frames(load_csv(args.data), jump_policy=args.jump_policy)
     except ValueError as e:  # name the file the bad column / date is in
         raise _data_error(args.data, e) from e
+    absent = {t: [c for c in ("open", "high", "low", "volume") if f[c].isna().all()] for t, f in frames.items()}
+    for t, cols in absent.items():
+        if cols:  # masked, never filled in; the encoder must have been trained with such series to be trusted
+            print(f"note: {t} has no {'/'.join(cols)}: masked (NaN in the output); a forecast of such a series is "
+                  "as good as the encoder's training on close-only series (e.g. data source universe)", file=sys.stderr)
     forecaster = Forecaster.load(args.checkpoint, decoder=args.decoder)
     result = forecaster.predict(frames, horizon=args.horizon, quantile_levels=args.quantiles, action=args.action,
                                 n_samples=args.samples, seed=args.seed, jump_policy=args.jump_policy,

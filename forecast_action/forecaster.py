@@ -46,7 +46,7 @@ from stockr1.data.adjust import action_log_factors, window_prices
 from stockr1.data.calendar import AUTO, TradingCalendar, calendars_for
 from stockr1.data.quality import check_frames
 from stockr1.data.returns import log_returns
-from stockr1.data.sources.frames import normalize_frame
+from stockr1.data.sources.frames import normalize_frame, present_channels
 from stockr1.types import CHANNELS, CLOSE, Forecast, Windows
 from ts_encoder.config import TSEncoderConfig
 from ts_encoder.ensemble import EncoderEnsemble, is_ensemble
@@ -67,8 +67,9 @@ def as_frames(data: pd.DataFrame | Mapping[str, pd.DataFrame], ticker: str = DEF
     """Normalised, quality-checked frames per ticker and the counts of repairs made.
 
     ``data``: one frame (split by its ``ticker`` / ``symbol`` column if it has one, else named
-    ``ticker``) or a dict of frames. Any column case and order, a date column or a date index
-    (``stockr1.data.sources.frames.normalize_frame``); the checks and repairs are the training data's
+    ``ticker``) or a dict of frames. Any column case and order, a date column or a date index, Close
+    required and Open/High/Low/Volume optional (an absent one is masked: the forecast's high / low /
+    volume are then NaN; ``stockr1.data.sources.frames.normalize_frame``); the checks and repairs are the training data's
     (``stockr1.data.quality``): NaN / non-positive prices and conflicting duplicate dates are errors
     naming the ticker and date, identical duplicates are dropped, rows are sorted by date.
     """
@@ -105,20 +106,23 @@ def inference_window(frame: pd.DataFrame, lookback: int) -> tuple[np.ndarray, np
     return x.astype(np.float32), prices[0, 1:]
 
 
-def _windows_of(frames: dict[str, pd.DataFrame], lookback: int) -> tuple[np.ndarray, np.ndarray]:
-    """x [N, 5, L] and the decision-day OHLCV [N, 5] of every ticker (in ``frames`` order)."""
-    xs, lasts = [], []
+def _windows_of(frames: dict[str, pd.DataFrame], lookback: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x [N, 5, L], the decision-day OHLCV [N, 5] and the observed channels [N, 5] bool of every ticker
+    (in ``frames`` order); an absent channel is NaN in x and in the OHLCV."""
+    xs, lasts, chans = [], [], []
     for name, frame in frames.items():
         if len(frame) < lookback + 1:
             raise ValueError(f"{name}: {len(frame)} rows (after quality repairs), the model needs at least "
                              f"{lookback + 1} (lookback {lookback} + the previous close)")
         x, hist = inference_window(frame, lookback)
-        if not np.isfinite(x).all():
+        ch = present_channels(frame)
+        if not np.isfinite(x[ch]).all():
             raise ValueError(f"{name}: non-finite log returns in the last {lookback + 1} rows "
                              f"({frame.index[-lookback - 1].date()}..{frame.index[-1].date()})")
         xs.append(x)
         lasts.append(hist[-1])
-    return np.stack(xs), np.stack(lasts)
+        chans.append(ch)
+    return np.stack(xs), np.stack(lasts), np.stack(chans)
 
 
 def quantile_columns(levels: Sequence[float]) -> dict[str, float]:
@@ -315,7 +319,8 @@ class Forecaster:
         Returns a long frame sorted by ticker then horizon, one row per (ticker, future day):
             ticker, date, horizon (1..h), mean (close on the mean log-return path, C_t·exp(Σμ)),
             q<level> (close quantiles, increasing in level), volume (point forecast),
-            high_q0.95, low_q0.05 (quantiles of the day's high / low), uncertainty (U normalised to
+            high_q0.95, low_q0.05 (quantiles of the day's high / low; these three are NaN for a series
+            without that column, e.g. a Date + Close CSV), uncertainty (U normalised to
             [0, 1] by the training-split CDF; NaN if the checkpoint has no fitted normaliser),
             uncertainty_raw (U = Σ σ² over the model's full horizon, i ∈ {O, C, V}),
             calendar (what ``date`` counts: the exchange's MIC, or "weekdays (<why>)").
@@ -332,8 +337,8 @@ class Forecaster:
         act = self._resolve_action(action)
         frames, repairs = as_frames(data, ticker, jump_policy)
         calendars = calendars_for(frames, exchange)  # a bad MIC fails before any model work
-        x, last = _windows_of(frames, self.lookback)
-        forecast, u_raw = self._forecast(x, last, act, n_samples, seed)
+        x, last, channels = _windows_of(frames, self.lookback)
+        forecast, u_raw = self._forecast(x, last, act, n_samples, seed, channels)
         out = _long_frame(frames, forecast, u_raw, int(horizon), cols, calendars)
         out.attrs["repairs"] = repairs
         return out
@@ -353,26 +358,28 @@ class Forecaster:
         return action
 
     def _forecast(self, x: np.ndarray, last: np.ndarray, action: ForecastAction | None, n_samples: int,
-                  seed: int) -> tuple[Forecast, np.ndarray]:
-        """x [N, 5, L], last [N, 5] -> (Forecast over the model's full horizon, raw U [N])."""
+                  seed: int, channels: np.ndarray | None = None) -> tuple[Forecast, np.ndarray]:
+        """x [N, 5, L], last [N, 5], channels [N, 5] bool (None: all observed) -> (Forecast over the
+        model's full horizon, raw U [N])."""
         if action is None and self.ensemble is not None:
-            return self.ensemble.forecast_x(x, last, n_samples, torch.Generator().manual_seed(int(seed)))
+            return self.ensemble.forecast_x(x, last, n_samples, torch.Generator().manual_seed(int(seed)), channels)
         dev = next(self.encoder.parameters()).device
         xt = torch.as_tensor(x, dtype=torch.float32, device=dev)
-        out, normalizer = self._outputs(xt, last, action)
+        ch = None if channels is None else torch.as_tensor(channels, device=dev)
+        out, normalizer = self._outputs(xt, last, action, ch)
         gen = torch.Generator().manual_seed(int(seed))
         norm = normalizer if bool(normalizer.fitted) else None
         return to_forecast(out, last, n_samples, norm, gen), raw_uncertainty(out).double().cpu().numpy()
 
-    def _outputs(self, x: Tensor, last: np.ndarray, action: ForecastAction | None,
+    def _outputs(self, x: Tensor, last: np.ndarray, action: ForecastAction | None, channels: Tensor | None = None,
                  ) -> tuple[TSOutput, UncertaintyNormalizer]:
         """Encoder outputs (no action) or decoder outputs conditioned on ``action`` for every row."""
         if action is None:
-            return self.encoder(x), self.normalizer
+            return self.encoder(x, None, channels), self.normalizer
         from forecast_action.encoder import featurize
 
         batch = featurize([action] * len(x), last[:, CLOSE]).to(x.device)
-        return self.decoder(x, batch), self.decoder.normalizer
+        return self.decoder(x, batch, channels), self.decoder.normalizer
 
 
 def _read_config(d: Path) -> dict[str, Any]:

@@ -147,7 +147,8 @@ class ActionDecoderModule(TSForecastModule):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         if self._loss is None:
             raise RuntimeError("the decoder loss is built in setup('fit'); train with a WindowDataModule")
-        res = self._loss(self.decoder, batch["x"], batch["y"], self._actions("train", batch["idx"]))
+        res = self._loss(self.decoder, batch["x"], batch["y"], self._actions("train", batch["idx"]),
+                         channels=batch.get("channels"))
         bs = batch["x"].shape[0]
         self.log("train/loss", res.total, prog_bar=True, on_step=True, on_epoch=True, batch_size=bs)
         self.log_dict({f"train/{k}": v for k, v in {**res.parts, "ts": res.ts, "control": res.control}.items()},
@@ -156,8 +157,9 @@ class ActionDecoderModule(TSForecastModule):
 
     def _eval_step(self, batch: dict[str, Tensor], split: str, batch_idx: int = 0) -> None:
         ab = self._actions(split, batch["idx"])
-        cond, parts = ts_loss(self.decoder(batch["x"], ab), batch["y"], self.weights)
-        uncond, parts_u = ts_loss(self.decoder(batch["x"], drop_fields(ab, p_none=1.0)), batch["y"], self.weights)
+        ch = batch.get("channels")
+        cond, parts = ts_loss(self.decoder(batch["x"], ab, ch), batch["y"], self.weights)
+        uncond, parts_u = ts_loss(self.decoder(batch["x"], drop_fields(ab, p_none=1.0), ch), batch["y"], self.weights)
         bs = batch["x"].shape[0]
         self.log_dict({f"{split}/loss": cond, f"{split}/loss_uncond": uncond, f"{split}/oracle_gap": uncond - cond},
                       prog_bar=split == "val", batch_size=bs)
@@ -166,7 +168,7 @@ class ActionDecoderModule(TSForecastModule):
         objective = cond
         if self.recipe.control_weight > 0 and self._loss is not None:  # seeded: the same requests every epoch
             gen = torch.Generator(device=self.device).manual_seed(batch_idx)
-            ctrl = self._loss(self.decoder, batch["x"], batch["y"], ab, generator=gen).control
+            ctrl = self._loss(self.decoder, batch["x"], batch["y"], ab, generator=gen, channels=ch).control
             self.log(f"{split}/control", ctrl, batch_size=bs)
             objective = cond + self.recipe.control_weight * ctrl
         self.log(f"{split}/objective", objective, batch_size=bs)
@@ -180,11 +182,11 @@ class ActionDecoderModule(TSForecastModule):
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
         """The no-action forecast heads (conditioned forecasts go through ``forecast(.., actions=..)``)."""
         x = batch["x"]
-        out = self.decoder(x, featurize([None] * x.shape[0], np.ones(x.shape[0])).to(self.device))
+        out = self.decoder(x, featurize([None] * x.shape[0], np.ones(x.shape[0])).to(self.device), batch.get("channels"))
         u = raw_uncertainty(out)
         u = self.normalizer(u) if bool(self.normalizer.fitted) else torch.full_like(u, float("nan"))
         return {"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high, "q_low": out.q_low, "uncertainty": u,
-                "idx": batch["idx"]}
+                "idx": batch["idx"], **({"channels": batch["channels"]} if "channels" in batch else {})}
 
     def fit_normalizer(self, train: TrainWindows) -> None:
         """Normalise U by its train-split CDF under the no-action forecast (``decoder.fit_uncertainty``)."""

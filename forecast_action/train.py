@@ -39,14 +39,14 @@ from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig
 from forecast_action.module import ActionDecoderModule
 from stockr1.config import config_from_dict, load_yaml
-from stockr1.data.run_data import source_windows
+from stockr1.data.run_data import WINDOW_SOURCES, source_windows
 from stockr1.types import Windows, train_only
 from ts_encoder.config import LossWeights, TSEncoderConfig
 from ts_encoder.datamodule import WindowDataModule
 from ts_encoder.progress import StepProgress
 
 DECODER_DIR, BEST, LAST = "decoder", "best.ckpt", "last.ckpt"
-SOURCES = ("sample", "synthetic", "csv", "dataset")
+SOURCES = WINDOW_SOURCES  # sample, synthetic, stocks, universe, csv, dataset
 
 
 def _positive(section: str, **values: float | None) -> None:

@@ -25,6 +25,7 @@ import torch
 
 from llm.qa.core import QAItem
 from stockr1.data.calendar import AUTO, TradingCalendar, calendars_for
+from stockr1.data.sources.frames import present_channels
 from stockr1.types import CHANNELS, Windows
 
 ANSWER_TYPES = ("yes_no", "choice", "numeric")
@@ -95,12 +96,13 @@ def ask_window(frame: pd.DataFrame, lookback: int, horizon: int, ticker: str, co
         raise ValueError(f"{ticker}: {len(frame)} rows, the policy's encoder needs at least {lookback + 1} "
                          f"(lookback {lookback} + the previous close)")
     x, hist = inference_window(frame, lookback)
-    if not np.isfinite(x).all():
+    ch = present_channels(frame)  # an absent channel (e.g. a Date + Close CSV) stays NaN and is masked
+    if not np.isfinite(x[ch]).all():
         raise ValueError(f"{ticker}: non-finite log returns in the last {lookback + 1} rows")
     return Windows(ticker=np.array([ticker]), date=np.array([frame.index[-1]], dtype="datetime64[ns]"),
                    x=x[None], y=np.full((1, len(CHANNELS), horizon), np.nan, dtype=np.float32), hist=hist[None],
                    future=np.full((1, horizon, len(CHANNELS)), np.nan), split=np.array(["test"]),
-                   context=np.array([context], dtype=object))
+                   context=np.array([context], dtype=object), channels=ch[None])
 
 
 def question_item(question: str, ticker: str, date: str, answer_type: str = "yes_no",
@@ -177,7 +179,7 @@ def ask(policy, decoder, frames: Mapping[str, pd.DataFrame], question: str, answ
         engine = RolloutEngine(policy, tok, [ForecastTool(decoder, w)], max_new_tokens=max_new_tokens,
                                temperature=0.0, seed=0)
         with torch.no_grad():
-            h_ts = decoder.encoder(torch.as_tensor(w.x)).h_ts
+            h_ts = decoder.encoder(torch.as_tensor(w.x), channels=torch.as_tensor(w.channels)).h_ts
             roll = engine.generate([prompt], h_ts, sample_refs=[0])[0]
         model_text = "".join(s.text for s in roll.segments if s.kind == "model")
         rationale = model_text.split(FORECAST_ACTION_OPEN, 1)[0]

@@ -109,7 +109,8 @@ def protocol_weights(tokenizer, segments: Sequence[tuple[str, bool]], emphasis: 
 @dataclass
 class SFTBatch:
     """input_ids, attention_mask: [B, T]; loss_mask: [B, T] float loss weights (0 = no loss);
-    x: [B, 5, L]; y: [B, 5, S]; start: [B] close at t; actions: the B target actions a*."""
+    x: [B, 5, L]; y: [B, 5, S]; start: [B] close at t; actions: the B target actions a*;
+    channels: [B, 5] bool observed channels (``Windows.channels``; None = all)."""
 
     input_ids: Tensor
     attention_mask: Tensor
@@ -118,6 +119,7 @@ class SFTBatch:
     y: Tensor
     start: np.ndarray
     actions: list
+    channels: Tensor | None = None
 
 
 class SFTData:
@@ -156,7 +158,7 @@ class SFTData:
                                        mask_dtype=torch.float32)
         w = self.win[list(idx)]
         return SFTBatch(ids, att, mask, torch.as_tensor(self.windows.x[w]), torch.as_tensor(self.windows.y[w]),
-                        self.windows.last_close[w], [self.actions[i] for i in idx])
+                        self.windows.last_close[w], [self.actions[i] for i in idx], torch.as_tensor(self.windows.channels[w]))
 
 
 # --- the joint model --------------------------------------------------------------------------
@@ -191,7 +193,7 @@ class JointSFT(nn.Module):
         self.decoder_loss = decoder_loss or DecoderLoss(DecoderRecipe(p_none=0.0, control_weight=0.0, field_dropout=False), None)
 
     def forward(self, b: SFTBatch) -> SFTLoss:
-        res = self.decoder_loss(self.decoder, b.x, b.y, featurize(b.actions, b.start).to(b.x.device))
+        res = self.decoder_loss(self.decoder, b.x, b.y, featurize(b.actions, b.start).to(b.x.device), channels=b.channels)
         out, l_ts = res.out, res.total  # h_ts does not depend on the action
         # logits only over the span that holds loss tokens: the LM head skips the prompt
         lp = token_logprobs(self.policy, b.input_ids, b.attention_mask, out.h_ts,
@@ -271,7 +273,7 @@ class SFTTrainer:
         self.model.train()
         # Fabric's wrapper handles precision, not placement: move the batch to the model's device
         batch = dataclasses.replace(batch, **{f: self.fabric.to_device(getattr(batch, f))
-                                              for f in ("input_ids", "attention_mask", "loss_mask", "x", "y")})
+                                              for f in ("input_ids", "attention_mask", "loss_mask", "x", "y", "channels")})
         loss = self.model(batch)
         self.opt.zero_grad(set_to_none=True)
         self.fabric.backward(loss.total)
@@ -368,7 +370,8 @@ def warmup_decoder(decoder: nn.Module, windows, thresholds, steps: int, batch_si
     for _ in range(steps):
         idx = rng.choice(len(train), size=min(batch_size, len(train)), replace=False)
         teacher = featurize([actions[i] for i in idx], train.last_close[idx])
-        loss = loss_fn(decoder, torch.as_tensor(train.x[idx]), torch.as_tensor(train.y[idx]), teacher).total
+        loss = loss_fn(decoder, torch.as_tensor(train.x[idx]), torch.as_tensor(train.y[idx]), teacher,
+                       channels=torch.as_tensor(train.channels[idx])).total
         opt.zero_grad()
         loss.backward()
         opt.step()

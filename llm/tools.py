@@ -66,6 +66,7 @@ def concat_windows(parts: Sequence[Windows]) -> Windows:
         future=np.concatenate([w.future for w in parts]),
         split=np.concatenate([w.split for w in parts]),
         context=np.concatenate([w.context for w in parts]) if has_ctx else np.array([], dtype=object),
+        channels=np.concatenate([w.channels for w in parts]),
     )
 
 

@@ -32,7 +32,8 @@ class SoftTokenSource:
         self.decoder.eval()
         try:
             with torch.no_grad():
-                return self.decoder.encoder(torch.as_tensor(w.x, dtype=torch.float32, device=dev)).h_ts
+                return self.decoder.encoder(torch.as_tensor(w.x, dtype=torch.float32, device=dev),
+                                            channels=torch.as_tensor(w.channels, device=dev)).h_ts
         finally:
             self.decoder.train(was_training)
 

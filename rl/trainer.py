@@ -354,7 +354,8 @@ class GRPOTrainer:
         dev = self.fabric.device
         teacher = featurize(actions_from_windows(w, self.decoder_loss.thresholds), w.last_close).to(dev)
         x = torch.as_tensor(w.x, dtype=torch.float32, device=dev)
-        return self.decoder_loss(self.decoder, x, torch.as_tensor(w.y, dtype=torch.float32, device=dev), teacher).total
+        return self.decoder_loss(self.decoder, x, torch.as_tensor(w.y, dtype=torch.float32, device=dev), teacher,
+                                 channels=torch.as_tensor(w.channels, device=dev)).total
 
     def train_step(self) -> dict[str, float]:
         cfg, fab = self.cfg, self.fabric

@@ -37,6 +37,10 @@ class Windows:
     frame:   [N] str, the price frame of hist/future (``stockr1.data.price_frame``): "as_of_t" (prices as
              traded on t) or "rebased" (100 = the close of t, for back-adjusted sources); every price
              a prompt, action or trajectory of the window shows is in it. Empty = all "as_of_t".
+    channels: [N, 5] bool, True where the channel is observed (default: all True). A series may lack
+             open/high/low/volume (close-only stocks beside OHLCV indices; close is always observed);
+             an absent channel holds NaN in x, y, hist and future - never zeros, never imputed - so a
+             consumer that ignores this mask fails loudly instead of learning from made-up numbers
     """
 
     ticker: np.ndarray
@@ -47,13 +51,21 @@ class Windows:
     future: np.ndarray
     split: np.ndarray
     context: np.ndarray = field(default_factory=lambda: np.array([], dtype=object))
+    channels: np.ndarray | None = None
     frame: np.ndarray = field(default_factory=lambda: np.array([], dtype=object))
 
     def __post_init__(self) -> None:
+        n = len(self)
+        ch = np.ones((n, len(CHANNELS)), dtype=bool) if self.channels is None else np.asarray(self.channels)
+        if ch.shape != (n, len(CHANNELS)) or ch.dtype != bool:
+            raise ValueError(f"Windows.channels must be bool [N={n}, {len(CHANNELS)}], got {ch.dtype} {ch.shape}")
+        if n and not ch[:, CLOSE].all():
+            raise ValueError("Windows.channels: the close is required in every window")
+        object.__setattr__(self, "channels", ch)
         if len(self.frame) == 0:  # constructors that predate the price frame: every price as traded on t
-            object.__setattr__(self, "frame", np.full(len(self.x), AS_OF_T, dtype=object))
-        elif len(self.frame) != len(self.x):
-            raise ValueError(f"Windows.frame has {len(self.frame)} entries for {len(self.x)} windows")
+            object.__setattr__(self, "frame", np.full(n, AS_OF_T, dtype=object))
+        elif len(self.frame) != n:
+            raise ValueError(f"Windows.frame has {len(self.frame)} entries for {n} windows")
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -82,6 +94,7 @@ class Windows:
             split=self.split[idx],
             context=ctx,
             frame=self.frame[idx],
+            channels=self.channels[idx],
         )
 
     def of_tickers(self, tickers: list[str] | tuple[str, ...], where: str = "tickers") -> Windows:
@@ -121,7 +134,7 @@ def train_only(windows: Windows) -> TrainWindows:
         return windows
     t = windows.split_of(SPLITS[0])
     return TrainWindows(ticker=t.ticker, date=t.date, x=t.x, y=t.y, hist=t.hist, future=t.future,
-                        split=t.split, context=t.context, frame=t.frame)
+                        split=t.split, context=t.context, frame=t.frame, channels=t.channels)
 
 
 def require_train(windows: object, fit: str) -> TrainWindows:
@@ -147,6 +160,7 @@ class Forecast:
     low:           [N, S] forecast of the 0.05 quantile of the low
     volume:        [N, S] point forecast of the volume
     uncertainty:   [N] normalised uncertainty in [0, 1] (NaN where the model has none)
+    high / low / volume are NaN in the rows whose window lacks that channel (``Windows.channels``).
     """
 
     close: np.ndarray

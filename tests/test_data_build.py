@@ -64,10 +64,10 @@ def test_build_plain_csv(tmp_path, capsys):
 
 
 def test_build_errors_are_clear(tmp_path, capsys):
-    (tmp_path / "BAD.csv").write_text("Date,Open,High,Low,Close\n2022-01-03,1,1,1,1\n")
+    (tmp_path / "BAD.csv").write_text("Date,Open,High,Low,Volume\n2022-01-03,1,1,1,1\n")  # no Close (the others are optional)
     err = fails(["data", "build", "--source", "csv", "--path", str(tmp_path / "BAD.csv"), "--out", str(tmp_path / "o")],
                 capsys)
-    assert err.startswith("stockr1 data build: error: ") and "BAD.csv:BAD: missing columns ['volume']" in err
+    assert err.startswith("stockr1 data build: error: ") and "BAD.csv:BAD: no close column" in err
     df = pd.DataFrame({"Date": pd.bdate_range("2022-01-03", periods=200), "Open": 1.0, "High": 1.0, "Low": 1.0,
                        "Close": 1.0, "Volume": 1.0})
     df.loc[50, "Close"] = -1.0

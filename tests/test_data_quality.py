@@ -95,3 +95,31 @@ def test_split_sized_jump_is_error_unless_recorded():
     f.loc[f.index[6], "splits"] = 2.0
     _, rep = check_frames({"XYZ": f})
     assert rep.issues == []
+
+
+def test_absent_channels_accepted_partly_missing_rejected():
+    """A channel NaN on every day is absent (close-only stocks): kept NaN, never filled; a present
+    channel with one NaN is still an error (prices) or a repair (volume)."""
+    f = _frame()
+    f[["open", "high", "low", "volume"]] = np.nan
+    out, rep = check_frames({"XYZ": f})
+    assert rep.issues == [] and out["XYZ"][["open", "high", "low", "volume"]].isna().all().all()
+    pd.testing.assert_series_equal(out["XYZ"]["close"], f["close"])
+    g = f.copy()
+    g.iloc[3, 3] = np.nan  # the close missing on a close-only day: the row goes, counted
+    out, rep = check_frames({"XYZ": g})
+    assert rep.counts() == {"nan_row": 1} and len(out["XYZ"]) == 9
+    g = f.copy()
+    g.iloc[2, 1] = 105.0  # high present on one day only: a present channel, NaN elsewhere
+    _error(g, "nan_price", "2021-03-01")
+    g = _frame()
+    g[["high", "low"]] = np.nan  # open + close present, high/low absent: open missing once is an error
+    g.iloc[6, 0] = np.nan
+    _error(g, "nan_price", "2021-03-09")
+    g = _frame()
+    g["close"] = np.nan
+    _error(g, "no_close", "2021-03-01")
+    g = f.copy()
+    g.iloc[5, 4] = 2e6  # volume present on one day: present, so the others are repaired, not left NaN
+    out, rep = check_frames({"XYZ": g})
+    assert rep.counts() == {"nan_volume": 9} and (out["XYZ"]["volume"] == 2e6).all()

@@ -158,8 +158,8 @@ def test_bad_arguments_and_bad_data_are_clear_errors(forecaster: Forecaster) -> 
         forecaster.predict(df, horizon=11)
     with pytest.raises(ValueError, match=r"quantile levels must be in \(0, 1\)"):
         forecaster.predict(df, quantile_levels=(0.5, 1.0))
-    with pytest.raises(ValueError, match="missing columns"):
-        forecaster.predict(df.drop(columns=["Volume"]))
+    with pytest.raises(ValueError, match="no close column"):  # Open/High/Low/Volume are optional, Close is not
+        forecaster.predict(df.drop(columns=["Close"]))
     bad = df.copy()
     bad.loc[100, "Low"] = -1.0
     with pytest.raises(ValueError, match=r"series 2021-07-19 nonpositive_price"):
@@ -373,8 +373,8 @@ def test_cli_errors_are_one_line_and_leave_no_out(saved: Path, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     good = tmp_path / "good.csv"
     random_walk(150).to_csv(good, index=False)
-    nocol = tmp_path / "novol.csv"
-    random_walk(150).drop(columns=["Volume"]).to_csv(nocol, index=False)
+    nocol = tmp_path / "noclose.csv"
+    random_walk(150).drop(columns=["Close"]).to_csv(nocol, index=False)
     baddate = tmp_path / "baddate.csv"
     random_walk(150).astype({"Date": str}).replace({"2021-05-03": "2021-13-45"}).to_csv(baddate, index=False)
     badval = tmp_path / "badval.csv"
@@ -385,7 +385,7 @@ def test_cli_errors_are_one_line_and_leave_no_out(saved: Path, tmp_path: Path,
     base = ["--checkpoint", str(saved), "--out", str(out)]
     assert "missing.csv does not exist" in _cli_error(capsys, [*base, "--data", str(tmp_path / "missing.csv")])
     err = _cli_error(capsys, [*base, "--data", str(nocol)])
-    assert "novol.csv" in err and "missing columns ['volume']" in err
+    assert "noclose.csv" in err and "no close column" in err
     err = _cli_error(capsys, [*base, "--data", str(baddate)])
     assert "baddate.csv" in err and "2021-13-45" in err
     err = _cli_error(capsys, [*base, "--data", str(badval)])

@@ -35,6 +35,10 @@ class TSEncoderConfig:
                 ``x_loc``), and the heads also see log(ewma / window) next to log(window / train), so they
                 can learn how far the recent volatility reverts over the horizon (``model.ewma_std``)
     ewma_lambda: the EWMA decay (0.94, RiskMetrics daily); read only when scale_ref == "ewma"
+    missing_embed: learn a "missing" embedding for the tokens of absent channels (close-only series;
+                ``TSEncoder.forward(..., channels=)``). False (default, the shipped encoders): no such
+                parameter, so their state dict is unchanged; they still accept masks, a masked token
+                then being its variable embedding alone
     """
 
     lookback: int = 90
@@ -54,6 +58,7 @@ class TSEncoderConfig:
     price_mu_scale: float = 1.0
     scale_ref: str = "window"
     ewma_lambda: float = 0.94
+    missing_embed: bool = False
 
     def __post_init__(self) -> None:
         if self.scale_ref not in SCALE_REFS:
@@ -82,7 +87,12 @@ class TSEncoderConfig:
         return self.n_patches * self.n_vars
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields, without ``missing_embed`` while it is False: the saved configs of encoders without
+        it (every shipped one) stay byte for byte what they were, and ``from_any`` reads the default back."""
+        d = asdict(self)
+        if not d["missing_embed"]:
+            del d["missing_embed"]
+        return d
 
     @classmethod
     def from_any(cls, value: TSEncoderConfig | dict[str, Any] | None) -> TSEncoderConfig:

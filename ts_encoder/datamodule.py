@@ -7,8 +7,9 @@ source:
   dataset    a directory written by ``stockr1 data build`` (its window shape must be this one)
 (all through ``stockr1.data.source_windows``). ``tickers`` keeps only those tickers' windows (every
 split), e.g. train on one index and score the other with ``stockr1 bench forecast --cross-series``.
-Batches are dicts ``{"x": [B, 5, L], "y": [B, 5, S], "idx": [B]}``; ``idx`` indexes the split's
-``Windows`` so metrics can be computed in price space.
+Batches are dicts ``{"x": [B, 5, L], "y": [B, 5, S], "channels": [B, 5] bool, "idx": [B]}``; ``idx``
+indexes the split's ``Windows`` so metrics can be computed in price space; ``channels`` is
+``Windows.channels`` (an absent channel is NaN in x and y; the encoder and the loss mask it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from stockr1.data.returns import observed_moments
 from stockr1.data.run_data import WINDOW_SOURCES as SOURCES
 from stockr1.data.run_data import source_windows
 from stockr1.types import SPLITS, TrainWindows, Windows, require_train, train_only
@@ -25,8 +27,13 @@ from stockr1.types import SPLITS, TrainWindows, Windows, require_train, train_on
 
 def input_stats(train: TrainWindows) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-channel mean and std [5] (float64, cast to float32) of ``train_only(windows).x``; TypeError
-    for anything else, so the TS encoder's input scaling never sees a val/test row."""
-    x = require_train(train, "input_stats").x.astype(np.float64)
+    for anything else, so the TS encoder's input scaling never sees a val/test row. Each channel's
+    over the windows that observe it (``observed_moments``)."""
+    train = require_train(train, "input_stats")
+    x = train.x.astype(np.float64)
+    if not train.channels.all():
+        mean, std = observed_moments(x, train.channels)
+        return torch.tensor(mean, dtype=torch.float32), torch.tensor(std + 1e-8, dtype=torch.float32)
     return torch.tensor(x.mean(axis=(0, 2)), dtype=torch.float32), \
         torch.tensor(x.std(axis=(0, 2)) + 1e-8, dtype=torch.float32)
 
@@ -35,12 +42,13 @@ class WindowDataset(Dataset):
     def __init__(self, windows: Windows) -> None:
         self.x = torch.from_numpy(np.ascontiguousarray(windows.x, dtype=np.float32))
         self.y = torch.from_numpy(np.ascontiguousarray(windows.y, dtype=np.float32))
+        self.channels = torch.from_numpy(np.ascontiguousarray(windows.channels))
 
     def __len__(self) -> int:
         return self.x.shape[0]
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"x": self.x[i], "y": self.y[i], "idx": torch.tensor(i)}
+        return {"x": self.x[i], "y": self.y[i], "channels": self.channels[i], "idx": torch.tensor(i)}
 
 
 class WindowDataModule(L.LightningDataModule):
@@ -81,8 +89,8 @@ class WindowDataModule(L.LightningDataModule):
         if windows.x.shape[1:] != (5, hp.lookback) or windows.y.shape[1:] != (5, hp.horizon):
             raise ValueError(f"windows are x{windows.x.shape[1:]} y{windows.y.shape[1:]}, expected "
                              f"x(5, {hp.lookback}) y(5, {hp.horizon}) (lookback / horizon of the datamodule)")
-        for name in ("x", "y"):
-            bad = ~np.isfinite(getattr(windows, name)).all(axis=(1, 2))
+        for name in ("x", "y"):  # an absent channel is NaN by design (Windows.channels); the others must be finite
+            bad = ~(np.isfinite(getattr(windows, name)) | ~windows.channels[:, :, None]).all(axis=(1, 2))
             if bad.any():
                 raise ValueError(f"{bad.sum()} windows have non-finite {name} (first: ticker "
                                  f"{windows.ticker[bad][0]} at {windows.date[bad][0]})")

@@ -80,11 +80,13 @@ class EncoderEnsemble:
     def outputs(self, windows: Windows, batch_size: int = 1024) -> list[TSOutput]:
         """Each member's (mu, sigma, q_high, q_low) for every window; members are causal, so a window's
         output depends on its own past only (x = days <= t)."""
-        return self.outputs_x(windows.x, batch_size)
+        return self.outputs_x(windows.x, batch_size, windows.channels)
 
     @torch.no_grad()
-    def outputs_x(self, x: np.ndarray | torch.Tensor, batch_size: int = 1024) -> list[TSOutput]:
-        """x [N, 5, L] (the log-return inputs of N windows) -> each member's outputs (no hidden states)."""
+    def outputs_x(self, x: np.ndarray | torch.Tensor, batch_size: int = 1024,
+                  channels: np.ndarray | None = None) -> list[TSOutput]:
+        """x [N, 5, L] (the log-return inputs of N windows), channels [N, 5] bool observed (None: all)
+        -> each member's outputs (no hidden states)."""
         cfg = self.cfg
         if tuple(x.shape[1:]) != (cfg.n_vars, cfg.lookback):
             raise ValueError(f"windows.x is {tuple(x.shape[1:])}, this ensemble expects ({cfg.n_vars}, {cfg.lookback})")
@@ -93,18 +95,20 @@ class EncoderEnsemble:
             dev = next(model.parameters()).device
             parts = []
             for start in range(0, len(x), batch_size):
-                o = model(torch.as_tensor(x[start:start + batch_size], dtype=torch.float32, device=dev))
+                ch = None if channels is None else torch.as_tensor(channels[start:start + batch_size], device=dev)
+                o = model(torch.as_tensor(x[start:start + batch_size], dtype=torch.float32, device=dev), None, ch)
                 parts.append({"mu": o.mu.cpu(), "sigma": o.sigma.cpu(), "q_high": o.q_high.cpu(), "q_low": o.q_low.cpu()})
             cat = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
             empty = cat["mu"].new_zeros(0)
-            outs.append(TSOutput(**cat, hidden=empty, h_ts=empty, state=empty))
+            outs.append(TSOutput(**cat, hidden=empty, h_ts=empty, state=empty,
+                                 channels=None if channels is None else torch.as_tensor(channels)))
         return outs
 
     def forecast_x(self, x: np.ndarray | torch.Tensor, last_ohlcv: np.ndarray, n_samples: int,
-                   generator: torch.Generator | None) -> tuple[Forecast, np.ndarray]:
-        """x [N, 5, L], last_ohlcv [N, 5] -> (the calibrated mixture's forecast, the members' mean raw
-        uncertainty U [N]): what ``Forecaster.predict`` needs of an ensemble."""
-        outs = self.outputs_x(x)
+                   generator: torch.Generator | None, channels: np.ndarray | None = None) -> tuple[Forecast, np.ndarray]:
+        """x [N, 5, L], last_ohlcv [N, 5], channels [N, 5] (None: all observed) -> (the calibrated
+        mixture's forecast, the members' mean raw uncertainty U [N]): what ``Forecaster.predict`` needs."""
+        outs = self.outputs_x(x, channels=channels)
         u_raw = np.mean([raw_uncertainty(o).double().numpy() for o in outs], 0)
         return mixture_forecast(outs, last_ohlcv, n_samples, self.calibration, self._uncertainty(outs), generator), u_raw
 

@@ -43,6 +43,19 @@ to the last days as EWMA / GARCH do, and adds ``log(ewma / window)`` to the head
 ``ratio_embed``, zero-initialised) beside ``log(window / train)``: the two ratios are what a GARCH(1,1)
 term structure needs (how far the recent level sits from the longer one, and from the long-run one).
 Encoders with ``window`` have no ``ratio_embed``, so their state dict and outputs are unchanged.
+
+Absent channels (``channels [B, V]`` bool, False = absent: close-only stocks beside OHLCV indices; the
+close is required). Their values (NaN in the data) are replaced by the train mean ``x_loc`` before any
+arithmetic; their tokens get the "missing" embedding (``missing_embed``, config ``missing_embed``; zero
+when the encoder has none) plus the variable embedding instead of a patch embedding; they are masked
+out as attention keys (every query still sees the close tokens of its patch and the earlier ones), the
+state ``h_t`` is the mean over the observed variables of the last patch, and their scale features are
+zero. So nothing an observed token, the state or any head computes depends on an absent channel: the
+missing embedding reaches only the absent tokens' own ``h_ts`` (what the LLM reads), and L_TS alone gives
+it no gradient. The heads still emit numbers for absent channels (finite, from the observed data only);
+``TSOutput.channels`` carries the mask, and the loss, the uncertainty and the forecasts skip them.
+With every channel observed (or ``channels=None``) and no missing embedding the forward is the code
+path of before, bit for bit.
 """
 
 from __future__ import annotations
@@ -65,7 +78,9 @@ _Z95 = 1.6448536269514722
 @dataclass
 class TSOutput:
     """mu, sigma: [B, 3, S] for (open, close, volume) log returns; q_high, q_low: [B, S];
-    hidden: [B, K, d_model]; h_ts: [B, K, d_llm]; state: [B, d_llm] (h_t after FiLM)."""
+    hidden: [B, K, d_model]; h_ts: [B, K, d_llm]; state: [B, d_llm] (h_t after FiLM);
+    channels: [B, 5] bool observed channels (None = all): the rows of mu/sigma/q_* of an absent
+    channel are placeholders that every consumer must skip."""
 
     mu: Tensor
     sigma: Tensor
@@ -74,6 +89,7 @@ class TSOutput:
     hidden: Tensor
     h_ts: Tensor
     state: Tensor
+    channels: Tensor | None = None
 
 
 def ewma_std(x: Tensor, loc: Tensor, lam: float, floor: Tensor) -> Tensor:
@@ -157,7 +173,8 @@ class FiLM(nn.Module):
 
 
 class TSEncoder(nn.Module):
-    """``forward(x [B, 5, L], cond [B, cond_dim] | None) -> TSOutput`` (raw log-return units)."""
+    """``forward(x [B, 5, L], cond [B, cond_dim] | None, channels [B, 5] bool | None) -> TSOutput``
+    (raw log-return units; ``channels`` False = absent, see the module docstring)."""
 
     def __init__(self, cfg: TSEncoderConfig) -> None:
         super().__init__()
@@ -190,6 +207,9 @@ class TSEncoder(nn.Module):
             nn.init.zeros_(self.ratio_embed.weight)
             nn.init.zeros_(self.ratio_embed.bias)
         self.film = FiLM(cfg.cond_dim, cfg.d_llm) if cfg.cond_dim > 0 else None
+        # the token of an absent channel: this + its variable embedding (zero-init; created last so the
+        # other parameters draw the same initial values as an encoder without it)
+        self.missing_embed = nn.Parameter(torch.zeros(d)) if cfg.missing_embed else None
         self.head_mu = nn.Linear(cfg.d_llm, 3 * s)
         self.head_sigma = nn.Linear(cfg.d_llm, 3 * s)
         self.head_high = nn.Linear(cfg.d_llm, s)
@@ -214,35 +234,66 @@ class TSEncoder(nn.Module):
         """[K, K] additive mask M + B (−inf above the block-causal boundary)."""
         return self.causal + torch.where(self.same_var, self.b_intra, self.b_inter)
 
-    def forward(self, x: Tensor, cond: Tensor | None = None) -> TSOutput:
+    def observed(self, channels: Tensor | None, b: int) -> Tensor | None:
+        """The [B, V] observed mask to apply, or None for the unmasked path (every channel observed and
+        no missing embedding: the code of before, bit for bit). An encoder with a missing embedding
+        always takes the masked path, so its parameter is in every graph (DDP needs it used)."""
+        if channels is None:
+            return None if self.missing_embed is None else torch.ones(b, self.cfg.n_vars, dtype=torch.bool,
+                                                                         device=self.x_loc.device)
+        if channels.shape != (b, self.cfg.n_vars) or channels.dtype != torch.bool:
+            raise ValueError(f"channels must be bool [B={b}, {self.cfg.n_vars}], got {channels.dtype} {tuple(channels.shape)}")
+        if not bool(channels[:, CLOSE].all()):
+            raise ValueError("channels: the close must be observed in every row")
+        return None if self.missing_embed is None and bool(channels.all()) else channels
+
+    def forward(self, x: Tensor, cond: Tensor | None = None, channels: Tensor | None = None) -> TSOutput:
         cfg = self.cfg
         if x.ndim != 3 or x.shape[1] != cfg.n_vars or x.shape[2] != cfg.lookback:
             raise ValueError(f"x must be [B, {cfg.n_vars}, {cfg.lookback}], got {tuple(x.shape)}")
         b = x.shape[0]
+        obs = self.observed(channels, b)
+        if obs is not None:  # absent values (NaN) become the train mean before any arithmetic: z = 0
+            x = torch.where(obs[:, :, None], x, self.x_loc[:, None].to(x.dtype))
         z = ((x - self.x_loc[:, None]) / self.x_scale[:, None]).clamp(-cfg.input_clip, cfg.input_clip)
         patches = z.reshape(b, cfg.n_vars, cfg.n_patches, cfg.patch_len).transpose(1, 2)  # [B, P, V, patch]
         h = self.patch_embed(patches) + self.var_embed  # [B, P, V, d]
-        h = self.drop(h.reshape(b, cfg.n_tokens, cfg.d_model))  # time-major: k = p * V + v
         mask = self.attn_mask()
+        if obs is not None:
+            missing = self.var_embed if self.missing_embed is None else self.var_embed + self.missing_embed
+            h = torch.where(obs[:, None, :, None], h, missing)  # [B, P, V, d]
+            keys = obs.repeat(1, cfg.n_patches)  # [B, K]: token k = p * V + v
+            mask = mask + torch.zeros_like(keys, dtype=mask.dtype).masked_fill(~keys, -math.inf)[:, None, None, :]
+        h = self.drop(h.reshape(b, cfg.n_tokens, cfg.d_model))  # time-major: k = p * V + v
         for block in self.blocks:
             h = block(h, mask)
         hidden = self.ln_f(h)
         h_ts = self.proj(hidden)  # [B, K, d_llm]
         floor = 1e-3 * self.x_scale
         win_std = (x.var(dim=2, unbiased=False) + floor ** 2).sqrt()  # [B, V], days <= t
-        state = h_ts[:, -cfg.n_vars:].mean(dim=1)  # [B, d_llm] aggregated state at the last patch time
-        state = state + self.scale_embed(torch.log(win_std / self.x_scale))
+        last = h_ts[:, -cfg.n_vars:]  # [B, V, d_llm]: the tokens of the last patch
+        if obs is None:
+            state = last.mean(dim=1)  # [B, d_llm] aggregated state at the last patch time
+            scale_feat = torch.log(win_std / self.x_scale)
+        else:  # over the observed variables only; an absent channel's scale feature is 0
+            w = obs.to(last.dtype)
+            state = torch.where(obs[:, :, None], last, 0.0).sum(dim=1) / w.sum(dim=1, keepdim=True)
+            scale_feat = torch.log(win_std / self.x_scale) * w
+        state = state + self.scale_embed(scale_feat)
         ref = win_std
         if self.ratio_embed is not None:  # scale_ref == "ewma"
             ref = ewma_std(x, self.x_loc, cfg.ewma_lambda, floor)
-            state = state + self.ratio_embed(torch.log(ref / win_std))
+            ratio = torch.log(ref / win_std)
+            state = state + self.ratio_embed(ratio if obs is None else ratio * obs.to(ratio.dtype))
         if cond is not None:
             if self.film is None:
                 raise ValueError("cond given but the encoder was built with cond_dim=0")
             if cond.shape != (b, cfg.cond_dim):
                 raise ValueError(f"cond must be [B={b}, {cfg.cond_dim}], got {tuple(cond.shape)}")
             state = self.film(state, cond)
-        return self._heads(state, hidden, h_ts, ref)
+        out = self._heads(state, hidden, h_ts, ref)
+        out.channels = channels
+        return out
 
     def _heads(self, state: Tensor, hidden: Tensor, h_ts: Tensor, win_std: Tensor) -> TSOutput:
         """win_std: [B, V] the reference scale of the raw inputs (the unit of the spread heads): the

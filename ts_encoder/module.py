@@ -28,6 +28,11 @@ from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
 _Z95 = 1.6448536269514722
 
 
+def _channels_of(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    """{"channels": [B, 5]} when the batch carries the observed-channel mask, else {} (older callers)."""
+    return {"channels": batch["channels"]} if "channels" in batch else {}
+
+
 class TSForecastModule(L.LightningModule):
     def __init__(
         self,
@@ -56,8 +61,8 @@ class TSForecastModule(L.LightningModule):
         self.normalizer = UncertaintyNormalizer()
         self._val_outputs: list[dict[str, Tensor]] = []
 
-    def forward(self, x: Tensor, cond: Tensor | None = None) -> TSOutput:
-        return self.model(x, cond)
+    def forward(self, x: Tensor, cond: Tensor | None = None, channels: Tensor | None = None) -> TSOutput:
+        return self.model(x, cond, channels)
 
     # ---------------------------------------------------------------- training
     def setup(self, stage: str) -> None:
@@ -66,7 +71,7 @@ class TSForecastModule(L.LightningModule):
             self.model.set_input_stats(*dm.input_stats())
 
     def _step(self, batch: dict[str, Tensor], split: str) -> tuple[Tensor, TSOutput]:
-        out = self.model(batch["x"])
+        out = self.model(batch["x"], channels=batch.get("channels"))
         loss, parts = ts_loss(out, batch["y"], self.weights)
         bs = batch["x"].shape[0]
         on_step = split == "train"
@@ -82,32 +87,36 @@ class TSForecastModule(L.LightningModule):
         _, out = self._step(batch, "val")
         self._log_diagnostics(out, batch["y"], "val")
         self._val_outputs.append({"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high,
-                                  "q_low": out.q_low, "idx": batch["idx"]})
+                                  "q_low": out.q_low, "idx": batch["idx"], **_channels_of(batch)})
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
         _, out = self._step(batch, "test")
         self._log_diagnostics(out, batch["y"], "test")
 
     def predict_step(self, batch: dict[str, Tensor], batch_idx: int) -> dict[str, Tensor]:
-        out = self.model(batch["x"])
+        out = self.model(batch["x"], channels=batch.get("channels"))
         return {"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high, "q_low": out.q_low,
-                "uncertainty": self._normalised_uncertainty(out), "idx": batch["idx"]}
+                "uncertainty": self._normalised_uncertainty(out), "idx": batch["idx"], **_channels_of(batch)}
 
     def _log_diagnostics(self, out: TSOutput, y: Tensor, split: str) -> None:
         """Daily-return calibration, computed in return space (the price-space metrics are
         stockr1.metrics.forecast's): coverage of μ ± 1.645σ for the close, of q_high / q_low, and
-        close-return RMSE of the mean vs the random walk (zero)."""
+        close-return RMSE of the mean vs the random walk (zero). The high / low coverages are over the
+        rows that observe those channels (weighted by their count; not logged for a batch with none)."""
         r_c = y[:, 3]
         mu_c, sd_c = out.mu[:, 1], out.sigma[:, 1]
-        diag = {
-            "diag_cov90_close_ret": ((r_c - mu_c).abs() <= _Z95 * sd_c).float().mean(),
-            "diag_cov_high95_ret": (y[:, 1] <= out.q_high).float().mean(),
-            "diag_cov_low05_ret": (y[:, 2] <= out.q_low).float().mean(),
-            "diag_mse_close_ret": (r_c - mu_c).pow(2).mean(),
-            "diag_mse_close_ret_rw": r_c.pow(2).mean(),
+        b = y.shape[0]
+        obs = out.channels if out.channels is not None else torch.ones(b, 5, dtype=torch.bool, device=y.device)
+        diag = {  # name -> (value, rows it is over)
+            "diag_cov90_close_ret": (((r_c - mu_c).abs() <= _Z95 * sd_c).float().mean(), b),
+            "diag_cov_high95_ret": ((y[:, 1] <= out.q_high).float()[obs[:, 1]].mean(), int(obs[:, 1].sum())),
+            "diag_cov_low05_ret": ((y[:, 2] <= out.q_low).float()[obs[:, 2]].mean(), int(obs[:, 2].sum())),
+            "diag_mse_close_ret": ((r_c - mu_c).pow(2).mean(), b),
+            "diag_mse_close_ret_rw": (r_c.pow(2).mean(), b),
         }
-        for name, value in diag.items():
-            self.log(f"{split}/{name}", value, on_epoch=True, batch_size=y.shape[0], sync_dist=True)
+        for name, (value, n) in diag.items():
+            if n:
+                self.log(f"{split}/{name}", value, on_epoch=True, batch_size=n, sync_dist=True)
 
     # ------------------------------------------------------- validation epoch
     def on_validation_epoch_start(self) -> None:
@@ -125,7 +134,8 @@ class TSForecastModule(L.LightningModule):
         idx = np.unique(np.linspace(0, n - 1, min(n, self.hparams.normalizer_fit_windows)).round().astype(int))
         was_training = self.training
         self.eval()
-        u = [raw_uncertainty(self.model(torch.as_tensor(train.x[chunk], device=self.device)))
+        u = [raw_uncertainty(self.model(torch.as_tensor(train.x[chunk], device=self.device),
+                                        channels=torch.as_tensor(train.channels[chunk], device=self.device)))
              for chunk in np.array_split(idx, max(1, len(idx) // 1024))]
         self.normalizer.fit(torch.cat(u))
         self.train(was_training)
@@ -153,7 +163,8 @@ class TSForecastModule(L.LightningModule):
 
     def _forecast_from(self, cat: dict[str, Tensor], windows: Windows, n_samples: int, seed: int) -> Forecast:
         out = TSOutput(mu=cat["mu"], sigma=cat["sigma"], q_high=cat["q_high"], q_low=cat["q_low"],
-                       hidden=cat["mu"].new_zeros(0), h_ts=cat["mu"].new_zeros(0), state=cat["mu"].new_zeros(0))
+                       hidden=cat["mu"].new_zeros(0), h_ts=cat["mu"].new_zeros(0), state=cat["mu"].new_zeros(0),
+                       channels=cat.get("channels"))
         gen = torch.Generator().manual_seed(seed)
         return to_forecast(out, windows.hist[:, -1, :], n_samples, self._fitted_normalizer(), gen)
 

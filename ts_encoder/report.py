@@ -36,12 +36,13 @@ def _daily_diagnostics(module, windows: Windows) -> dict[str, float]:
     import torch
 
     with torch.no_grad():
-        out = module.eval().model(torch.as_tensor(windows.x, dtype=torch.float32))
+        out = module.eval().model(torch.as_tensor(windows.x, dtype=torch.float32), channels=torch.as_tensor(windows.channels))
     y = torch.as_tensor(windows.y, dtype=torch.float32)
     z = ((y[:, 3] - out.mu[:, 1]) / out.sigma[:, 1]).abs()
+    has = torch.as_tensor(windows.channels)  # high / low coverage over the windows that have them (NaN if none)
     return {"daily_cov90_close_ret": float((z <= 1.6448536).float().mean()),
-            "daily_cov_high95_ret": float((y[:, 1] <= out.q_high).float().mean()),
-            "daily_cov_low05_ret": float((y[:, 2] <= out.q_low).float().mean())}
+            "daily_cov_high95_ret": float((y[:, 1] <= out.q_high).float()[has[:, 1]].mean()),
+            "daily_cov_low05_ret": float((y[:, 2] <= out.q_low).float()[has[:, 2]].mean())}
 
 
 def time_log(path: str | None) -> dict[str, float]:

@@ -11,6 +11,7 @@ Choices (the paper gives marginals per step and no sampling recipe):
   the day's excursion as Gaussian pieces with zero median excursion gives
       ln Ĥ = a + sqrt((z_τ sd)² + max(q_H, 0)²) + min(q_H, 0)
   (and symmetrically for the low). At s = 1 (sd = 0) this is exactly C_t exp(q_H).
+* Absent channels (``TSOutput.channels``): the high, low or volume of a row that lacks it is NaN.
 """
 
 from __future__ import annotations
@@ -19,13 +20,22 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from stockr1.types import CLOSE, VOLUME, Forecast, Windows
+from stockr1.types import CLOSE, HIGH, LOW, VOLUME, Forecast, Windows
 from ts_encoder.calibration import SpreadCalibration
 from ts_encoder.model import TSEncoder, TSOutput
 from ts_encoder.uncertainty import UncertaintyNormalizer, raw_uncertainty
 
 _Z95 = 1.6448536269514722
 _C, _V = 1, 2  # rows of mu / sigma for close and volume
+
+
+def _absent_to_nan(channels: Tensor | None, **arrays: np.ndarray) -> dict[str, np.ndarray]:
+    """high / low / volume [B, S] with the rows that lack that channel set to NaN (channels [B, 5] bool)."""
+    if channels is None:
+        return arrays
+    obs = channels.detach().cpu().numpy()
+    col = {"high": HIGH, "low": LOW, "volume": VOLUME}
+    return {k: np.where(obs[:, col[k], None], a, np.nan) for k, a in arrays.items()}
 
 
 def _quantile_path(a: Tensor, sd_prev: Tensor, q: Tensor, upper: bool) -> Tensor:
@@ -72,14 +82,9 @@ def to_forecast(
         unc = normalizer(raw_uncertainty(out).detach().cpu()).double().numpy()
     else:
         unc = np.full(b, np.nan)
-    return Forecast(
-        close=mean_log.exp().numpy(),
-        close_samples=paths.exp().numpy(),
-        high=high.exp().numpy(),
-        low=low.exp().numpy(),
-        volume=volume.clamp_min(0).numpy(),
-        uncertainty=unc,
-    )
+    return Forecast(close=mean_log.exp().numpy(), close_samples=paths.exp().numpy(), uncertainty=unc,
+                    **_absent_to_nan(out.channels, high=high.exp().numpy(), low=low.exp().numpy(),
+                                     volume=volume.clamp_min(0).numpy()))
 
 
 @torch.no_grad()
@@ -88,7 +93,8 @@ def forecast_windows(model: TSEncoder, windows: Windows, n_samples: int = 100,
                      batch_size: int = 1024, seed: int | None = 0) -> Forecast:
     """Price-space forecast of every window by ``model`` (eval mode, restored after); ``seed`` fixes the
     sample paths (None: torch's global RNG); ``normalizer`` only when fitted; cond: optional
-    [N, cond_dim] FiLM conditioning. What ``TSForecastModule.forecast`` and ``Forecaster`` both call."""
+    [N, cond_dim] FiLM conditioning; ``windows.channels`` masks absent channels. What
+    ``TSForecastModule.forecast`` and ``Forecaster`` both call."""
     cfg = model.cfg
     if windows.x.shape[1:] != (cfg.n_vars, cfg.lookback):
         raise ValueError(f"windows.x is {windows.x.shape[1:]}, this encoder expects ({cfg.n_vars}, {cfg.lookback})")
@@ -99,8 +105,9 @@ def forecast_windows(model: TSEncoder, windows: Windows, n_samples: int = 100,
     for start in range(0, len(windows), batch_size):
         x = torch.as_tensor(windows.x[start:start + batch_size], dtype=torch.float32, device=dev)
         c = None if cond is None else cond[start:start + batch_size].to(dev)
-        out = model(x, c)
-        parts.append({"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high, "q_low": out.q_low})
+        ch = torch.as_tensor(windows.channels[start:start + batch_size], device=dev)
+        out = model(x, c, ch)
+        parts.append({"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high, "q_low": out.q_low, "channels": ch})
     model.train(was_training)
     cat = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
     out = TSOutput(**cat, hidden=cat["mu"].new_zeros(0), h_ts=cat["mu"].new_zeros(0), state=cat["mu"].new_zeros(0))
@@ -119,7 +126,7 @@ def mixture_forecast(
 ) -> Forecast:
     """The equal-weight mixture of K members' predictive distributions, optionally calibrated.
 
-    outs: K encoder outputs for the same B windows; last_ohlcv [B, 5]. Sample path m comes from member
+    outs: K encoder outputs for the same B windows (absent channels: ``outs[0].channels``); last_ohlcv [B, 5]. Sample path m comes from member
     ``m % K`` (stratified, so every member has its share of paths whatever the seed); its cumulative
     close log return at step s is ``m_{k,s} + sd_{k,s} · g_s(w_{m,s})`` with ``w = cumsum(σ_k ε) / sd_k``
     the path's standardised Gaussian noise (ε drawn as ``to_forecast`` draws it) and ``g`` the
@@ -161,8 +168,7 @@ def mixture_forecast(
     return Forecast(
         close=(log_c0 + median.mean(0)).exp().numpy(),
         close_samples=paths.exp().numpy(),
-        high=high.exp().numpy(),
-        low=low.exp().numpy(),
-        volume=volume.clamp_min(0).numpy(),
         uncertainty=np.full(b, np.nan) if uncertainty is None else np.asarray(uncertainty, dtype=np.float64),
+        **_absent_to_nan(outs[0].channels, high=high.exp().numpy(), low=low.exp().numpy(),
+                         volume=volume.clamp_min(0).numpy()),
     )

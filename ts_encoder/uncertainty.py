@@ -18,12 +18,21 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from ts_encoder.model import TSOutput
+from ts_encoder.model import GAUSSIAN_CHANNELS, TSOutput
 
 
 def raw_uncertainty(out: TSOutput, channels: Sequence[int] = (0, 1, 2)) -> Tensor:
-    """[B] U = Σ_s Σ_{i in channels} σ²; channels index rows of ``out.sigma`` (0=O, 1=C, 2=V)."""
-    return out.sigma[:, list(channels)].pow(2).sum(dim=(1, 2))
+    """[B] U = Σ_s Σ_{i in channels} σ²; channels index rows of ``out.sigma`` (0=O, 1=C, 2=V).
+
+    A channel absent from a row (``out.channels``) adds nothing to that row's U. Choice: U is then over
+    fewer channels, so a close-only row's U (close only) is far below an OHLCV row's (where the volume
+    dominates) and the two are not comparable under one normaliser; a model of a universe that mixes
+    them should use ``channels=(1,)`` (the close, observed everywhere)."""
+    sig2 = out.sigma[:, list(channels)].pow(2)
+    if out.channels is None or bool(out.channels.all()):
+        return sig2.sum(dim=(1, 2))
+    obs = out.channels[:, [GAUSSIAN_CHANNELS[c] for c in channels], None]  # [B, len(channels), 1]
+    return torch.where(obs, sig2, 0.0).sum(dim=(1, 2))
 
 
 class UncertaintyNormalizer(nn.Module):

@@ -26,12 +26,13 @@ class ForecastWriter(BasePredictionWriter):
     def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices) -> None:
         if not predictions:
             return
-        cat = {k: torch.cat([p[k] for p in predictions]) for k in ("mu", "sigma", "q_high", "q_low", "idx")}
+        keys = ("mu", "sigma", "q_high", "q_low", "idx") + (("channels",) if "channels" in predictions[0] else ())
+        cat = {k: torch.cat([p[k] for p in predictions]) for k in keys}
         dm = trainer.datamodule
         windows = dm.windows[dm.hparams.predict_split].select(cat["idx"].cpu().numpy())
         empty = cat["mu"].new_zeros(0)
         out = TSOutput(mu=cat["mu"], sigma=cat["sigma"], q_high=cat["q_high"], q_low=cat["q_low"],
-                       hidden=empty, h_ts=empty, state=empty)
+                       hidden=empty, h_ts=empty, state=empty, channels=cat.get("channels"))
         normalizer = pl_module.normalizer if bool(pl_module.normalizer.fitted) else None
         f = to_forecast(out, windows.hist[:, -1, :], self.n_samples, normalizer,
                         torch.Generator().manual_seed(self.seed))

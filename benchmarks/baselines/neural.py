@@ -2,7 +2,7 @@
 
 Both map the 5 standardised log-return channels ``x [B, 5, L]`` to ``[B, 5, S]`` channel by
 channel (shared weights, channel independence as in both papers) and are trained with MSE on all
-channels. Early stopping picks the epoch on validation loss (never test).
+channels (the observed ones: an absent channel of a close-only series is not scored). Early stopping picks the epoch on validation loss (never test).
 
 Predictive distribution (they are point forecasters): the cumulative close log-return residual at
 step h, divided by the window's trailing 60-day volatility, has variance ``g_h`` measured on the
@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from stockr1.baselines.base import forecast_from_paths, trailing_vol
+from stockr1.data.returns import observed_moments
 from stockr1.types import CLOSE, VOLUME, Forecast, TrainWindows, Windows, require_train
 
 
@@ -88,8 +89,12 @@ class NeuralBaseline:
         raise ValueError(f"unknown neural baseline kind {self.kind!r}; expected dlinear or patchtst")
 
     def _xy(self, w: Windows) -> tuple[torch.Tensor, torch.Tensor]:
+        """Standardised x, y [N, 5, L|S]; an absent channel (NaN) is 0 here: the nets are channel
+        independent, so it reaches only its own (unscored) outputs, and ``_mse`` skips it."""
         x = (w.x.astype(np.float64) - self.mean[None, :, None]) / self.std[None, :, None]
         y = (w.y.astype(np.float64) - self.mean[None, :, None]) / self.std[None, :, None]
+        if not w.channels.all():
+            x, y = (np.where(w.channels[:, :, None], a, 0.0) for a in (x, y))
         return torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32)
 
     @torch.no_grad()
@@ -103,24 +108,30 @@ class NeuralBaseline:
     def fit(self, train: TrainWindows, val: Windows | None = None) -> NeuralBaseline:
         train = require_train(train, "NeuralBaseline.fit")  # its input scaler and weights: train only
         torch.manual_seed(self.seed)
-        self.mean = train.x.astype(np.float64).mean(axis=(0, 2))
-        self.std = train.x.astype(np.float64).std(axis=(0, 2)) + 1e-8
+        if train.channels.all():
+            self.mean = train.x.astype(np.float64).mean(axis=(0, 2))
+            self.std = train.x.astype(np.float64).std(axis=(0, 2)) + 1e-8
+        else:  # each channel over the windows that have it
+            self.mean, std = observed_moments(train.x.astype(np.float64), train.channels)
+            self.std = std + 1e-8
         self.net = self._make_net(train.x.shape[2], train.y.shape[2])
         opt = torch.optim.AdamW(self.net.parameters(), lr=self.lr, weight_decay=0.01)
         xt, yt = self._xy(train)
+        mt = _obs_weights(train)
         xv, yv = self._xy(val) if val is not None and len(val) else (xt, yt)
+        mv = _obs_weights(val) if val is not None and len(val) else mt
         gen = torch.Generator().manual_seed(self.seed)
         best, best_state, bad = float("inf"), None, 0
         for epoch in range(self.max_epochs):
             self.net.train()
             for idx in torch.randperm(len(xt), generator=gen).split(self.batch_size):
-                loss = nn.functional.mse_loss(self.net(xt[idx]), yt[idx])
+                loss = _mse(self.net(xt[idx]), yt[idx], None if mt is None else mt[idx])
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
             self.net.eval()
             with torch.no_grad():
-                vl = float(nn.functional.mse_loss(self.net(xv), yv))
+                vl = float(_mse(self.net(xv), yv, mv))
             if vl < best - 1e-6:
                 best, best_state, bad, self.epochs_trained = vl, copy.deepcopy(self.net.state_dict()), 0, epoch + 1
             else:
@@ -147,6 +158,18 @@ class NeuralBaseline:
         v0 = windows.last_volume.astype(np.float64)
         volume = (v0[:, None] + 1.0) * np.exp(np.cumsum(ret[:, VOLUME], axis=1)) - 1.0
         return forecast_from_paths(windows, cum, rng, volume=np.maximum(volume, 0.0))
+
+
+def _obs_weights(w: Windows) -> torch.Tensor | None:
+    """[N, 5, 1] float 1 where the channel is observed, or None when every channel is (plain MSE)."""
+    return None if w.channels.all() else torch.as_tensor(w.channels[:, :, None], dtype=torch.float32)
+
+
+def _mse(pred: torch.Tensor, y: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """MSE over the observed channels only (``weights`` from ``_obs_weights``; None: all of them)."""
+    if weights is None:
+        return nn.functional.mse_loss(pred, y)
+    return ((pred - y) ** 2 * weights).sum() / (weights.sum() * pred.shape[-1])
 
 
 def DLinear(**kw) -> NeuralBaseline:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from stockr1.types import CLOSE, HIGH, LOW, VOLUME, Forecast, Windows
+from stockr1.types import CHANNELS, CLOSE, HIGH, LOW, VOLUME, Forecast, Windows
 
 AnswerType = Literal["yes_no", "choice", "numeric"]
 FAMILIES: tuple[str, ...] = ("forecast", "event", "fundamental", "news", "multi_signal")
@@ -84,7 +84,8 @@ class QAContext:
 class Decision:
     """Everything a question may reference: history up to and including t, and the context.
 
-    close: [L] closes for t-L+1..t; volume: [L] volumes for the same days.
+    close: [L] closes for t-L+1..t; volume: [L] volumes for the same days (NaN when absent);
+    channels: the channels the series has (``Windows.channels``; a close-only stock has ("close",)).
     """
 
     ticker: str
@@ -92,6 +93,7 @@ class Decision:
     close: np.ndarray
     volume: np.ndarray
     context: QAContext
+    channels: tuple[str, ...] = CHANNELS
 
     def macro_text(self, name: str, value: float | None = None) -> str:
         """e.g. "WTI crude oil spot at $74.99" / "Baa-Aaa default spread at 1.09%"."""
@@ -151,6 +153,7 @@ def decision_at(windows: Windows, i: int, context: QAContext | None = None) -> D
         close=np.asarray(h[:, CLOSE], dtype=float),
         volume=np.asarray(h[:, VOLUME], dtype=float),
         context=context or QAContext(),
+        channels=tuple(c for c, ok in zip(CHANNELS, windows.channels[i], strict=True) if ok),
     )
 
 

@@ -37,7 +37,7 @@ def rollout_items(policy, decoder, windows, items: Sequence[QAItem], max_new_tok
         prompts = [chat_prompt(tok, user_message(it, str(ctx[it.window]) if len(ctx) else "", ph, max_context_chars),
                                SYSTEM_PROMPT) for it in batch]
         with torch.no_grad():
-            h_ts = decoder.encoder(torch.as_tensor(windows.x[idx])).h_ts
+            h_ts = decoder.encoder(torch.as_tensor(windows.x[idx]), channels=torch.as_tensor(windows.channels[idx])).h_ts
         rolls = engine.generate(prompts, h_ts, sample_refs=[int(i) for i in idx])
         out += list(zip(batch, rolls, strict=True))
         if on_batch is not None:

@@ -14,7 +14,8 @@ Choices made where the paper is silent (tested in tests/test_qa_generator.py):
   yield-spread examples: Treasury-yield templates where the context has 2Y/10Y yields, otherwise
   the same questions conditioned on whichever macro indicator the point-in-time store has (the
   offline sample: Baa-Aaa default spread, crude oil, core CPI). Templates that need a company
-  fundamental are used only where the context has one.
+  fundamental are used only where the context has one, and those that need a channel the series
+  lacks (the volume of a close-only stock: ``needs={"volume"}``) only where it has it.
 - Numeric answers are in percent with an absolute tolerance that grows like sqrt(x).
 """
 
@@ -53,7 +54,7 @@ class Template:
     grid: tuple[dict[str, Any], ...]
     choices: tuple[str, ...] = ()
     tolerance: Callable[[Params], float] | None = None
-    needs: frozenset[str] = frozenset()  # subset of {"macro", "yields", "macro_prev", "news", "fundamentals"}
+    needs: frozenset[str] = frozenset()  # subset of {"macro", "yields", "macro_prev", "news", "fundamentals", "volume"}
     fields: FieldsFn | None = None
     applies: Callable[[Decision], bool] | None = None  # extra decision-time precondition
     numeric_bins: tuple[int, int] = (-2, 1)  # first/last bin index of a numeric answer (see answer_class)
@@ -66,6 +67,7 @@ class Template:
             "macro_prev": len(set(ctx.macro) & set(ctx.macro_prev)) > 0,
             "news": len(ctx.news) > 0,
             "fundamentals": len(ctx.fundamentals) > 0,
+            "volume": "volume" in d.channels,  # a close-only stock has no volume to ask about
         }
         return all(have[n] for n in self.needs) and (self.applies is None or self.applies(d))
 
@@ -275,7 +277,7 @@ TEMPLATES: tuple[Template, ...] = (
         "ev_volume_spike", "event", "yes_no",
         "Will daily volume exceed {m}x its 20-day average ({avg:,.0f}) on any of the next {x} days?",
         lambda path, d, p: _yn(float(np.max(path.volume[:p["x"]])) > p["m"] * d.avg_volume(20)),
-        _grid(x=X, m=(1.2, 1.5)), choices=(YES, NO), fields=lambda d, p: {"avg": d.avg_volume(20)},
+        _grid(x=X, m=(1.2, 1.5)), choices=(YES, NO), fields=lambda d, p: {"avg": d.avg_volume(20)}, needs=frozenset({"volume"}),
     ),
     # ---- Fundamental QA (macro-conditioned on an index) ----------------------------------------
     Template(

@@ -1,7 +1,8 @@
 """Build a dataset directory: windows + context as parquet shards, a quality report, a manifest.
 
 Layout of ``out/``:
-    windows-{train,val,test}.parquet   row, ticker, date, split, x, y, hist, future (flattened)
+    windows-{train,val,test}.parquet   row, ticker, date, split, x, y, hist, future (flattened), channels
+                                       (the observed channels; only when some window lacks one)
     context-{train,val,test}.parquet   row, ticker, date, context
     frames.parquet                     the checked daily frames (ticker, date, OHLCV, actions)
     store.json, store-*.parquet        the point-in-time store's inputs (with context; dataset_io.py)
@@ -39,7 +40,7 @@ from stockr1.data.membership import Membership, read_tickers_file
 from stockr1.data.quality import check_frames
 from stockr1.data.sources import load_source
 from stockr1.data.sources.frames import trading_calendar
-from stockr1.data.splits import PAPER_SPLIT, SAMPLE_SPLIT
+from stockr1.data.splits import source_split
 from stockr1.data.windows import build_windows, split_counts
 from stockr1.outdir import output_dir, refuse_existing
 from stockr1.data.price_frame import AS_TRADED, BACK_ADJUSTED, frame_kinds, mark_back_adjusted
@@ -100,6 +101,8 @@ def content_hash(w: Windows) -> str:
     h.update(np.ascontiguousarray(w.date.astype("datetime64[ns]")).tobytes())
     for name in ARRAYS:
         h.update(np.ascontiguousarray(getattr(w, name)).tobytes())
+    if not w.channels.all():  # only then: a dataset with every channel keeps the hash it always had
+        h.update(np.ascontiguousarray(w.channels).tobytes())
     return h.hexdigest()
 
 
@@ -119,6 +122,8 @@ def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, re
             frames = {t: mark_back_adjusted(f) for t, f in frames.items()}
     elif cfg.source == "synthetic":
         frames = load_source("synthetic", n_days=cfg.n_days, seed=cfg.seed, tickers=tickers)
+    elif cfg.source in ("stocks", "universe"):
+        frames = load_source(cfg.source, tickers=tickers)
     elif cfg.source == "yfinance":
         kw = {k: v for k, v in (("start", cfg.start), ("end", cfg.end)) if v}
         frames = load_source("yfinance", tickers=tickers, cache_dir=cfg.cache_dir, downloader=downloader,
@@ -136,6 +141,8 @@ def _frames_and_store(cfg: BuildConfig, downloader=None, ticker_factory=None, re
             store = ctx.sample_store(frames)
         elif cfg.source == "synthetic":
             store = ctx.synthetic_store(frames, seed=cfg.seed)
+        elif cfg.source in ("stocks", "universe"):
+            store = ctx.stocks_store(frames)
         elif cfg.source == "yfinance":
             store = ctx.yfinance_store(frames, downloader=downloader, ticker_factory=ticker_factory, requests=requests)
         else:  # a csv: no text to add, but the prompt still states the price frame and the last close
@@ -154,7 +161,7 @@ def build_dataset(cfg: BuildConfig, out: str | Path, downloader=None, ticker_fac
     refuse_existing(out, overwrite)
     member = Membership.read(cfg.membership) if cfg.membership else None
     frames, report, store = _frames_and_store(cfg, downloader, ticker_factory, requests, probe)
-    split = PAPER_SPLIT if cfg.source == "yfinance" else SAMPLE_SPLIT
+    split = source_split(cfg.source)
     w = build_windows(frames, cfg.lookback, cfg.horizon, split=split, stride=cfg.stride, context=store,
                       start=cfg.start if cfg.source != "yfinance" else None, end=cfg.end if cfg.source != "yfinance" else None,
                       membership=member, progress=True)
@@ -177,7 +184,7 @@ def _write_dataset(cfg: BuildConfig, out: Path, frames, report, store, member, w
         m = w.split == s
         cols = {"row": rows[m], "ticker": w.ticker[m].astype(str), "date": w.date[m], "split": w.split[m].astype(str),
                 "frame": w.frame[m].astype(str)}
-        for name in ARRAYS:
+        for name in ARRAYS + (("channels",) if not w.channels.all() else ()):
             a = getattr(w, name)[m]
             cols[name] = pa.FixedSizeListArray.from_arrays(pa.array(a.reshape(-1)), int(np.prod(a.shape[1:])))
         pq.write_table(pa.table(cols), out / f"windows-{s}.parquet")
@@ -198,6 +205,8 @@ def _write_dataset(cfg: BuildConfig, out: Path, frames, report, store, member, w
         "split_dates": {s: [str(pd.Timestamp(w.date[w.split == s].min()).date()), str(pd.Timestamp(w.date[w.split == s].max()).date())]
                         for s in SPLITS if (w.split == s).any()},
         "repairs": report.counts(), "with_context": bool(store is not None),
+        "absent_channels": _absent_channels(frames),
+        "trimmed": _trimmed(cfg.source, frames),
         "missing": sorted(set(cfg.universe() or []) - set(frames)),  # --skip-missing: not in the source
         "membership": None if member is None else {
             "tickers": len(member.tickers), "never_member": sorted(set(frames) - set(w.ticker.tolist()))},
@@ -206,6 +215,26 @@ def _write_dataset(cfg: BuildConfig, out: Path, frames, report, store, member, w
                 "summary": summary, "files": files, "content_hash": content_hash(w)}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=str))
     return manifest
+
+
+def _absent_channels(frames: dict[str, pd.DataFrame]) -> dict[str, list[str]]:
+    """{ticker: [absent channels]} for the tickers that lack any (close-only series), else {}."""
+    from stockr1.data.sources.frames import present_channels
+    from stockr1.types import CHANNELS
+
+    out = {t: [c for c, ok in zip(CHANNELS, present_channels(f), strict=True) if not ok] for t, f in sorted(frames.items())}
+    return {t: v for t, v in out.items() if v}
+
+
+def _trimmed(source: str, frames: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    """Stock sources: the rows each ticker loses before its first usable day (stocks.first_usable_day)."""
+    if source not in ("stocks", "universe"):
+        return {}
+    from stockr1.data.sources.stocks import read_closes, usable_starts
+
+    starts = usable_starts(read_closes())
+    return {t: {"first_usable": r.first_usable, "rows_dropped": int(r.rows_dropped), "reason": r.reason}
+            for t, r in starts.iterrows() if t in frames and r.rows_dropped > 0}
 
 
 def load_windows(directory: str | Path, verify: bool = True) -> Windows:
@@ -225,6 +254,8 @@ def load_windows(directory: str | Path, verify: bool = True) -> Windows:
                 raise DatasetError(f"cannot read dataset file {d / name}: {type(e).__name__}: {e}") from e
     tab = pd.concat(tabs, ignore_index=True).sort_values("row", kind="stable").reset_index(drop=True)
     ctx = pd.concat(ctxs, ignore_index=True).set_index("row").loc[tab["row"]]
+    if "channels" in tab.columns:  # written only when some window lacks a channel; else all observed
+        shapes["channels"] = (5,)
     arrays = {k: np.stack(tab[k].to_numpy()).reshape((len(tab),) + shp) if len(tab) else np.zeros((0,) + shp)
               for k, shp in shapes.items()}
     w = Windows(
@@ -233,6 +264,7 @@ def load_windows(directory: str | Path, verify: bool = True) -> Windows:
         hist=arrays["hist"].astype(np.float64), future=arrays["future"].astype(np.float64),
         split=tab["split"].to_numpy(dtype=object), context=ctx["context"].to_numpy(dtype=object),
         frame=tab["frame"].to_numpy(dtype=object) if "frame" in tab else np.array([], dtype=object),  # older: as of t
+        channels=arrays["channels"].astype(bool) if "channels" in arrays else None,
     )
     if MEMBERSHIP_FILE in man["files"]:
         keep = Membership.read(d / MEMBERSHIP_FILE).mask(w.ticker, w.date)

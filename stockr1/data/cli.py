@@ -27,6 +27,12 @@ def _summary_text(man: dict) -> str:
         *([f"prices     {', '.join(f'{k}: {v}' for k, v in sorted(_count(s['price_frames']).items()))} "
            "(stockr1.data.price_frame)"] if s.get("price_frames") else []),
         f"context    {'yes' if s['with_context'] else 'no'}",
+        *([f"absent     {len(a)} tickers lack channels (masked): "
+           + "; ".join(f"{t}: {'/'.join(c)}" for t, c in list(a.items())[:4]) + (" ..." if len(a) > 4 else "")]
+          if (a := s.get("absent_channels")) else []),
+        *([f"trimmed    {sum(v['rows_dropped'] for v in tr.values())} early rows before the first usable day: "
+           + ", ".join(f"{t} {v['rows_dropped']} (from {v['first_usable']})" for t, v in tr.items())]
+          if (tr := s.get("trimmed")) else []),
         *([f"missing    {len(s['missing'])} tickers not in the source: {', '.join(s['missing'][:20])}"] if s.get("missing") else []),
         *([f"membership {m['tickers']} tickers in the file; never a member here: {', '.join(m['never_member']) or 'none'}"]
           if (m := s.get("membership")) else []),
@@ -39,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stockr1 data", description="point-in-time market datasets")
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build windows + context shards and a manifest")
-    b.add_argument("--source", choices=["sample", "yfinance", "csv", "synthetic"], default="sample")
+    b.add_argument("--source", choices=["sample", "yfinance", "csv", "synthetic", "stocks", "universe"], default="sample",
+                   help="stocks: 20 S&P 500 stocks, close only, 1990-2022 (skfolio, offline); universe: stocks + sample")
     b.add_argument("--path", help="csv/parquet file or directory (--source csv)")
     b.add_argument("--tickers", nargs="+")
     b.add_argument("--tickers-file", help="one ticker per line, # comments (instead of --tickers)")

@@ -8,12 +8,13 @@ from typing import Any
 
 from stockr1.config import config_from_dict
 
-SOURCES = ("sample", "synthetic", "dataset")
+SOURCES = ("sample", "synthetic", "stocks", "universe", "dataset")
 
 
 @dataclass(frozen=True)
 class DataConfig:
-    """source:   "sample" (the embedded S&P 500 + NASDAQ OHLCV, 1999-2018), "synthetic", or "dataset"
+    """source:   "sample" (the embedded S&P 500 + NASDAQ OHLCV, 1999-2018), "synthetic", "stocks" (20
+              S&P 500 stocks, close only, 1990-2022, from skfolio), "universe" (stocks + sample), or "dataset"
               (a directory written by ``stockr1 data build``: yfinance, csv, ...; manifest checked)
     path:     the dataset directory (source: dataset only)
     lookback: days of history per window (L); horizon: future days per window (S), at most L; for a

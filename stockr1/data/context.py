@@ -195,6 +195,23 @@ def sample_store(frames: dict[str, pd.DataFrame] | None = None, leak_days: int =
                             profiles=SAMPLE_PROFILES, leak_days=leak_days)
 
 
+def stocks_store(frames: dict[str, pd.DataFrame], leak_days: int = 0, fred=None) -> PointInTimeStore:
+    """Context for the ``stocks`` and ``universe`` sources: the sample's macro series (market-wide, the
+    same release rules; arch's series end in 2018-2019, so later windows show the last value with its
+    "as of" date), each stock's name and sector (undated), and price-derived market wraps (generated
+    from each series' own closes up to their day, as for the sample; NOT real news, and without levels
+    for the back-adjusted stocks, ``market_wrap.wrap_frame``). skfolio ships no statements and no news."""
+    from stockr1.data.providers.arch_macro import arch_macro
+    from stockr1.data.providers.fred import fred_client
+    from stockr1.data.providers.market_wrap import SAMPLE_PROFILES, market_wrap_news
+    from stockr1.data.sources.stocks import STOCK_PROFILES
+
+    profiles = {t: p for t, p in {**STOCK_PROFILES, **SAMPLE_PROFILES}.items() if t in frames}
+    macro = arch_macro(fred if fred is not None else fred_client())
+    return PointInTimeStore(frames, macro=macro, news=market_wrap_news(frames, profiles), profiles=profiles,
+                            leak_days=leak_days)
+
+
 def synthetic_store(frames: dict[str, pd.DataFrame], seed: int = 0, leak_days: int = 0) -> PointInTimeStore:
     """Synthetic macro, fundamentals and news aligned with synthetic frames (all from data up to t)."""
     from stockr1.data.providers.synthetic import synthetic_context

@@ -5,8 +5,9 @@ documented, counted repair -- never a silent drop.
 |--------------------|--------------------------------------------------------|-----------------------------------|
 | duplicate_date     | a date appears twice with identical values             | repair: keep one row              |
 | duplicate_conflict | a date appears twice with different values             | error                             |
-| nan_row            | open, high, low and close are all NaN (e.g. a holiday) | repair: drop the row              |
-| nan_price          | some but not all of O/H/L/C are NaN                    | error                             |
+| no_close           | the close is NaN on every day                          | error                             |
+| nan_row            | every present price is NaN (e.g. a holiday)            | repair: drop the row              |
+| nan_price          | some but not all present prices are NaN                | error                             |
 | nonpositive_price  | an O/H/L/C value <= 0, or a negative volume            | error                             |
 | high_below_low     | high < low                                             | error                             |
 | ohlc_envelope      | high < max(open, close) or low > min(open, close)      | repair: widen high/low to enclose |
@@ -15,6 +16,11 @@ documented, counted repair -- never a silent drop.
 | gap                | more than ``max_gap_weekdays`` weekdays missing        | reported (kept; returns span it)  |
 | split_jump         | |close-to-close log return| > ln(``jump_ratio``) after | error (``jump_policy="report"``   |
 |                    | adjusting for recorded splits/dividends               | keeps it, counted)                |
+
+A channel that is NaN on every day of a ticker is *absent* (a close-only series: open, high, low or
+volume missing from the source), not broken: it is left NaN and masked downstream
+(``Windows.channels``); the checks above run over the present channels only. A present channel with
+a NaN on some day is still an error (prices) or repaired (volume).
 
 Zero volume is repaired because r^V = ln((V_d+1)/(V_{d-1}+1)) turns a 0 between two 1e9 days into
 two +-21 outliers. One missing weekday is an exchange holiday and is not reported.
@@ -91,13 +97,17 @@ def check_frame(ticker: str, frame: pd.DataFrame, report: QualityReport, max_gap
                       "repaired" if same else "error", f"{len(rows)} rows" + ("" if same else f": {rows.to_dict('records')}")))
             keep[np.flatnonzero(f.index == d)[1:]] = False
         f = f[keep]
-    nan = f[PRICES].isna()
+    present = [c for c in PRICES if f[c].notna().any()]  # an absent channel is NaN on every day
+    if "close" not in present:
+        add(Issue(ticker, _day(f.index[0]) if len(f) else "", "no_close", "error", "the close is NaN on every day"))
+        return f
+    nan = f[present].isna()
     for d in f.index[nan.all(axis=1)]:
         add(Issue(ticker, _day(d), "nan_row", "repaired", "all prices NaN; row dropped"))
     for d in f.index[nan.any(axis=1) & ~nan.all(axis=1)]:
         add(Issue(ticker, _day(d), "nan_price", "error", f"partly NaN: {f.loc[d, PRICES].to_dict()}"))
     f = f[~nan.all(axis=1)]
-    bad = (f[PRICES] <= 0).any(axis=1) | (f["volume"] < 0)
+    bad = (f[present] <= 0).any(axis=1) | (f["volume"] < 0)
     for d in f.index[bad]:
         add(Issue(ticker, _day(d), "nonpositive_price", "error", f"{f.loc[d, PRICES + ['volume']].to_dict()}"))
     inv = f["high"] < f["low"]
@@ -109,17 +119,18 @@ def check_frame(ticker: str, frame: pd.DataFrame, report: QualityReport, max_gap
         add(Issue(ticker, _day(d), "ohlc_envelope", "repaired", f"high/low widened to enclose open/close {f.loc[d, PRICES].to_dict()}"))
     f.loc[env, "high"] = np.maximum(f.loc[env, "high"], hi[env])
     f.loc[env, "low"] = np.minimum(f.loc[env, "low"], lo[env])
-    for kind, mask in (("nan_volume", f["volume"].isna()), ("zero_volume", f["volume"] == 0)):
-        for d in f.index[mask]:
-            add(Issue(ticker, _day(d), kind, "repaired", "volume set to the previous day's"))
-        f.loc[mask, "volume"] = np.nan
-    f["volume"] = f["volume"].ffill().bfill().fillna(0.0)
+    if f["volume"].notna().any():  # an absent volume stays NaN (masked downstream), never zero-filled
+        for kind, mask in (("nan_volume", f["volume"].isna()), ("zero_volume", f["volume"] == 0)):
+            for d in f.index[mask]:
+                add(Issue(ticker, _day(d), kind, "repaired", "volume set to the previous day's"))
+            f.loc[mask, "volume"] = np.nan
+        f["volume"] = f["volume"].ffill().bfill().fillna(0.0)
     if len(f) > 1:
         idx = f.index
         missing = np.busday_count(idx[:-1].values.astype("datetime64[D]"), idx[1:].values.astype("datetime64[D]")) - 1
         for k in np.flatnonzero(missing > max_gap_weekdays):
             add(Issue(ticker, _day(idx[k + 1]), "gap", "reported", f"{missing[k]} weekdays missing after {_day(idx[k])}"))
-        if not f[PRICES].isna().any().any() and (f[PRICES] > 0).all().all():
+        if not f[present].isna().any().any() and (f[present] > 0).all().all():
             log_f, _ = action_log_factors(f)
             r = np.diff(np.log(f["close"].to_numpy())) - log_f[1:]
             for k in np.flatnonzero(np.abs(r) > np.log(jump_ratio)):

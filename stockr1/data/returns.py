@@ -33,3 +33,15 @@ def log_returns(ohlcv: np.ndarray) -> np.ndarray:
 def invert_close_returns(last_close: np.ndarray, r_close: np.ndarray) -> np.ndarray:
     """Close path from close log returns. last_close [N], r_close [N, S] -> [N, S]."""
     return np.asarray(last_close, dtype=np.float64)[:, None] * np.exp(np.cumsum(r_close, axis=-1))
+
+
+def observed_moments(x: np.ndarray, channels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and population std [V] of ``x [N, V, L]`` per channel over the rows with ``channels [N, V]``
+    True, so an absent channel's values (NaN) never enter. A channel no row observes gets 0 and 1, the
+    identity scaling. What every input scaler fits when some windows lack a channel."""
+    mean, std = np.zeros(x.shape[1]), np.ones(x.shape[1])
+    for c in range(x.shape[1]):
+        v = x[channels[:, c], c]
+        if v.size:
+            mean[c], std[c] = v.mean(), v.std()
+    return mean, std

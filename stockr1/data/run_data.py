@@ -18,9 +18,9 @@ import pandas as pd
 
 from stockr1.data.build import load_frames, load_store, load_windows
 from stockr1.data.config import DataConfig
-from stockr1.data.context import sample_store, synthetic_store
+from stockr1.data.context import sample_store, stocks_store, synthetic_store
 from stockr1.data.dataset_io import DatasetError, read_manifest
-from stockr1.data.presets import sample_windows, synthetic_windows
+from stockr1.data.presets import STOCK_SOURCES, sample_windows, stock_frames, stock_windows, synthetic_windows
 from stockr1.data.quality import check_frames
 from stockr1.data.sources import load_source
 from stockr1.data.windows import build_windows
@@ -35,13 +35,14 @@ class RunData:
     cfg: DataConfig
 
 
-WINDOW_SOURCES = ("sample", "synthetic", "csv", "dataset")
+WINDOW_SOURCES = ("sample", "synthetic", "stocks", "universe", "csv", "dataset")
 
 
 def source_windows(source: str, path: str | None = None, lookback: int = 90, horizon: int = 10, *,
                    context: bool = False, **synthetic: int) -> Windows:
     """All windows (every split) of one source, the one place a source becomes windows:
-    sample | synthetic (``synthetic``: n_tickers, n_days, seed) | csv (an OHLCV csv/parquet file or a
+    sample | synthetic (``synthetic``: n_tickers, n_days, seed) | stocks | universe (the 20 offline
+    close-only stocks, alone or beside the sample's indices: ``stock_windows``) | csv (an OHLCV csv/parquet file or a
     directory of them, checked and repaired as ``stockr1 data build`` does: a NaN or negative price is
     an error) | dataset (a ``stockr1 data build`` directory; manifest checked once, and its window
     shape must be the one asked for). ``context`` renders the text context (sample, synthetic)."""
@@ -49,6 +50,8 @@ def source_windows(source: str, path: str | None = None, lookback: int = 90, hor
         return sample_windows(lookback, horizon, context=context)
     if source == "synthetic":
         return synthetic_windows(lookback=lookback, horizon=horizon, context=context, **synthetic)
+    if source in STOCK_SOURCES:
+        return stock_windows(source, lookback, horizon, context=context)
     if source not in WINDOW_SOURCES:
         raise ValueError(f"unknown data source {source!r}; expected one of {WINDOW_SOURCES}")
     if not path:
@@ -81,5 +84,8 @@ def load_run_data(data: Mapping[str, Any] | DataConfig | None) -> RunData:
         kw = cfg.synthetic_kwargs()
         frames = load_source("synthetic", **kw)
         return RunData(windows, frames, synthetic_store(frames, seed=kw.get("seed", 0)), cfg)
+    if cfg.source in STOCK_SOURCES:
+        frames = stock_frames(cfg.source)
+        return RunData(windows, frames, stocks_store(frames), cfg)
     frames = load_frames(cfg.path, verify=False)
     return RunData(windows, frames, load_store(cfg.path, frames, verify=False), cfg)

@@ -59,6 +59,12 @@ class SplitSpec:
 # The paper names no validation period; we hold out the last half-year of the pretraining span.
 PAPER_SPLIT = SplitSpec(val_start="2024-07-01", test_start="2025-01-01")
 SAMPLE_SPLIT = SplitSpec(val_frac=0.15, test_frac=0.15)
+# The sample's own boundary days (SAMPLE_SPLIT on the sample calendar: positions 3522 and 4276 of its
+# 5031 days), fixed as dates so every series of a universe shares ONE set of split dates with it:
+# market-wide moves reach every series, so one series' test days must not be another's train days.
+# tests/test_data_stocks.py recomputes them from the sample and requires equality.
+SAMPLE_VAL_START, SAMPLE_TEST_START = "2013-01-03", "2015-12-31"
+STOCK_SPLIT = SplitSpec(val_start=SAMPLE_VAL_START, test_start=SAMPLE_TEST_START)  # stocks and universe
 
 
 def assign_splits(dates: np.ndarray, calendar: pd.DatetimeIndex, spec: SplitSpec, lookahead: int) -> np.ndarray:
@@ -77,3 +83,9 @@ def assign_splits(dates: np.ndarray, calendar: pd.DatetimeIndex, spec: SplitSpec
     out[(pos >= p_val) & (pos < p_test - embargo)] = SPLITS[1]
     out[pos >= p_test] = SPLITS[2]
     return out
+
+
+def source_split(source: str) -> SplitSpec:
+    """The split of a built-in source: the paper's dates for yfinance, the sample's boundary dates for
+    the stock sources, the sample's 70/15/15 (its calendar) for the rest."""
+    return {"yfinance": PAPER_SPLIT, "stocks": STOCK_SPLIT, "universe": STOCK_SPLIT}.get(source, SAMPLE_SPLIT)

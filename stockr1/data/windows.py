@@ -8,6 +8,7 @@ decision row i (L <= i <= T-1-S):
     hist   [L, 5]  OHLCV rows i-L+1..i, adjusted as of t (see adjust.py); for a back-adjusted
                    source rebased so that the close of t is 100 (price_frame.py; ``Windows.frame``)
     future [S, 5]  OHLCV rows i+1..i+S in the same frame                     (label)
+    channels [5]   which channels the ticker has (an absent one is NaN in all four arrays)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pandas as pd
 from stockr1.data.adjust import action_log_factors, window_prices
 from stockr1.data.price_frame import frame_kind, rebase
 from stockr1.data.returns import log_returns
-from stockr1.data.sources.frames import trading_calendar
+from stockr1.data.sources.frames import present_channels, trading_calendar
 from stockr1.data.splits import SAMPLE_SPLIT, SplitSpec, assign_splits
 from stockr1.types import CHANNELS, REBASED, SPLITS, Windows
 
@@ -61,7 +62,8 @@ def build_windows(
         raise ValueError(f"invalid lookback={lookback} horizon={horizon} stride={stride} leak_days={leak_days} "
                          f"label_lookahead={label_lookahead}")
     calendar = trading_calendar(frames)
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ticker", "date", "x", "y", "hist", "future", "frame")}
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("ticker", "date", "x", "y", "hist", "future", "frame",
+                                                          "channels")}
     for ticker in sorted(frames):
         frame = frames[ticker]
         raw = frame[list(CHANNELS)].to_numpy(dtype=np.float64)
@@ -89,6 +91,7 @@ def build_windows(
         parts["hist"].append(inputs[:, 1 : lookback + 1])
         parts["future"].append(labels[:, lookback + 1 :])
         parts["frame"].append(np.full(len(t_rows), kind, dtype=object))
+        parts["channels"].append(np.repeat(present_channels(frame)[None], len(t_rows), axis=0))  # absent = all NaN
     if not parts["ticker"]:
         raise ValueError(
             f"no windows: every ticker has fewer than lookback+horizon+1 = {lookback + horizon + 1} rows "
@@ -114,6 +117,7 @@ def build_windows(
         split=split_names[keep],
         context=ctx,
         frame=cat["frame"][keep],
+        channels=cat["channels"][keep],
     )
 
 

@@ -36,6 +36,10 @@ Choices where App. C.1 is ambiguous (each is tested in tests/test_metrics_foreca
   of the close's 5% / 95% sample quantiles.
 * ``pit_values`` (the PIT histogram): ``F̂(c) = #{x_m < c}/M + #{x_m = c}/(2M)`` per window and day,
   uniform on [0, 1] for a calibrated forecaster (up to the 1/M grid).
+* Absent channels (``Windows.channels``, e.g. close-only stocks) are never scored: a window without
+  volume has NaN ``vol_*`` ingredients, one without high (low) NaN ``cov_high95`` / ``pinball_high95``
+  (``cov_low05`` / ``pinball_low05``) and ``pinball``, and those metrics reduce over the windows that
+  have the channel (NaN when none has). The forecast may hold NaN exactly there.
 """
 
 from __future__ import annotations
@@ -113,6 +117,9 @@ def pit(y: np.ndarray, x: np.ndarray) -> np.ndarray:
     return (x < y).mean(-1) + 0.5 * (x == y).mean(-1)
 
 
+CHANNEL_OF = {"high": HIGH, "low": LOW, "volume": VOLUME}  # forecast field -> the channel it needs
+
+
 def _check(forecast: Forecast, windows: Windows) -> None:
     n, s = forecast.close.shape
     if len(windows) != n or windows.future.shape[1] != s:
@@ -120,8 +127,16 @@ def _check(forecast: Forecast, windows: Windows) -> None:
             f"forecast is [N={n}, S={s}] but windows have N={len(windows)}, S={windows.future.shape[1]}"
         )
     for name in ("close", "close_samples", "high", "low", "volume"):
-        if not np.all(np.isfinite(getattr(forecast, name))):
+        a = np.asarray(getattr(forecast, name))
+        if name in CHANNEL_OF:  # NaN allowed where the window lacks the channel
+            a = a[windows.channels[:, CHANNEL_OF[name]]]
+        if not np.all(np.isfinite(a)):
             raise ValueError(f"forecast.{name} has non-finite values")
+
+
+def _where_observed(ok: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """values [N, ...] with the rows where ``ok [N]`` is False set to NaN (an absent channel: not scored)."""
+    return values if ok.all() else np.where(ok.reshape((-1,) + (1,) * (values.ndim - 1)), values, np.nan)
 
 
 def per_window(forecast: Forecast, windows: Windows) -> dict[str, np.ndarray]:
@@ -149,10 +164,12 @@ def per_window(forecast: Forecast, windows: Windows) -> dict[str, np.ndarray]:
     out["rv_r2"] = np.stack([rv, rv_pt], 1)
     out["rv_mae_dist"] = np.abs(rv_dist - rv)
     out["rv_r2_dist"] = np.stack([rv, rv_dist], 1)
+    has = {k: windows.channels[:, c] for k, c in CHANNEL_OF.items()}  # [N] bool per channel
     v, vh = windows.future[:, :, VOLUME].astype(np.float64), np.asarray(forecast.volume, np.float64)
+    v, vh = np.where(has["volume"][:, None], v, 1.0), np.where(has["volume"][:, None], vh, 1.0)  # absent: not used
     zv, zvh = znorm(v), znorm(vh)
-    out["vol_mape"] = (np.abs(zvh - zv) / np.maximum(zv, EPS_VOL)).mean(1)
-    out["vol_rmse"] = ((zvh - zv) ** 2).mean(1)
+    out["vol_mape"] = _where_observed(has["volume"], (np.abs(zvh - zv) / np.maximum(zv, EPS_VOL)).mean(1))
+    out["vol_rmse"] = _where_observed(has["volume"], ((zvh - zv) ** 2).mean(1))
     # probabilistic: cumulative log returns of the close from c0
     lr_true = np.log(c / c0[:, None])
     lr_samp = np.log(np.maximum(forecast.close_samples, EPS) / c0[:, None, None])  # [N, M, S]
@@ -167,13 +184,15 @@ def per_window(forecast: Forecast, windows: Windows) -> dict[str, np.ndarray]:
     out["cal_err_max"] = np.stack([inside[k] for k in COVERAGE_LEVELS], 1)
     out["pinball_close05"] = pinball(r, simple_returns(lo, c0), 0.05).mean(1)
     out["pinball_close95"] = pinball(r, simple_returns(hi, c0), 0.95).mean(1)
-    out["cov_high95"] = (windows.future[:, :, HIGH] <= forecast.high).mean(1)
-    out["cov_low05"] = (windows.future[:, :, LOW] <= forecast.low).mean(1)
-    p_hi = pinball(simple_returns(windows.future[:, :, HIGH], c0), simple_returns(forecast.high, c0), 0.95)
-    p_lo = pinball(simple_returns(windows.future[:, :, LOW], c0), simple_returns(forecast.low, c0), 0.05)
-    out["pinball_high95"] = p_hi.mean(1)
-    out["pinball_low05"] = p_lo.mean(1)
-    out["pinball"] = 0.5 * (p_hi + p_lo).mean(1)
+    hi_true, hi_pred = (np.where(has["high"][:, None], a, c0[:, None]) for a in (windows.future[:, :, HIGH], forecast.high))
+    lo_true, lo_pred = (np.where(has["low"][:, None], a, c0[:, None]) for a in (windows.future[:, :, LOW], forecast.low))
+    out["cov_high95"] = _where_observed(has["high"], (hi_true <= hi_pred).mean(1))
+    out["cov_low05"] = _where_observed(has["low"], (lo_true <= lo_pred).mean(1))
+    p_hi = pinball(simple_returns(hi_true, c0), simple_returns(hi_pred, c0), 0.95)
+    p_lo = pinball(simple_returns(lo_true, c0), simple_returns(lo_pred, c0), 0.05)
+    out["pinball_high95"] = _where_observed(has["high"], p_hi.mean(1))
+    out["pinball_low05"] = _where_observed(has["low"], p_lo.mean(1))
+    out["pinball"] = _where_observed(has["high"] & has["low"], 0.5 * (p_hi + p_lo).mean(1))
     return out
 
 
@@ -183,6 +202,14 @@ def _rmse(a: np.ndarray) -> float:
 
 def _mean(a: np.ndarray) -> float:
     return float(np.mean(a))
+
+
+def _over_observed(reducer: Callable[[np.ndarray], float]) -> Callable[[np.ndarray], float]:
+    """``reducer`` over the windows that have the channel (NaN rows: absent, not scored); NaN if none has."""
+    def reduce_observed(a: np.ndarray) -> float:
+        a = a[~np.isnan(a)]
+        return reducer(a) if a.size else float("nan")
+    return reduce_observed
 
 
 def _r2(pairs: np.ndarray) -> float:
@@ -204,8 +231,8 @@ def _cal_err_max(a: np.ndarray) -> float:
 REDUCERS: dict[str, Callable[[np.ndarray], float]] = {
     "price_mape": _mean,
     "price_rmse": _rmse,
-    "vol_mape": _mean,
-    "vol_rmse": _rmse,
+    "vol_mape": _over_observed(_mean),
+    "vol_rmse": _over_observed(_rmse),
     "return_rmse": _rmse,
     **{f"da_{k}": _mean for k in DA_HORIZONS},
     "rv_mae": _mean,
@@ -217,11 +244,11 @@ REDUCERS: dict[str, Callable[[np.ndarray], float]] = {
     "cal_err_close90": _cal_err_90,
     "cal_err_max": _cal_err_max,
     "width_close90": _mean,
-    "cov_high95": _mean,
-    "cov_low05": _mean,
-    "pinball_high95": _mean,
-    "pinball_low05": _mean,
-    "pinball": _mean,
+    "cov_high95": _over_observed(_mean),
+    "cov_low05": _over_observed(_mean),
+    "pinball_high95": _over_observed(_mean),
+    "pinball_low05": _over_observed(_mean),
+    "pinball": _over_observed(_mean),
     "pinball_close05": _mean,
     "pinball_close95": _mean,
 }
