@@ -112,7 +112,7 @@ def _prompt_close(text: str) -> float:
     return float(re.search(r"Last close: ([0-9.]+);", text).group(1))
 
 
-@pytest.mark.parametrize("source", ["sample", "synthetic", "csv", "back_adjusted_csv"])
+@pytest.mark.parametrize("source", ["sample", "synthetic", "csv", "back_adjusted_csv", "stocks"])
 def test_copying_the_prompts_last_close_gets_start_value_right(source: str, tmp_path) -> None:
     """The action's price fields are scored against a* = g(realised future), whose start is the window's
     close of t: in the frame the prompt states, so reading the prompt is enough."""
@@ -123,6 +123,11 @@ def test_copying_the_prompts_last_close_gets_start_value_right(source: str, tmp_
 
     if source in ("sample", "synthetic"):
         w = load_run_data({"source": source}).windows
+    elif source == "stocks":  # two names and a year of the offline stocks (rebased) beside the S&P 500 (as traded)
+        build_dataset(BuildConfig(source="universe", tickers=("AAPL", "KO", "SP500"), start="2012-03-01",
+                                  end="2013-03-01", lookback=60, horizon=5), tmp_path / "ds")
+        w = load_run_data({"source": "dataset", "path": str(tmp_path / "ds"), "lookback": 60, "horizon": 5}).windows
+        assert set(w.frame[w.ticker == "SP500"]) == {"as_of_t"} and set(w.frame[w.ticker != "SP500"]) == {REBASED}
     else:
         src = tmp_path / "csv"
         src.mkdir()
@@ -136,3 +141,24 @@ def test_copying_the_prompts_last_close_gets_start_value_right(source: str, tmp_
     targets = derive_actions(w.future[rows, :, CLOSE], w.last_close[rows], th)
     for i, target in zip(rows, targets, strict=True):  # the prompt's 2 decimals: within 0.005 of a*
         assert abs(_prompt_close(str(w.context[i])) - target.start_value) <= 0.005 + 1e-9
+
+
+def test_the_offline_stocks_are_rebased_and_a_later_split_changes_nothing_at_t() -> None:
+    """skfolio's closes are back-adjusted: a split after t rescales every earlier close of the file. The
+    stock source's windows (rebased) and context do not move; the index (never adjusted) stays as traded."""
+    from stockr1.data.sources import load_source
+
+    frames = load_source("stocks", tickers=["AAPL", "SPX"])
+    assert frame_kind(frames["AAPL"]) == REBASED and frame_kind(frames["SPX"]) == "as_of_t"
+    aapl = frames["AAPL"].loc["2014":"2016"]
+    d = pd.Timestamp("2016-06-01")
+    later = aapl.copy()
+    later.loc[: d - pd.Timedelta(days=1), "close"] *= 1 / 7  # what a 7-for-1 on D does to a back-adjusted file
+    a = build_windows({"AAPL": mark_back_adjusted(aapl)}, lookback=60, horizon=5)
+    b = build_windows({"AAPL": mark_back_adjusted(later)}, lookback=60, horizon=5)
+    before = a.date < np.datetime64(d)
+    np.testing.assert_allclose(b.hist[before][..., CLOSE], a.hist[before][..., CLOSE], rtol=1e-12)
+    np.testing.assert_allclose(a.hist[:, -1, CLOSE], BASE)
+    t = pd.Timestamp(a.date[before][-1])
+    assert PointInTimeStore({"AAPL": mark_back_adjusted(aapl)}).render_context("AAPL", t) == \
+        PointInTimeStore({"AAPL": mark_back_adjusted(later)}).render_context("AAPL", t)
