@@ -218,7 +218,7 @@ class ActionConditionedDecoder(nn.Module):
             w = windows.select(np.arange(lo, min(len(windows), lo + batch_size)))
             x = torch.as_tensor(w.x, dtype=torch.float32, device=dev)
             ch = torch.as_tensor(w.channels, device=dev)
-            u.append(raw_uncertainty(self(x, self.no_action(w.last_close), ch)).cpu())
+            u.append(raw_uncertainty(self(x, self.no_action(w.last_close), ch), self.ts_cfg.u_channels).cpu())
         self.train(was_training)
         return torch.cat(u)
 
@@ -270,6 +270,6 @@ class ActionConditionedDecoder(nn.Module):
             w = windows.select(np.arange(lo, min(n, lo + batch_size)))
             batch = featurize(actions[lo : lo + batch_size], w.last_close).to(dev)
             out = self(torch.as_tensor(w.x, dtype=torch.float32, device=dev), batch, torch.as_tensor(w.channels, device=dev))
-            parts.append(to_forecast(out, w.hist[:, -1, :], n_samples, self.normalizer, generator))
+            parts.append(to_forecast(out, w.hist[:, -1, :], n_samples, self.normalizer, generator, self.ts_cfg.u_channels))
         self.train(was_training)
         return concat_forecasts(parts)

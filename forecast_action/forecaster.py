@@ -369,7 +369,8 @@ class Forecaster:
         out, normalizer = self._outputs(xt, last, action, ch)
         gen = torch.Generator().manual_seed(int(seed))
         norm = normalizer if bool(normalizer.fitted) else None
-        return to_forecast(out, last, n_samples, norm, gen), raw_uncertainty(out).double().cpu().numpy()
+        u_ch = self.encoder.cfg.u_channels
+        return to_forecast(out, last, n_samples, norm, gen, u_ch), raw_uncertainty(out, u_ch).double().cpu().numpy()
 
     def _outputs(self, x: Tensor, last: np.ndarray, action: ForecastAction | None, channels: Tensor | None = None,
                  ) -> tuple[TSOutput, UncertaintyNormalizer]:

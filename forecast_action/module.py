@@ -183,7 +183,7 @@ class ActionDecoderModule(TSForecastModule):
         """The no-action forecast heads (conditioned forecasts go through ``forecast(.., actions=..)``)."""
         x = batch["x"]
         out = self.decoder(x, featurize([None] * x.shape[0], np.ones(x.shape[0])).to(self.device), batch.get("channels"))
-        u = raw_uncertainty(out)
+        u = raw_uncertainty(out, self.decoder.ts_cfg.u_channels)
         u = self.normalizer(u) if bool(self.normalizer.fitted) else torch.full_like(u, float("nan"))
         return {"mu": out.mu, "sigma": out.sigma, "q_high": out.q_high, "q_low": out.q_low, "uncertainty": u,
                 "idx": batch["idx"], **({"channels": batch["channels"]} if "channels" in batch else {})}

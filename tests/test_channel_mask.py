@@ -381,3 +381,29 @@ def test_masked_loss_parts_are_averages_over_the_observing_rows():
     torch.testing.assert_close(parts["nll_close"], every["nll_close"])
     _, none = ts_loss(replace(out, channels=ch[2:].repeat(2, 1)), y_masked[2:].repeat(2, 1, 1))
     assert none["nll_volume"] == 0 and none["pinball_high"] == 0
+
+
+def test_close_uncertainty_compares_close_only_and_ohlcv_rows_on_one_scale():
+    """``uncertainty: close`` sums the close σ² alone, on every row. Under the default ``ocv`` a close-only
+    row's U is its close σ² while an OHLCV row's is dominated by its volume σ², so one normaliser would
+    call every stock confident; the forecasts read the choice from the encoder's config."""
+    from ts_encoder.uncertainty import UncertaintyNormalizer
+
+    w = mixed_windows()
+    w = w.select(np.concatenate([np.flatnonzero(w.ticker == "SYN02")[:30], np.flatnonzero(w.ticker != "SYN02")[:30]]))
+    cfg = replace(CFG, dropout=0.0, uncertainty="close")
+    assert cfg.u_channels == (1,) and CFG.u_channels == (0, 1, 2)
+    assert "uncertainty" not in CFG.to_dict() and TSEncoderConfig.from_any(cfg.to_dict()) == cfg
+    model = _encoder(cfg, w).eval()
+    with torch.no_grad():
+        out = model(torch.as_tensor(w.x), channels=torch.as_tensor(w.channels))
+    u = raw_uncertainty(out, cfg.u_channels)
+    torch.testing.assert_close(u, out.sigma[:, 1].pow(2).sum(-1))  # the close row of σ, on every row
+    ocv = raw_uncertainty(out)
+    close_only = torch.as_tensor(~w.channels[:, VOLUME])
+    assert close_only.any() and (~close_only).any()
+    torch.testing.assert_close(ocv[close_only], u[close_only])
+    assert (ocv[~close_only] > 10 * u[~close_only]).all()  # not one scale under ocv
+    norm = UncertaintyNormalizer().fit(u.double())
+    fc = forecast_windows(model, w, n_samples=4, normalizer=norm)
+    np.testing.assert_allclose(fc.uncertainty, norm(u).double().numpy())

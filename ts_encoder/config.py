@@ -10,6 +10,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 SCALE_REFS: tuple[str, ...] = ("window", "ewma")
+# U = Σ σ² over these rows of the Gaussian heads (0 = open, 1 = close, 2 = volume): the paper's O, C, V,
+# or the close alone, which every series observes (a universe that mixes close-only stocks and OHLCV indices)
+UNCERTAINTY_CHANNELS: dict[str, tuple[int, ...]] = {"ocv": (0, 1, 2), "close": (1,)}
 
 @dataclass(frozen=True)
 class TSEncoderConfig:
@@ -39,6 +42,10 @@ class TSEncoderConfig:
                 ``TSEncoder.forward(..., channels=)``). False (default, the shipped encoders): no such
                 parameter, so their state dict is unchanged; they still accept masks, a masked token
                 then being its variable embedding alone
+    uncertainty: the channels of U = Σ_s Σ_i σ² (``ts_encoder.uncertainty``): ``ocv`` (default, the paper's
+                open, close and volume) or ``close`` (the close alone). A close-only row has no open or volume
+                σ, so under ``ocv`` its U is not comparable with an OHLCV row's; an encoder of a universe that
+                mixes them uses ``close``, the one channel every series has
     """
 
     lookback: int = 90
@@ -59,8 +66,11 @@ class TSEncoderConfig:
     scale_ref: str = "window"
     ewma_lambda: float = 0.94
     missing_embed: bool = False
+    uncertainty: str = "ocv"
 
     def __post_init__(self) -> None:
+        if self.uncertainty not in UNCERTAINTY_CHANNELS:
+            raise ValueError(f"uncertainty must be one of {sorted(UNCERTAINTY_CHANNELS)}, got {self.uncertainty!r}")
         if self.scale_ref not in SCALE_REFS:
             raise ValueError(f"scale_ref must be one of {SCALE_REFS}, got {self.scale_ref!r}")
         if not 0.0 < self.ewma_lambda < 1.0:
@@ -82,16 +92,24 @@ class TSEncoderConfig:
         return self.lookback // self.patch_len
 
     @property
+    def u_channels(self) -> tuple[int, ...]:
+        """Rows of the Gaussian heads (0 = O, 1 = C, 2 = V) that U sums (``uncertainty``)."""
+        return UNCERTAINTY_CHANNELS[self.uncertainty]
+
+    @property
     def n_tokens(self) -> int:
         """K, the number of time-series tokens."""
         return self.n_patches * self.n_vars
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields, without ``missing_embed`` while it is False: the saved configs of encoders without
-        it (every shipped one) stay byte for byte what they were, and ``from_any`` reads the default back."""
+        """The fields, without ``missing_embed`` while it is False and ``uncertainty`` while it is ``ocv``:
+        the saved configs of encoders without them (the earlier shipped ones) stay byte for byte what they
+        were, and ``from_any`` reads the defaults back."""
         d = asdict(self)
         if not d["missing_embed"]:
             del d["missing_embed"]
+        if d["uncertainty"] == "ocv":
+            del d["uncertainty"]
         return d
 
     @classmethod

@@ -109,7 +109,7 @@ class EncoderEnsemble:
         """x [N, 5, L], last_ohlcv [N, 5], channels [N, 5] (None: all observed) -> (the calibrated
         mixture's forecast, the members' mean raw uncertainty U [N]): what ``Forecaster.predict`` needs."""
         outs = self.outputs_x(x, channels=channels)
-        u_raw = np.mean([raw_uncertainty(o).double().numpy() for o in outs], 0)
+        u_raw = np.mean([raw_uncertainty(o, self.cfg.u_channels).double().numpy() for o in outs], 0)
         return mixture_forecast(outs, last_ohlcv, n_samples, self.calibration, self._uncertainty(outs), generator), u_raw
 
     def to(self, device: str | torch.device) -> EncoderEnsemble:
@@ -122,7 +122,7 @@ class EncoderEnsemble:
         """[N] the members' mean normalised uncertainty, or None unless every normaliser is fitted."""
         if not all(bool(n.fitted) for n in self.normalizers):
             return None
-        return np.mean([n(raw_uncertainty(o).to(n.knots.device)).double().cpu().numpy()
+        return np.mean([n(raw_uncertainty(o, self.cfg.u_channels).to(n.knots.device)).double().cpu().numpy()
                         for n, o in zip(self.normalizers, outs, strict=True)], 0)
 
     def forecast_windows(self, windows: Windows, n_samples: int = 100, seed: int | None = 0,

@@ -135,7 +135,8 @@ class TSForecastModule(L.LightningModule):
         was_training = self.training
         self.eval()
         u = [raw_uncertainty(self.model(torch.as_tensor(train.x[chunk], device=self.device),
-                                        channels=torch.as_tensor(train.channels[chunk], device=self.device)))
+                                        channels=torch.as_tensor(train.channels[chunk], device=self.device)),
+                             self.model.cfg.u_channels)
              for chunk in np.array_split(idx, max(1, len(idx) // 1024))]
         self.normalizer.fit(torch.cat(u))
         self.train(was_training)
@@ -166,13 +167,14 @@ class TSForecastModule(L.LightningModule):
                        hidden=cat["mu"].new_zeros(0), h_ts=cat["mu"].new_zeros(0), state=cat["mu"].new_zeros(0),
                        channels=cat.get("channels"))
         gen = torch.Generator().manual_seed(seed)
-        return to_forecast(out, windows.hist[:, -1, :], n_samples, self._fitted_normalizer(), gen)
+        return to_forecast(out, windows.hist[:, -1, :], n_samples, self._fitted_normalizer(), gen,
+                           self.model.cfg.u_channels)
 
     def _fitted_normalizer(self) -> UncertaintyNormalizer | None:
         return self.normalizer if bool(self.normalizer.fitted) else None
 
     def _normalised_uncertainty(self, out: TSOutput) -> Tensor:
-        u = raw_uncertainty(out)
+        u = raw_uncertainty(out, self.model.cfg.u_channels)
         return self.normalizer(u) if bool(self.normalizer.fitted) else torch.full_like(u, float("nan"))
 
     # ------------------------------------------------------------ inference

@@ -52,8 +52,10 @@ def to_forecast(
     n_samples: int = 100,
     normalizer: UncertaintyNormalizer | None = None,
     generator: torch.Generator | None = None,
+    u_channels: tuple[int, ...] = (0, 1, 2),
 ) -> Forecast:
-    """out: encoder output for B windows; last_ohlcv: [B, 5] raw OHLCV at the decision day t.
+    """out: encoder output for B windows; last_ohlcv: [B, 5] raw OHLCV at the decision day t;
+    ``u_channels``: the encoder's ``cfg.u_channels`` (the channels its U sums).
 
     Returns a Forecast with close [B, S], close_samples [B, n_samples, S], high/low/volume [B, S]
     and uncertainty [B] (normalised when ``normalizer`` is fitted, NaN otherwise).
@@ -79,7 +81,7 @@ def to_forecast(
     volume = (last[:, VOLUME, None] + 1.0) * mu[:, _V].cumsum(-1).exp() - 1.0
 
     if normalizer is not None and bool(normalizer.fitted):
-        unc = normalizer(raw_uncertainty(out).detach().cpu()).double().numpy()
+        unc = normalizer(raw_uncertainty(out, u_channels).detach().cpu()).double().numpy()
     else:
         unc = np.full(b, np.nan)
     return Forecast(close=mean_log.exp().numpy(), close_samples=paths.exp().numpy(), uncertainty=unc,
@@ -112,7 +114,7 @@ def forecast_windows(model: TSEncoder, windows: Windows, n_samples: int = 100,
     cat = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
     out = TSOutput(**cat, hidden=cat["mu"].new_zeros(0), h_ts=cat["mu"].new_zeros(0), state=cat["mu"].new_zeros(0))
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
-    return to_forecast(out, windows.hist[:, -1, :], n_samples, normalizer, gen)
+    return to_forecast(out, windows.hist[:, -1, :], n_samples, normalizer, gen, model.cfg.u_channels)
 
 
 @torch.no_grad()

@@ -35,7 +35,7 @@ class ForecastWriter(BasePredictionWriter):
                        hidden=empty, h_ts=empty, state=empty, channels=cat.get("channels"))
         normalizer = pl_module.normalizer if bool(pl_module.normalizer.fitted) else None
         f = to_forecast(out, windows.hist[:, -1, :], self.n_samples, normalizer,
-                        torch.Generator().manual_seed(self.seed))
+                        torch.Generator().manual_seed(self.seed), pl_module.model.cfg.u_channels)
         self.output_dir.mkdir(parents=True, exist_ok=True)
         name = "forecast.npz" if trainer.world_size == 1 else f"forecast-rank{trainer.global_rank}.npz"
         np.savez_compressed(self.output_dir / name, close=f.close, close_samples=f.close_samples, high=f.high,
