@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         TSCLI(TSForecastModule, WindowDataModule, save_config_kwargs={"overwrite": True}, seed_everything_default=0,
               parser_kwargs={**no_exit, **{sub: dict(no_exit) for sub in SUBCOMMANDS}},
               trainer_defaults={"callbacks": [ExactResume()],
-                                "plugins": [{"class_path": "ts_encoder.resume.AtomicCheckpointIO"}]})
+                                "plugins": [{"class_path": f"{AtomicCheckpointIO.__module__}.AtomicCheckpointIO"}]})
     except ArgumentError as e:
         sub = next((a for a in args if a in SUBCOMMANDS), "")
         raise ValueError(f"{_one_line(str(e))} (options: stockr1 ts {sub} --help)".replace("  ", " ")) from e

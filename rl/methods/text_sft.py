@@ -118,5 +118,5 @@ def text_sft(policy, prompts: Sequence[str], targets: Sequence[str], cfg: TextSF
         if ckpt is not None and ((step + 1) % cfg.ckpt_every == 0 or step + 1 == total):
             state = {"policy": policy.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                      "step": step + 1, "losses": losses}
-            write_checkpoint(ckpt, lambda p: torch.save(state, p))
+            write_checkpoint(ckpt, lambda p, st=state: torch.save(st, p))
     return losses

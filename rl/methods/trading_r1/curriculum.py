@@ -126,7 +126,7 @@ def run_curriculum(cfg: CurriculumConfig, examples: list[dict[str, Any]], backen
         ckpt = backend.rft(examples, reward, sft_ckpt, stage, out / "rft")
         entry = {"stage": stage.name, "sft": sft_ckpt, "checkpoint": ckpt,
                  "target_reward_mean": float(np.mean([t for t in targets if t is not None]))}
-        atomic_write(done, lambda p: p.write_text(json.dumps(entry)))  # the stage's commit marker, written last
+        atomic_write(done, lambda p, e=entry: p.write_text(json.dumps(e)))  # the stage's commit marker, written last
         log.append(entry)
     return log
 
