@@ -11,7 +11,15 @@ import pytest
 import torch
 
 from stockr1.outdir import moved_aside
-from stockr1.resume import last_checkpoint, seed_step, staging, start_or_resume, step_rng, step_seed, write_checkpoint
+from stockr1.resume import (
+    last_checkpoint,
+    seed_step,
+    staging,
+    start_or_resume,
+    step_rng,
+    step_seed,
+    write_checkpoint,
+)
 
 
 def test_step_draws_are_functions_of_seed_step_and_rank():
