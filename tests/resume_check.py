@@ -1,11 +1,22 @@
-"""``assert_identical``: two saved training states are the same, every tensor bit for bit (the resume tests)."""
+"""The resume tests' helpers: ``assert_identical`` (two saved training states are the same, every tensor bit
+for bit) and ``kill_inside_write`` (SIGKILL a real process inside a checkpoint write)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Container, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
+
+from stockr1.resume import PAUSE_ENV, PAUSED, staging
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def assert_identical(a: Any, b: Any, where: str = "", skip: Container[str] = ()) -> int:
@@ -26,3 +37,29 @@ def assert_identical(a: Any, b: Any, where: str = "", skip: Container[str] = ())
         return sum(assert_identical(x, y, f"{where}[{i}]", skip) for i, (x, y) in enumerate(zip(a, b, strict=True)))
     assert a == b or (a != a and b != b), f"{where}: {a!r} != {b!r}"  # NaN == NaN here
     return 0
+
+
+def kill_inside_write(argv: Sequence[str], n: int, timeout: float = 600) -> Path:
+    """Run ``python -m argv`` until it stops inside its ``n``-th checkpoint write (``STOCKR1_TEST_PAUSE_BEFORE_COMMIT``:
+    the data are in the staging file, the rename has not happened), SIGKILL it there, and tear the staging
+    file in half, as a kill inside ``torch.save`` would have left it. Returns the checkpoint it was writing."""
+    env = {**os.environ, PAUSE_ENV: str(n), "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    proc = subprocess.Popen([sys.executable, "-m", *map(str, argv)], cwd=REPO, env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    deadline, line, tail = time.time() + timeout, "", []
+    try:
+        while PAUSED not in line:
+            line = proc.stderr.readline()
+            tail = (tail + [line])[-20:]
+            assert line or proc.poll() is None, f"the run ended before write {n} (rc {proc.returncode}): {''.join(tail)}"
+            assert time.time() < deadline, "timed out waiting for the checkpoint write"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    path = Path(line.split()[len(PAUSED.split())])
+    part = staging(path)
+    assert part.is_file()
+    with open(part, "r+b") as f:
+        f.truncate(part.stat().st_size // 2)
+    return path

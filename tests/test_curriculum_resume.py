@@ -6,11 +6,6 @@ as a kill inside ``torch.save`` would have left it: it must never be loaded."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,11 +14,10 @@ from safetensors.torch import load_file
 
 from llm.policy import Policy, PolicyConfig
 from llm.tokenizer import train_tokenizer
-from stockr1.resume import PAUSE_ENV, PAUSED, staging
+from stockr1.resume import staging
 from tests import curriculum_run
-from tests.resume_check import assert_identical
+from tests.resume_check import assert_identical, kill_inside_write
 
-REPO = Path(__file__).resolve().parents[1]
 STAGES = ("structure", "claims", "decision")
 
 
@@ -44,23 +38,6 @@ def uninterrupted(init, tmp_path_factory) -> Path:
     return out
 
 
-def kill_inside_write(out: Path, init: Path, n: int) -> Path:
-    """Run the curriculum in a subprocess that stops inside its ``n``-th checkpoint write; SIGKILL it there.
-    Returns the checkpoint it was writing."""
-    env = {**os.environ, PAUSE_ENV: str(n), "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
-    proc = subprocess.Popen([sys.executable, "-m", "tests.curriculum_run", str(out), str(init)], cwd=REPO, env=env,
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    deadline, line = time.time() + 300, ""
-    while PAUSED not in line:
-        line = proc.stderr.readline()
-        assert line or proc.poll() is None, f"the run ended before write {n} (rc {proc.returncode})"
-        assert time.time() < deadline, "timed out waiting for the checkpoint write"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
-    return Path(line.split()[len(PAUSED.split())])
-
-
 def states(out: Path) -> dict:
     """Every saved state of a curriculum run (wall times dropped)."""
     st = {}
@@ -78,12 +55,10 @@ def states(out: Path) -> dict:
                          ids=["stage_boundary", "mid_rft"])
 def test_a_curriculum_killed_inside_a_checkpoint_write_resumes_bit_identically(init, uninterrupted, tmp_path, n,
                                                                                writing) -> None:
-    torn = kill_inside_write(tmp_path, init, n)
+    torn = kill_inside_write(["tests.curriculum_run", tmp_path, init], n)
     assert torn == tmp_path / writing  # write 5: the first of stage claims (structure done); 8: claims' last RFT step
-    part = staging(torn)
-    assert part.is_file() and (tmp_path / "structure" / "DONE").is_file() and not (tmp_path / "claims" / "DONE").exists()
-    with open(part, "r+b") as f:  # a kill inside torch.save leaves a prefix of the bytes
-        f.truncate(part.stat().st_size // 2)
+    part = staging(torn)  # torn in half by kill_inside_write
+    assert (tmp_path / "structure" / "DONE").is_file() and not (tmp_path / "claims" / "DONE").exists()
     # what the rerun must not redo: the finished stage, and (killed in the RFT) the claims SFT and RFT step 1
     kept = [tmp_path / "structure" / "DONE", tmp_path / "structure" / "rft" / "last.ckpt"]
     if n == 8:

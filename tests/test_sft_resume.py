@@ -5,16 +5,22 @@ balanced batch draw, LoRA dropout, the decoder's field dropout and control-loss 
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
+import yaml
+from safetensors.torch import load_file
 
 from forecast_action.decoder_loss import DecoderLoss, DecoderRecipe
 from forecast_action.derive import ActionThresholds
 from llm.policy import Policy, PolicyConfig
-from llm.sft import JointSFT, SFTData, SFTTrainer, TrainConfig
+from llm.sft import JointSFT, SFTData, SFTTrainer, TrainConfig, run_sft
+from stockr1.resume import staging
 from stockr1.types import train_only
-from tests.resume_check import assert_identical
+from tests.resume_check import assert_identical, kill_inside_write
 from tests.test_sft_joint import TS_CFG, Decoder, tiny_traces
+from tests.tiny_runs import tiny_sft_config
 
 CFG = TrainConfig(lr=3e-3, decoder_lr=1e-3, warmup_steps=2, max_steps=7, batch_size=3, ckpt_every=2, log_every=100,
                   accelerator="cpu", seed=5)
@@ -89,3 +95,40 @@ def test_per_step_draws_do_not_depend_on_where_the_run_started(setup, tmp_path) 
     draws = [data.sample(step_rng(CFG.seed, k), CFG.batch_size).tolist() for k in range(7)]
     assert draws[4:] == [data.sample(step_rng(CFG.seed, k), CFG.batch_size).tolist() for k in range(4, 7)]
     assert draws != [data.sample(step_rng(CFG.seed + 1, k), CFG.batch_size).tolist() for k in range(7)]
+
+
+DECODER = {"seed": 0, "warmup_steps": 3, "tool_samples": 4,
+           "ts": {"lookback": 90, "horizon": 10, "patch_len": 15, "d_model": 16, "n_layers": 1, "n_heads": 2,
+                  "ffn_dim": 32, "dropout": 0.1, "d_llm": 8},
+           "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}}
+
+
+@pytest.mark.slow
+def test_stockr1_sft_killed_inside_a_checkpoint_write_resumes_bit_identically(tmp_path) -> None:
+    """The issue's scenario through the command: `stockr1 sft` SIGKILLed while it writes its step-4 checkpoint
+    (the staging file torn in half), then `stockr1 sft --resume`: it resumes at step 2, the last complete
+    checkpoint, and ends with the policy/, decoder/ and last.ckpt of the uninterrupted run, bit for bit."""
+    cfg = tiny_sft_config(tmp_path, {"n_train": 12, "n_val": 2, "n_test": 2}, DECODER,
+                          {"max_steps": 6, "ckpt_every": 2, "lr": 3e-3, "decoder_lr": 1e-3, "warmup_steps": 2})
+    path = tmp_path / "sft.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    run_sft(path, out_root=tmp_path / "full")
+    full, cut = tmp_path / "full" / "s", tmp_path / "cut" / "s"
+    cut.mkdir(parents=True)
+    for name in ("qa.jsonl", "traces.jsonl", "thresholds.json"):  # prepared once: the test is about training
+        shutil.copy(full / name, cut / name)
+    shutil.copytree(full / "decoder_init", cut / "decoder_init")
+
+    torn = kill_inside_write(["stockr1.cli", "sft", "--config", path, "--out", tmp_path / "cut"], n=2)
+    assert torn == cut / "last.ckpt" and final_state(cut)["step"] == 2  # step 4's write was torn: not loaded
+    with pytest.raises(FileExistsError, match="--resume.*--overwrite"):
+        run_sft(path, out_root=tmp_path / "cut")
+    summary = run_sft(path, out_root=tmp_path / "cut", resume=True)
+    assert summary["steps"] == 6 and not staging(torn).exists()
+
+    assert assert_identical(final_state(full), final_state(cut)) > 50
+    for d in ("policy", "decoder"):
+        files = sorted(p.relative_to(full) for p in (full / d).rglob("*.safetensors"))
+        assert files and files == sorted(p.relative_to(cut) for p in (cut / d).rglob("*.safetensors"))
+        for f in files:
+            assert assert_identical(load_file(full / f), load_file(cut / f)) > 0, f
