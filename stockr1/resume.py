@@ -105,7 +105,10 @@ def last_checkpoint(path: str | Path) -> Path | None:
     path = Path(path)
     aside = moved_aside(path)
     if not path.exists() and aside.exists():
-        os.replace(aside, path)
+        try:
+            os.replace(aside, path)
+        except FileNotFoundError:  # another rank moved it back first
+            pass
     return path if path.exists() else None
 
 

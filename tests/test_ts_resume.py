@@ -72,5 +72,5 @@ def test_a_killed_fit_resumes_to_the_uninterrupted_weights(tmp_path: Path, every
 
 
 def test_resume_with_nothing_to_resume_starts_fresh(tmp_path: Path) -> None:
-    assert main(["fit", "--config", str(fit_config(tmp_path, None)).replace(".yaml", ".yaml"), "--resume"]) == 0
+    assert main(["fit", "--config", str(fit_config(tmp_path, None)), "--resume"]) == 0
     assert torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=False)["global_step"] == STEPS_PER_EPOCH * EPOCHS
