@@ -467,7 +467,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
                                f"derived by stockr1 bench ablation from {cfg.sft.config}")
             log(f"[ablation] SFT seed {sft_seed} -> {sft_dir}")
             t0 = time.perf_counter()
-            run_sft(path, run=f"s{sft_seed}", out_root=work / "sft")
+            run_sft(path, run=f"s{sft_seed}", out_root=work / "sft", resume=True)  # the bench's work dir resumes
             timings.record(f"sft/s{sft_seed}", time.perf_counter() - t0)
         if not eval_cache:  # the held-out slice and thresholds: from the first seed's SFT run
             windows, _ = load_data(sft_cfg.get("data", {}))

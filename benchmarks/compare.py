@@ -304,8 +304,9 @@ def run_stock_r1(env: DecisionEnv, out: Path,
         if m.get("warm_start"):  # Stock-R1's own joint SFT (llm.sft.run_sft), then u-GRPO from it
             sft_dir = stock_r1.warm_start_sft(m["warm_start"], cfg.seed, cfg.max_context_chars, out)
             info["warm_start_s"] = time.perf_counter() - t0
+        # the method's records are the cache (keyed on the config); a GRPO run left by a kill starts over
         summary = run_grpo(m.get("config", "configs/grpo/tiny.yaml"), run="stock_r1", out_root=out / "grpo",
-                           sft_dir=sft_dir, overrides=cfg.stock_r1_overrides(m), use_wandb=False)
+                           sft_dir=sft_dir, overrides=cfg.stock_r1_overrides(m), use_wandb=False, overwrite=True)
         info["reward_final"] = summary.get("final", {}).get("reward/total")
     info["train_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -10,11 +10,12 @@ uses the validation split (lowest ``val/objective``: L_TS with the full a* plus 
 loss, ``forecast_action.module``), never test. A CSV log goes to ``OUT/logs``.
 
 Resume only: Lightning's ``OUT/best.ckpt`` (the best so far) and ``OUT/last.ckpt`` (written at every
-validation: weights, optimiser, schedule, loop counters, best-checkpoint tracking and the global RNG
-states); rerunning the same command continues from ``last.ckpt`` and logs to the next
+validation, atomically: weights, optimiser, schedule, loop counters, best-checkpoint tracking, the
+training loader's position); ``--resume`` continues from ``last.ckpt`` and logs to the next
 ``OUT/logs/version_N`` (Lightning's CSV writer replaces an existing file, so each run segment keeps its
-own; concatenate them by ``step``). The RNG states make the resumed run draw the same shuffles and
-action dropout as an uninterrupted one, so it ends with the same weights (tested on CPU).
+own; concatenate them by ``step``). Epoch e's shuffle is keyed on (seed, e) and every batch's field dropout
+and dropout on (seed, epoch, rank, batch) (``ts_encoder.resume``), so the resumed run ends with the weights
+of the uninterrupted one, bit for bit on CPU (``tests/test_action_train_resume.py``).
 ``stockr1 decoder --export CKPT --out OUT`` writes ``OUT/decoder/`` from such a checkpoint (an older
 run's ``decoder.ckpt``) without training.
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,10 +40,12 @@ from forecast_action.encoder import ActionEncoderConfig
 from forecast_action.module import ActionDecoderModule
 from stockr1.config import config_from_dict, load_yaml
 from stockr1.data.run_data import WINDOW_SOURCES, source_windows
+from stockr1.resume import last_checkpoint, start_or_resume
 from stockr1.types import Windows, train_only
 from ts_encoder.config import LossWeights, TSEncoderConfig
 from ts_encoder.datamodule import WindowDataModule
 from ts_encoder.progress import StepProgress
+from ts_encoder.resume import AtomicCheckpointIO, ExactResume
 
 DECODER_DIR, BEST, LAST = "decoder", "best.ckpt", "last.ckpt"
 SOURCES = WINDOW_SOURCES  # sample, synthetic, stocks, universe, csv, dataset
@@ -158,27 +160,6 @@ def subsample(windows: Windows, max_train: int | None, max_val: int | None, seed
     return windows.select(np.sort(np.concatenate(keep)))
 
 
-class RNGState(L.Callback):
-    """Stores the global torch / CUDA / numpy / python RNG states in each checkpoint and sets them back
-    when training resumes from it: the next epoch's shuffle, action dropout and dropout masks are then
-    those the uninterrupted run drew. (Lightning restores weights and loop counters, not RNG states.)"""
-
-    def state_dict(self) -> dict[str, Any]:
-        np_state = np.random.get_state()
-        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
-        return {"torch": torch.get_rng_state(), "cuda": cuda,
-                "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]),
-                "python": random.getstate()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        torch.set_rng_state(state["torch"])
-        if state["cuda"] and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
-            torch.cuda.set_rng_state_all(state["cuda"])
-        kind, key, *rest = state["numpy"]
-        np.random.set_state((kind, key.numpy().astype(np.uint32), *rest))
-        random.setstate(state["python"])
-
-
 def export_decoder(module: ActionDecoderModule, out: str | Path) -> ActionConditionedDecoder:
     """``module``'s decoder with its thresholds, saved as ``out`` (``save_pretrained``); returns it."""
     dec = module.decoder.eval()
@@ -188,10 +169,12 @@ def export_decoder(module: ActionDecoderModule, out: str | Path) -> ActionCondit
 
 
 def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None,
-          callbacks: Sequence[L.Callback] = ()) -> ActionDecoderModule:
-    """Train (or resume from ``out/last.ckpt``), write ``out/decoder/`` from the best module on val and
-    return that module; ``callbacks``: extra Lightning callbacks."""
+          callbacks: Sequence[L.Callback] = (), resume: bool = False, overwrite: bool = False) -> ActionDecoderModule:
+    """Train, write ``out/decoder/`` from the best module on val and return that module; ``callbacks``: extra
+    Lightning callbacks. ``resume``: continue from the last complete ``out/last.ckpt``; ``overwrite``: delete
+    ``out`` first; with neither, an ``out`` holding a checkpoint is refused (``stockr1.resume.start_or_resume``)."""
     out = Path(out)
+    last = start_or_resume(out, last_checkpoint(out / LAST), resume, overwrite, "stockr1 decoder")
     out.mkdir(parents=True, exist_ok=True)
     t = cfg.train
     L.seed_everything(t.seed, workers=True)
@@ -206,20 +189,18 @@ def train(cfg: ActionTrainConfig, out: str | Path, max_epochs: int | None = None
     # its own callback: Lightning's save_last=True writes last.ckpt only when the best one improves
     latest = L.pytorch.callbacks.ModelCheckpoint(dirpath=out, filename=Path(LAST).stem, save_top_k=1,
                                                  enable_version_counter=False)
-    last = out / LAST
-    resume_step = None
-    if last.exists():
+    if last is not None:
         try:  # mmap: reads the step without loading the weights
-            resume_step = int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"])
+            step = int(torch.load(last, map_location="cpu", weights_only=False, mmap=True)["global_step"])
         except Exception as e:
-            raise ValueError(f"cannot resume from {last} (delete it to start over): {type(e).__name__}: {e}") from e
-    if resume_step is not None:
-        print(f"resuming from {last} (step {resume_step})", flush=True)
+            raise ValueError(f"cannot resume from {last} (--overwrite starts over): {type(e).__name__}: {e}") from e
+        print(f"resuming from {last} (step {step})", flush=True)
     trainer = L.Trainer(max_epochs=max_epochs or t.max_epochs, accelerator="auto", devices=1,
-                        callbacks=[ckpt, latest, RNGState(), StepProgress(every_n_steps=50), *callbacks],
+                        callbacks=[ckpt, latest, ExactResume(t.seed), StepProgress(every_n_steps=50), *callbacks],
+                        plugins=[AtomicCheckpointIO()],  # ts_encoder.resume: exact resume, atomic checkpoints
                         logger=L.pytorch.loggers.CSVLogger(out, name="logs"), enable_progress_bar=False,  # StepProgress: log-friendly
                         gradient_clip_val=1.0, log_every_n_steps=10, enable_model_summary=False)
-    trainer.fit(module, datamodule=dm, ckpt_path=last if resume_step is not None else None)
+    trainer.fit(module, datamodule=dm, ckpt_path=last)
     best = ActionDecoderModule.load_from_checkpoint(ckpt.best_model_path or out / BEST, map_location="cpu")
     export_decoder(best, out / DECODER_DIR)
     return best
@@ -230,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default="configs/forecast_action/tiny.yaml")
     p.add_argument("--out", default="checkpoints/action_tiny")
     p.add_argument("--max-epochs", type=int, default=None)
+    p.add_argument("--resume", action="store_true", help="continue from OUT/last.ckpt (README, Resume)")
+    p.add_argument("--overwrite", action="store_true", help="delete OUT and start over")
     p.add_argument("--threads", type=int, default=int(os.environ.get("STOCKR1_THREADS", "2")))
     p.add_argument("--export", default=None, metavar="CKPT",
                    help="no training: write OUT/decoder/ from this Lightning checkpoint (e.g. an older decoder.ckpt)")
@@ -238,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.export:
         export_decoder(ActionDecoderModule.load_from_checkpoint(a.export, map_location="cpu"), Path(a.out) / DECODER_DIR)
     else:
-        train(ActionTrainConfig.from_yaml(a.config), a.out, a.max_epochs)
+        train(ActionTrainConfig.from_yaml(a.config), a.out, a.max_epochs, resume=a.resume, overwrite=a.overwrite)
     print(f"wrote {Path(a.out) / DECODER_DIR} (ActionConditionedDecoder.save_pretrained, thresholds inside)")
     return 0
 

@@ -11,7 +11,12 @@
 
 ``stockr1 sft --config configs/sft/tiny.yaml`` (``llm.sft_cli``; ``run_sft`` here): builds QA + traces (cached under the run dir),
 trains with Lightning Fabric, checkpoints ``checkpoints/sft/<run>/last.ckpt`` every ``ckpt_every``
-steps (rerun the same command to resume), and finally writes ``policy/`` and ``decoder/``.
+steps, and finally writes ``policy/`` and ``decoder/``.
+
+Resume (``--resume``): step k's batch is drawn by ``step_rng(seed, k)`` and its dropout / field dropout
+by torch seeded with ``step_seed(seed, k, rank)`` (``stockr1.resume``), and the checkpoint holds the
+weights, AdamW's state, the LR schedule and the step, so a run killed after any checkpoint and resumed
+ends with the weights of the uninterrupted run, bit for bit on CPU (``tests/test_sft_resume.py``).
 """
 
 from __future__ import annotations
@@ -51,7 +56,9 @@ from llm.tools import ForecastTool
 from llm.traces import PROTOCOL_SPANS, Trace, TraceConfig, TraceWriter, load_traces, save_traces
 from stockr1.config import config_from_dict, deep_update, load_yaml
 from stockr1.distributed import launch_fabric, shard
+from stockr1.outdir import atomic_write
 from stockr1.progress import progress
+from stockr1.resume import last_checkpoint, seed_step, start_or_resume, step_rng, write_checkpoint
 from stockr1.types import train_only
 
 # --- batches ----------------------------------------------------------------------------------
@@ -253,18 +260,22 @@ class SFTTrainer:
                 "step": self.step, "history": self.history}
 
     def save(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.run_dir / "last.ckpt.tmp"
-        self.fabric.save(tmp, self.state())  # every rank calls it; the strategy decides who writes
-        if self.fabric.is_global_zero:
-            os.replace(tmp, self.ckpt_path)  # atomic: a kill mid-save keeps the previous checkpoint
-        self.fabric.barrier()
+        """``last.ckpt`` through ``stockr1.resume.write_checkpoint``: a kill mid-save keeps the previous one."""
+        fab = self.fabric
+        write_checkpoint(self.ckpt_path, lambda p: fab.save(p, self.state()),  # every rank; the strategy decides who writes
+                         is_writer=fab.is_global_zero, barrier=fab.barrier)
 
     def maybe_resume(self) -> bool:
-        if not self.ckpt_path.exists():
+        """Load the last complete ``last.ckpt`` (``stockr1.resume.last_checkpoint``); False when there is none."""
+        path = last_checkpoint(self.ckpt_path)
+        if path is None:
             return False
         st = self.state()
-        rest = self.fabric.load(self.ckpt_path, st)
+        try:
+            rest = self.fabric.load(path, st)
+        except Exception as e:  # noqa: BLE001 - an unreadable checkpoint is named, not half-loaded
+            raise ValueError(f"cannot resume from {path} (rerun with --overwrite to start over): "
+                             f"{type(e).__name__}: {e}") from e
         self.sched.load_state_dict(st["scheduler"] if "scheduler" not in rest else rest["scheduler"])
         self.step, self.history = int(st["step"]), list(st["history"])
         return True
@@ -302,9 +313,6 @@ class SFTTrainer:
         checkpoint of an interrupted run, or a torn last line) are dropped first, so a resumed run keeps
         one continuous file; ``sec`` continues from the restored history."""
         cfg, fab = self.cfg, self.fabric
-        rng = np.random.default_rng([cfg.seed, self.step])  # resumed runs draw fresh batches; same on every rank
-        # dropout etc. differ per rank and per resume point (the weights are broadcast from rank 0 by setup)
-        torch.manual_seed(int(np.random.default_rng([cfg.seed, self.step, fab.global_rank]).integers(2**62)))
         t0 = time.time() - (self.history[-1]["sec"] if self.history else 0.0)
         mpath = self.run_dir / "metrics.jsonl"
         if fab.is_global_zero:
@@ -312,7 +320,11 @@ class SFTTrainer:
         fab.barrier()
         t_run, first = time.time(), self.step  # this process's rate, for the progress line
         while self.step < cfg.max_steps:
-            idx = shard(data.sample(rng, cfg.batch_size), fab.global_rank, fab.world_size)
+            # step k's batch and its dropout / field-dropout draws are functions of (seed, k, rank) alone, so a
+            # run resumed from the checkpoint of step k draws what the uninterrupted run drew (stockr1/resume.py);
+            # the batch generator is the same on every rank, the torch seed differs per rank
+            idx = shard(data.sample(step_rng(cfg.seed, self.step), cfg.batch_size), fab.global_rank, fab.world_size)
+            seed_step(cfg.seed, self.step, fab.global_rank)
             loss = self.train_step(data.batch(idx))
             # the logged losses are the global batch's: means over the ranks' equal shards
             terms = fab.all_reduce(torch.stack([loss.total.detach(), loss.sft, loss.ts, loss.ts_weighted]).float(),
@@ -344,9 +356,7 @@ class SFTTrainer:
                     kept.append(line)
             except (json.JSONDecodeError, KeyError, TypeError):
                 continue
-        tmp = self.run_dir / "metrics.jsonl.tmp"
-        tmp.write_text("".join(f"{line}\n" for line in kept))
-        os.replace(tmp, mpath)  # a kill while trimming keeps the old file
+        atomic_write(mpath, lambda p: p.write_text("".join(f"{line}\n" for line in kept)))  # a kill keeps the old file
 
 
 def from_dict(cls, d: dict[str, Any]):
@@ -396,9 +406,7 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> Path:
     avg = dict(states[-1])
     avg["model"] = {k: (torch.stack([st["model"][k].float() for st in states]).mean(0).to(v.dtype)
                         if torch.is_floating_point(v) else v) for k, v in states[-1]["model"].items()}
-    out = Path(out)
-    torch.save(avg, out)
-    return out
+    return write_checkpoint(out, lambda p: torch.save(avg, p))
 
 
 def run_fingerprint(run_dir: str | Path) -> str:
@@ -523,12 +531,17 @@ def build_sft(cfg: dict[str, Any], run_dir: Path, tcfg: TrainConfig, fabric=None
 
 
 def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = None,
-            out_root: str | Path = "checkpoints/sft", overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The whole stage: data -> traces -> joint training (resumable) -> policy/ + decoder/."""
+            out_root: str | Path = "checkpoints/sft", overrides: Mapping[str, Any] | None = None,
+            resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """The whole stage: data -> traces -> joint training -> policy/ + decoder/. ``resume``: continue from the
+    run dir's last complete ``last.ckpt``; ``overwrite``: delete the run dir first; with neither, a run dir
+    that holds a checkpoint is refused (``stockr1.resume.start_or_resume``)."""
     cfg = load_sft_config(config, overrides)
     run = run or cfg.get("run", Path(config).stem)
     run_dir = Path(out_root) / run
     tcfg = from_dict(TrainConfig, {**cfg.get("train", {}), **({"max_steps": max_steps} if max_steps else {})})
+    # before the launch: every rank decides the same, and no rank writes before all have (launch is a rendezvous)
+    start_or_resume(run_dir, last_checkpoint(run_dir / "last.ckpt"), resume, overwrite, "stockr1 sft")
     fabric = launch_fabric(tcfg)  # before any work: with several devices every rank runs what follows
     run_dir.mkdir(parents=True, exist_ok=True)
     logger = _logger(cfg, run, run_dir) if fabric.is_global_zero else None

@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
     ap.add_argument("--out", default=None, help="root of run directories (default checkpoints/sft; with --smoke "
                                                 "a temporary directory)")
+    ap.add_argument("--resume", action="store_true", help="continue from <out>/<run>/last.ckpt (README, Resume)")
+    ap.add_argument("--overwrite", action="store_true", help="delete <out>/<run> and start over")
     ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
                                                           "2 random layers, short sequences (llm/smoke.py)")
     args, overrides = parse_config_args(ap, argv)
@@ -34,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
         sft_smoke(args.config, args.out)
         return 0
     args.out = args.out or "checkpoints/sft"
-    summary = run_sft(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out, overrides=overrides)
+    summary = run_sft(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out, overrides=overrides,
+                      resume=args.resume, overwrite=args.overwrite)
     if summary["rank"] == 0:
         print(json.dumps(summary, indent=1))
         print(f"wrote {summary['run_dir']} (policy/, decoder/, summary.json)")

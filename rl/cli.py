@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=None, help="override train.max_steps")
     ap.add_argument("--out", default=None, help="root of run directories (default checkpoints/grpo; with --smoke "
                                                 "a temporary directory)")
-    ap.add_argument("--resume", action="store_true", help="continue from <out>/<run>/last.ckpt")
+    ap.add_argument("--resume", action="store_true", help="continue from <out>/<run>/last.ckpt (README, Resume)")
+    ap.add_argument("--overwrite", action="store_true", help="delete <out>/<run> and start over")
     ap.add_argument("--no-weight", action="store_true", help="plain GRPO: w(U) = 1 (ablation)")
     ap.add_argument("--smoke", action="store_true", help="one step of the config's architecture at full width, "
                                                           "2 random layers, short rollouts (rl/smoke.py)")
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         grpo_smoke(args.config, args.out)
         return 0
     summary = run_grpo(args.config, run=args.run, max_steps=args.max_steps, out_root=args.out or "checkpoints/grpo",
-                       resume=args.resume, sft_dir=args.sft, overrides=over or None)
+                       resume=args.resume, sft_dir=args.sft, overrides=over or None,
+                       overwrite=args.overwrite)
     if summary.get("rank", 0) == 0:
         print(json.dumps(summary, indent=1, default=str))
         print(f"wrote {summary['out_dir']} (policy/, decoder/, summary.json)")

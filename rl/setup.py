@@ -9,7 +9,7 @@ windows) -> policy + decoder from ``sft.run_dir`` (``policy/``,
 decoder's normalised no-action uncertainty; the normaliser is the saved decoder's, never refit here) ->
 ``RolloutEngine`` with the ``ForecastTool`` -> ``GRPOTrainer``.
 
-Outputs under ``<out>/<run>/``: ``last.ckpt`` (resume with ``--resume``), ``metrics.jsonl``,
+Outputs under ``<out>/<run>/``: ``last.ckpt`` (``--resume`` continues from it; README, Resume), ``metrics.jsonl``,
 ``samples.jsonl``, ``wandb/`` (offline), and at the end ``policy/``, ``decoder/``, ``summary.json``.
 
 ``run_grpo(config_dict_or_path, ...)`` is the public entry for the pipeline and the ablation
@@ -47,6 +47,7 @@ from rl.run_config import GRPORunConfig, RolloutConfig
 from rl.soft_tokens import SoftTokenSource
 from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
 from stockr1.config import config_from_dict, deep_update, load_yaml
+from stockr1.resume import last_checkpoint, start_or_resume
 from stockr1.types import CLOSE, VOLUME, train_only
 
 
@@ -204,12 +205,17 @@ def sft_dir_of(cfg: Mapping[str, Any], sft_dir: str | Path | None) -> Path | Non
 
 def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max_steps: int | None = None,
              out_root: str | Path = "checkpoints/grpo", resume: bool = False, sft_dir: str | Path | None = None,
-             overrides: Mapping[str, Any] | None = None, use_wandb: bool = True) -> dict[str, Any]:
-    """Train u-GRPO as configured; returns the summary (also written to ``summary.json``)."""
+             overrides: Mapping[str, Any] | None = None, use_wandb: bool = True,
+             overwrite: bool = False) -> dict[str, Any]:
+    """Train u-GRPO as configured; returns the summary (also written to ``summary.json``). ``resume``:
+    continue from the run dir's last complete ``last.ckpt``; ``overwrite``: delete the run dir first; with
+    neither, a run dir that holds a checkpoint is refused (``stockr1.resume.start_or_resume``)."""
     cfg = load_config(config, overrides)
     run = run or cfg.get("run", "grpo")
     out = Path(out_root) / run
     sft = sft_dir_of(cfg, sft_dir)
+    # before the launch: every rank decides the same, and no rank writes before all have (launch is a rendezvous)
+    start_or_resume(out, last_checkpoint(out / "last.ckpt"), resume, overwrite, "stockr1 grpo")
     fabric = make_fabric(train_config(cfg, max_steps))  # before any work: under DDP every rank runs what follows
     st = build_setup(cfg, sft, max_steps)
     train_cfg, policy, decoder, windows = st.train_cfg, st.policy, st.decoder, st.windows

@@ -39,16 +39,18 @@ on the emitted actions: a policy's action that disagrees with the realised futur
 decoder to ignore its action, undoing the control the tool's rewards rely on (issue 21;
 results/action showed a decoder trained only on its conditioning's realised outcome ignoring "up").
 
-Determinism and resume: step k seeds torch (and the engine's generator) with ``(seed, k, rank)``
-and draws its queries from a permutation of epoch ``k // steps_per_epoch``, so a run resumed from
-``last.ckpt`` after step k does exactly what the uninterrupted run did from step k+1 (on CPU).
+Determinism and resume: step k seeds torch (and the engine's generator) with ``step_seed(seed, k, rank)``
+(``stockr1.resume``) and draws its queries from a permutation of epoch ``k // steps_per_epoch``, and
+``last.ckpt`` (written by ``stockr1.resume.write_checkpoint``) holds the policy, the decoder when it
+trains, AdamW's state, the LR schedule, the step and the history; so a run resumed from the checkpoint
+of step k does exactly what the uninterrupted run did from step k+1, bit for bit on CPU
+(``tests/test_rl_trainer.py``).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,6 +70,7 @@ from rl.soft_tokens import soft_tokens
 from stockr1.config import config_from_dict
 from stockr1.distributed import check_distributed, launch_fabric
 from stockr1.progress import progress
+from stockr1.resume import last_checkpoint, seed_step, write_checkpoint
 
 
 @dataclass(frozen=True)
@@ -300,18 +303,22 @@ class GRPOTrainer:
         return st
 
     def save(self) -> None:
-        tmp = self.out_dir / "last.ckpt.tmp"
-        self.fabric.save(tmp, self._state())
-        if self.fabric.is_global_zero:
-            os.replace(tmp, self.ckpt_path)  # atomic: a kill mid-save keeps the previous checkpoint
-        self.fabric.barrier()
+        """``last.ckpt`` through ``stockr1.resume.write_checkpoint``: a kill mid-save keeps the previous one."""
+        fab = self.fabric
+        write_checkpoint(self.ckpt_path, lambda p: fab.save(p, self._state()), is_writer=fab.is_global_zero,
+                         barrier=fab.barrier)
 
     def resume(self) -> bool:
-        """Load ``last.ckpt`` if present; True when a run was resumed."""
-        if not self.ckpt_path.exists():
+        """Load the last complete ``last.ckpt`` (``stockr1.resume.last_checkpoint``); True when a run was resumed."""
+        path = last_checkpoint(self.ckpt_path)
+        if path is None:
             return False
         st = self._state()
-        rest = self.fabric.load(self.ckpt_path, st)
+        try:
+            rest = self.fabric.load(path, st)
+        except Exception as e:  # noqa: BLE001 - an unreadable checkpoint is named, not half-loaded
+            raise ValueError(f"cannot resume from {path} (rerun with --overwrite to start over): "
+                             f"{type(e).__name__}: {e}") from e
         sched = rest.get("scheduler", st.get("scheduler"))
         if isinstance(sched, dict):
             self.sched.load_state_dict(sched)
@@ -320,8 +327,7 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------------ one step
     def _seed(self, step: int) -> None:
-        s = int(np.random.default_rng([self.cfg.seed, step, self.fabric.global_rank]).integers(2**62))
-        torch.manual_seed(s)
+        s = seed_step(self.cfg.seed, step, self.fabric.global_rank)
         if getattr(self.engine, "generator", None) is not None:
             self.engine.generator.manual_seed(s)
 

@@ -1,6 +1,7 @@
 """Where a command's outputs go: never mixed with an earlier run's, never half-written.
 
-- ``atomic_write(path, write)``: one file, written beside itself and renamed into place.
+- ``atomic_write(path, write)``: one file (or directory), written beside itself, synced to disk and
+  renamed into place (``commit``); a kill at any point leaves the previous one whole.
 - ``refuse_existing(path, overwrite)``: an ``--out`` that already holds results is an error naming it,
   unless ``--overwrite`` was given.
 - ``output_dir(out, overwrite)``: a context manager yielding a fresh temporary sibling of ``out``; the
@@ -26,13 +27,63 @@ from stockr1.manifest import git_commit
 
 
 def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
-    """``write(tmp_path)`` then rename: a kill mid-save keeps the previous file."""
+    """``write(tmp_path)`` then ``commit``: a kill mid-save keeps the previous file."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         write(tmp)
-        os.replace(tmp, path)
+        commit(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        remove(tmp)
+
+
+def commit(tmp: Path, path: Path) -> None:
+    """Make the finished write ``tmp`` (a file, or a directory of files, in ``path``'s directory) the
+    content of ``path``: fsync its data, ``os.replace`` it onto ``path``, fsync the directory so the rename
+    itself survives a power cut. A directory replaces a directory in two renames, the old one moved aside
+    to ``moved_aside(path)`` first and deleted after (``stockr1.resume.last_checkpoint`` moves it back when
+    a kill fell between the two)."""
+    _fsync_tree(tmp)
+    if tmp.is_dir() and path.exists():
+        old = moved_aside(path)
+        remove(old)
+        os.replace(path, old)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+        remove(old)
+    else:
+        os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def moved_aside(path: Path) -> Path:
+    """Where ``commit`` keeps the directory it replaces until the new one is in place."""
+    return path.with_name(f".{path.name}.old")
+
+
+def _fsync_tree(path: Path) -> None:
+    for f in ([path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())):
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+    if path.is_dir():
+        _fsync_dir(path)
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems cannot sync a directory; the rename is still atomic
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove(path: Path) -> None:
+    """Delete a file or a directory tree; nothing when it does not exist."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def holds_results(path: Path) -> bool:

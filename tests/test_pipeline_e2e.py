@@ -31,15 +31,15 @@ def test_data_and_ts_stages_on_synthetic(tmp_path: Path) -> None:
     assert (run / "ts" / "checkpoints" / "best.ckpt").exists() and (run / "ts" / "checkpoints" / "last.ckpt").exists()
     assert (run / TS_MODEL / "config.json").exists()  # the saved encoder the benches and the action stage read
     done = json.loads((run / "ts" / ".done").read_text())
-    assert done["argv"][:3] == ["stockr1", "ts", "fit"] and "--ckpt_path" not in done["argv"]
+    assert done["argv"][:3] == ["stockr1", "ts", "fit"] and "--resume" not in done["argv"]
     over = yaml.safe_load((run / "ts" / "demo_overrides.yaml").read_text())
     assert over["seed_everything"] == 1 and over["data"] == {"batch_size": 32, "eval_batch_size": 64,
                                                            "source": "dataset", "path": str(run / "data")}
     man = json.loads((run / "manifest.json").read_text())
     data_man = json.loads((run / "data" / "manifest.json").read_text())
     assert man["data_hash"] == data_man["content_hash"] and set(man["stages"]) == {"data", "ts"}
-    # an interrupted fit (no .done, last.ckpt present) resumes through Lightning's --ckpt_path
+    # an interrupted fit (no .done, last.ckpt present) resumes: `ts fit --resume` (README, Resume)
     (run / "ts" / ".done").unlink()
     assert main(["--config", str(cfg_path), "--out", str(run), "--from-scratch", "--only", "ts"]) == 0
     done = json.loads((run / "ts" / ".done").read_text())
-    assert done["resumed"] and done["argv"][-2:] == ["--ckpt_path", str(run / "ts" / "checkpoints" / "last.ckpt")]
+    assert done["resumed"] and done["argv"][-1] == "--resume"

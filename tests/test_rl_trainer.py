@@ -28,6 +28,7 @@ from rl.trainer import (
     rollout_batch,
 )
 from stockr1.types import Forecast
+from tests.resume_check import assert_identical
 
 ACT = '<forecast_action>{"direction": "up", "volatility_level": "low"}</forecast_action>'
 BAD = "<forecast_action>gibberish</forecast_action>"
@@ -94,12 +95,15 @@ def test_kill_mid_step_and_resume_reproduces_uninterrupted_run(full_run, tiny_po
     with pytest.raises(Kill):
         killed.fit()
     assert killed.step == 2
+    torch.manual_seed(123)  # whatever the new process drew before, the resumed run draws what the full one drew
     resumed = _trainer(tiny_policy, tmp_path, steps=3)
     resumed.fit(resume=True)
     assert resumed.step == 3 and len(resumed.history) == 3
-    a, b = full.trainable_state(), resumed.trainable_state()
-    for n in a:
-        assert torch.allclose(a[n], b[n], rtol=0, atol=1e-7), n
+    # every tensor of the final checkpoint, bit for bit: policy, projector, AdamW's moments, schedule, history
+    a, b = (torch.load(d / "last.ckpt", map_location="cpu", weights_only=False) for d in (full_run[2], tmp_path))
+    for st in (a, b):
+        st["history"] = [{k: v for k, v in h.items() if not k.startswith("time/")} for h in st["history"]]
+    assert assert_identical(a, b) > 20
     assert [h["reward/total"] for h in full.history] == [h["reward/total"] for h in resumed.history]
 
 

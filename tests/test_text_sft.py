@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from rl.methods.text_sft import TextSFTConfig, batch_order, text_sft
+from tests.resume_check import assert_identical
 
 PROMPTS = ["Close 101.5, prior 100.2: decide.", "Close 99.1, prior 100.4: decide.", "Close 100.0, flat: decide."]
 TARGETS = ["<answer>BUY</answer>", "<answer>SELL</answer>", "<answer>HOLD</answer>"]
@@ -53,19 +54,24 @@ class _Interrupt(Exception):
 
 
 def test_an_interrupted_run_resumes_to_the_uninterrupted_weights(tiny_policy, tmp_path):
+    """Bit for bit: every tensor of the final state (weights, AdamW's moments), the schedule and the losses;
+    LoRA dropout on, so the resumed steps must draw the uninterrupted run's dropout masks."""
     cfg = TextSFTConfig(steps=6, batch_size=2, lr=3e-3, warmup_steps=2, min_lr_ratio=0.1, ckpt_every=2)
-    whole = tiny_policy()
-    ref = text_sft(whole, PROMPTS, TARGETS, cfg, seed=1)
+    lora = {"lora_r": 4, "lora_dropout": 0.3}
+    whole = tiny_policy(**lora)
+    ref = text_sft(whole, PROMPTS, TARGETS, cfg, seed=1, ckpt=tmp_path / "whole.pt")
 
     def stop_after_3(step, total, loss):
         if step == 3:  # the state of step 2 is on disk; step 3 is lost with the process
             raise _Interrupt
 
-    part = tiny_policy()
+    part = tiny_policy(**lora)
     with pytest.raises(_Interrupt):
         text_sft(part, PROMPTS, TARGETS, cfg, seed=1, ckpt=tmp_path / "state.pt", progress=stop_after_3)
-    resumed = tiny_policy()  # a fresh process: the weights come from the state file
+    assert torch.load(tmp_path / "state.pt", weights_only=False)["step"] == 2
+    torch.manual_seed(123)  # whatever the new process drew before, the resumed run draws what the whole one drew
+    resumed = tiny_policy(**lora)  # a fresh process: the weights come from the state file
     losses = text_sft(resumed, PROMPTS, TARGETS, cfg, seed=1, ckpt=tmp_path / "state.pt")
-    assert losses == pytest.approx(ref, rel=1e-5)
-    for (n, a), (_, b) in zip(whole.named_parameters(), resumed.named_parameters(), strict=True):
-        assert torch.allclose(a, b, atol=1e-6), n
+    assert losses == ref
+    a, b = (torch.load(tmp_path / f, weights_only=False) for f in ("whole.pt", "state.pt"))
+    assert a["step"] == 6 and assert_identical(a, b) > 10

@@ -104,7 +104,7 @@ def test_a_second_fit_into_a_used_dirpath_is_refused_unless_overwrite(tmp_path: 
     cfg = str(_config(tmp_path, 1))
     assert main(["fit", "--config", cfg]) == 0
     first = (tmp_path / "ckpt" / "best.ckpt").read_bytes()
-    with pytest.raises(ValueError, match=r"best\.ckpt.*already exist.*--ckpt_path.*--overwrite true"):
+    with pytest.raises(ValueError, match=r"best\.ckpt.*already exist.*--resume.*--overwrite"):
         main(["fit", "--config", cfg])
     assert sorted(p.name for p in (tmp_path / "ckpt").glob("*.ckpt")) == ["best.ckpt", "last.ckpt"]
     assert (tmp_path / "ckpt" / "best.ckpt").read_bytes() == first  # the refused run touched nothing

@@ -1,8 +1,14 @@
 """``stockr1 ts fit|validate|test|predict --config configs/ts_encoder/tiny.yaml`` (Lightning CLI).
 
-W&B is offline unless the user set ``WANDB_MODE`` (tests set it to ``disabled``). Resume an
-interrupted run with ``--ckpt_path last``. Logger (WandbLogger) and callbacks (ModelCheckpoint: best on
-``val/loss`` + last) are set in each config file (configs/ts_encoder/*.yaml), not hidden here.
+W&B is offline unless the user set ``WANDB_MODE`` (tests set it to ``disabled``). Logger (WandbLogger)
+and callbacks (ModelCheckpoint: best on ``val/loss`` + last) are set in each config file
+(configs/ts_encoder/*.yaml), not hidden here; two are always added (``ts_encoder.resume``): ``ExactResume``
+and the atomic checkpoint writer ``AtomicCheckpointIO``.
+
+Resume, as every training command (README, "Resume"): ``fit --resume`` continues from the last complete
+``last.ckpt`` in the config's ModelCheckpoint dirpath (a fresh start when there is none), bit-identical to
+the uninterrupted fit on CPU, mid-epoch included; ``--ckpt_path last`` means the same file (Lightning's own
+lookup would take the newest file with "last" in its name, a torn staging file included).
 
 Two silent wrong states are refused here, before any work:
 - ``fit`` into a checkpoint directory that already holds checkpoints (Lightning would write
@@ -30,9 +36,11 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from stockr1.progress import silence_known_noise
+from stockr1.resume import last_checkpoint
 from ts_encoder.config import LossWeights, TSEncoderConfig
 from ts_encoder.datamodule import WindowDataModule
 from ts_encoder.module import TSForecastModule
+from ts_encoder.resume import AtomicCheckpointIO, ExactResume
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 
@@ -49,7 +57,9 @@ def _differences(saved: Any, wanted: Any, path: str = "") -> list[str]:
 
 class TSCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.add_argument("--overwrite", type=bool, default=False,
+        parser.add_argument("--resume", type=bool, nargs="?", const=True, default=False,
+                            help="fit: continue from the last complete last.ckpt in the ModelCheckpoint dirpath")
+        parser.add_argument("--overwrite", type=bool, nargs="?", const=True, default=False,
                             help="fit: delete the checkpoints already in the ModelCheckpoint dirpaths and start over")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
@@ -76,17 +86,29 @@ class TSCLI(LightningCLI):
             print(f"wrote checkpoints to {', '.join(dirs) or '-'}; logs to {', '.join(logs) or '-'}", flush=True)
 
     def before_fit(self) -> None:
-        if self.config["fit"].get("ckpt_path") is not None:
-            return  # resuming: the directory is supposed to hold the run
+        cfg = self.config["fit"]
         dirs = sorted({Path(cb.dirpath) for cb in self.trainer.callbacks
                        if isinstance(cb, ModelCheckpoint) and cb.dirpath is not None})
+        if cfg.get("resume") and cfg.get("overwrite"):
+            raise ValueError("--resume continues the run in the checkpoint dirpath, --overwrite deletes it; pass one")
+        if cfg.get("resume") or cfg.get("ckpt_path") == "last":
+            if cfg.get("ckpt_path") not in (None, "last"):
+                raise ValueError(f"--resume takes the last checkpoint in {', '.join(map(str, dirs))}; drop --ckpt_path")
+            found = [p for d in dirs if (p := last_checkpoint(d / "last.ckpt")) is not None]
+            self.config_init["fit"]["ckpt_path"] = str(found[0]) if found else None
+            print(f"resuming from {found[0]}" if found else f"nothing to resume in {', '.join(map(str, dirs))}: "
+                  "fresh start", flush=True)
+            if found:
+                return
+        elif cfg.get("ckpt_path") is not None:
+            return  # resuming from a given file: the directory is supposed to hold the run
         stale = [p for d in dirs for p in sorted(d.glob("*.ckpt"))] if dirs else []
         if not stale:
             return
-        if not self.config[self.subcommand].get("overwrite"):
+        if not cfg.get("overwrite"):
             names = ", ".join(str(p) for p in stale[:3]) + (" …" if len(stale) > 3 else "")
-            raise ValueError(f"{names} already exist: resume with --ckpt_path {dirs[0] / 'last.ckpt'}, start over with "
-                             "--overwrite true, or set another dirpath in the config's ModelCheckpoint callbacks")
+            raise ValueError(f"{names} already exist: continue that run with --resume, start over with --overwrite, "
+                             "or set another dirpath in the config's ModelCheckpoint callbacks")
         for p in stale:
             p.unlink()
         for d in dirs:
@@ -128,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     no_exit = {"exit_on_error": False}  # errors raise, so the caller prints one line instead of the usage
     try:
         TSCLI(TSForecastModule, WindowDataModule, save_config_kwargs={"overwrite": True}, seed_everything_default=0,
-              parser_kwargs={**no_exit, **{sub: dict(no_exit) for sub in SUBCOMMANDS}})
+              parser_kwargs={**no_exit, **{sub: dict(no_exit) for sub in SUBCOMMANDS}},
+              trainer_defaults={"callbacks": [ExactResume()],
+                                "plugins": [{"class_path": f"{AtomicCheckpointIO.__module__}.AtomicCheckpointIO"}]})
     except ArgumentError as e:
         sub = next((a for a in args if a in SUBCOMMANDS), "")
         raise ValueError(f"{_one_line(str(e))} (options: stockr1 ts {sub} --help)".replace("  ", " ")) from e

@@ -23,6 +23,7 @@ from stockr1.data.returns import observed_moments
 from stockr1.data.run_data import WINDOW_SOURCES as SOURCES
 from stockr1.data.run_data import source_windows
 from stockr1.types import SPLITS, TrainWindows, Windows, require_train, train_only
+from ts_encoder.resume import ResumableLoader, run_seed
 
 
 def input_stats(train: TrainWindows) -> tuple[torch.Tensor, torch.Tensor]:
@@ -116,7 +117,12 @@ class WindowDataModule(L.LightningDataModule):
                           shuffle=train, num_workers=hp.num_workers, persistent_workers=hp.num_workers > 0)
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader("train", True)
+        """Shuffled by (run seed, epoch) and resumable mid-epoch (``ts_encoder.resume.ResumableLoader``): a fit
+        resumed from any checkpoint trains on the batches the uninterrupted fit would have."""
+        hp, trainer = self.hparams, self.trainer
+        world, rank = (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+        return ResumableLoader(WindowDataset(self.windows["train"]), hp.batch_size, run_seed(hp.seed), world, rank,
+                               num_workers=hp.num_workers, persistent_workers=hp.num_workers > 0)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("val", False)

@@ -56,11 +56,13 @@ def rft_train_config(rft: Mapping[str, Any], accelerator: str = "cpu", n_queries
 
 
 def run_grpo(policy, prompts: list[str], columns: list[dict], funcs: dict[str, Callable], weights: dict[str, float],
-             rft: dict, out, tools=(), sample_refs: list | None = None, accelerator: str = "cpu") -> list[dict]:
+             rft: dict, out, tools=(), sample_refs: list | None = None, accelerator: str = "cpu",
+             resume: bool = False) -> list[dict]:
     """GRPO of any method on the shared stack: ``rl.trainer.GRPOTrainer`` + ``FuncScorer`` over the
     method's TRL-style rewards. prompts: raw user prompts (chat-formatted here); columns: per-prompt
     reward columns; rft: engine settings (max_new_tokens, temperature, max_tool_calls) + GRPO config
-    keys (steps -> max_steps). Returns the per-step logged scalars."""
+    keys (steps -> max_steps); ``resume``: continue from ``out/last.ckpt`` when there is one. Returns the
+    per-step logged scalars (the resumed run's earlier steps included)."""
     from pathlib import Path
 
     from llm.rollout import RolloutEngine
@@ -73,4 +75,4 @@ def run_grpo(policy, prompts: list[str], columns: list[dict], funcs: dict[str, C
     refs = sample_refs if sample_refs is not None else list(range(len(prompts)))
     samples = [GRPOSample(chat_prompt(policy.tokenizer, p), ref, c) for p, ref, c in zip(prompts, refs, columns, strict=True)]
     cfg = rft_train_config(rft, accelerator, len(samples))
-    return GRPOTrainer(policy, engine, samples, FuncScorer(funcs, weights), cfg, Path(out)).fit()
+    return GRPOTrainer(policy, engine, samples, FuncScorer(funcs, weights), cfg, Path(out)).fit(resume=resume)

@@ -6,21 +6,24 @@ Next-token loss on the target tokens only (the prompt is masked), tokenized with
 gives either a step budget (``steps``, with warmup and a cosine decay to ``min_lr_ratio`` — the joint
 SFT's schedule, ``llm.sft.lr_lambda``) or ``epochs`` over the examples at a constant rate. Batches are
 drawn from successive seeded permutations of the examples, so an epoch sees every example once.
-With ``ckpt`` the loop saves its state (weights, optimizer, step, losses) every ``ckpt_every`` steps and
-an interrupted run resumes from the last one: the resumed run ends with the weights an uninterrupted
-one would have.
+With ``ckpt`` the loop saves its state (weights, AdamW's state, the schedule, step, losses) every
+``ckpt_every`` steps through ``stockr1.resume.write_checkpoint``, and a rerun resumes from the last complete
+one. Step k's batch is ``batch_order(...)[k]`` (a function of the seed) and its dropout draws come from
+torch seeded with ``step_seed(seed, k)``, so the resumed run ends with the weights of the uninterrupted one,
+bit for bit on CPU (``tests/test_text_sft.py``).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from stockr1.resume import last_checkpoint, seed_step, write_checkpoint
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,11 @@ def text_sft(policy, prompts: Sequence[str], targets: Sequence[str], cfg: TextSF
     order = batch_order(len(rows), cfg.batch_size, total, seed)
     start, losses = 0, []
     ckpt = Path(ckpt) if ckpt is not None else None
-    if ckpt is not None and ckpt.is_file():
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    if ckpt is not None and last_checkpoint(ckpt) is not None:
+        try:
+            state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        except Exception as e:  # noqa: BLE001 - an unreadable state is named, not half-loaded
+            raise ValueError(f"cannot resume from {ckpt} (delete it to start over): {type(e).__name__}: {e}") from e
         policy.load_state_dict(state["policy"])
         opt.load_state_dict(state["opt"])
         sched.load_state_dict(state["sched"])
@@ -98,6 +104,7 @@ def text_sft(policy, prompts: Sequence[str], targets: Sequence[str], cfg: TextSF
     for step in range(start, total):
         batch = [rows[i] for i in order[step]]
         ids, att, gen = pad_sequences([b[0] for b in batch], tok.pad_token_id, [b[1] for b in batch], side="right")
+        seed_step(seed, step)  # dropout of step k: a function of (seed, k), so a resumed run draws the same
         lp = token_logprobs(policy, ids.to(dev), att.to(dev))
         g = gen.to(dev).float()
         loss = -(lp * g).sum() / g.sum().clamp(min=1.0)
@@ -109,14 +116,7 @@ def text_sft(policy, prompts: Sequence[str], targets: Sequence[str], cfg: TextSF
         if progress is not None:
             progress(step + 1, total, losses[-1])
         if ckpt is not None and ((step + 1) % cfg.ckpt_every == 0 or step + 1 == total):
-            _save(ckpt, {"policy": policy.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                         "step": step + 1, "losses": losses})
+            state = {"policy": policy.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                     "step": step + 1, "losses": losses}
+            write_checkpoint(ckpt, lambda p, st=state: torch.save(st, p))
     return losses
-
-
-def _save(path: Path, state: dict) -> None:
-    """Write then rename, so an interruption mid-write leaves the previous state."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)

@@ -9,9 +9,9 @@ Run layout (``<run>`` = the run directory)::
                                data build and the benches, logs to <run>/.<stage>.log.txt until it ends)
 
 A stage whose ``.done`` exists is skipped. A stage that was interrupted has a directory but no
-``.done``; rerunning calls its CLI again with ``resume=True`` and the stage decides how to pick up
-(Lightning ``--ckpt_path``, SFT/GRPO checkpoints in their run dir). ``fresh`` deletes the stage's
-directory first, so nothing is reused.
+``.done``; rerunning calls its CLI again with ``resume=True``, which a training stage passes on as
+``--resume`` (README, "Resume": it continues from the last complete checkpoint in its dir). ``fresh``
+deletes the stage's directory first, so nothing is reused.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def run_local_callbacks(cfg: Mapping[str, Any], ckpt_dir: Path) -> list[dict[str
 
 def run_ts(ctx: StageContext) -> list[str]:
     """Lightning CLI: the base config, then a second ``--config`` with the demo's trainer budget and
-    the run-local logger/checkpoint dirs. An interrupted fit resumes with ``--ckpt_path last.ckpt``
+    the run-local logger/checkpoint dirs. An interrupted fit resumes with ``--resume`` from ``last.ckpt``
     (the config's unmonitored ModelCheckpoint rewrites it at every validation)."""
     d = ctx.stage_dir
     base = yaml.safe_load(Path(ctx.cfg["config"]).read_text()) or {}
@@ -106,22 +106,20 @@ def run_ts(ctx: StageContext) -> list[str]:
     })
     (d / "demo_overrides.yaml").write_text(yaml.safe_dump(over, sort_keys=False))
     argv = ["ts", "fit", "--config", ctx.cfg["config"], "--config", d / "demo_overrides.yaml"]
-    if ctx.path(TS_LAST).exists():
-        argv += ["--ckpt_path", ctx.path(TS_LAST)]
-    return _cli(ctx, argv, isolate=True)
+    return _cli(ctx, argv + (["--resume"] if ctx.resume else []), isolate=True)
 
 
 def run_action(ctx: StageContext) -> list[str]:
     """``stockr1 decoder`` (--from-scratch only), initialised from the ts stage's saved encoder; writes
     ``action/decoder/``, the standalone decoder of the recipe's first stage (the demo's SFT trains its own,
-    which ``bench action`` measures). An interrupted run keeps its stage dir (no ``.done``), and rerunning
-    the same command resumes from ``action/last.ckpt``."""
+    which ``bench action`` measures). An interrupted run keeps its stage dir (no ``.done``), and the rerun
+    adds ``--resume``: it continues from ``action/last.ckpt``."""
     # the decoder starts from the encoder, so it takes the encoder's architecture from its saved config
     arch = json.loads((ctx.path(TS_MODEL) / "config.json").read_text())["encoder"]
     cfg = derived_config(ctx, {"data": {"source": "dataset", "path": str(ctx.path(DATA))}, "model": arch,
                                "init_encoder": str(ctx.path(TS_MODEL)), "train": {"seed": ctx.seed}})
-    return _cli(ctx, ["--config", cfg, "--out", ctx.stage_dir, "--threads", ctx.cfg.get("threads", 2)],
-                isolate=True, module="forecast_action.train")
+    return _cli(ctx, ["--config", cfg, "--out", ctx.stage_dir, "--threads", ctx.cfg.get("threads", 2),
+                      *(["--resume"] if ctx.resume else [])], isolate=True, module="forecast_action.train")
 
 
 def run_tokenizer(ctx: StageContext) -> list[str]:
@@ -130,14 +128,15 @@ def run_tokenizer(ctx: StageContext) -> list[str]:
 
 def run_sft(ctx: StageContext) -> list[str]:
     """Joint SFT as ``configs/sft/tiny.yaml`` says (its own fresh decoder, warmed up on L_TS: the recipe
-    ``bench sft_recipe`` picked on validation), with the tokenizer stage's tokenizer; rerunning the same
-    command resumes from ``sft/last.ckpt``. This is what ``release/tiny`` ships."""
+    ``bench sft_recipe`` picked on validation), with the tokenizer stage's tokenizer; after an interruption
+    the rerun adds ``--resume``: it continues from ``sft/last.ckpt``. This is what ``release/tiny`` ships."""
     cfg = derived_config(ctx, {
         "policy": {"tokenizer_path": str(ctx.path(TOKENIZER))},
         "train": {"seed": ctx.seed},
         "wandb": {"mode": "offline" if ctx.cfg.get("wandb") else "disabled"},
     })
-    return _cli(ctx, ["sft", "--config", cfg, "--out", ctx.run_dir, "--run", SFT], isolate=True)
+    return _cli(ctx, ["sft", "--config", cfg, "--out", ctx.run_dir, "--run", SFT, *(["--resume"] if ctx.resume else [])],
+                isolate=True)
 
 
 def run_release(ctx: StageContext) -> list[str]:
@@ -165,7 +164,7 @@ def run_grpo(ctx: StageContext) -> list[str]:
                                "sft": {"run_dir": str(ctx.path(SFT))}, "train": {"seed": ctx.seed},
                                "wandb": {"mode": "offline" if ctx.cfg.get("wandb") else "disabled"}})
     argv = ["grpo", "--config", cfg, "--sft", ctx.path(SFT), "--out", ctx.run_dir, "--run", GRPO]
-    if (ctx.path(GRPO) / "last.ckpt").exists():
+    if ctx.resume:
         argv.append("--resume")
     out = _cli(ctx, argv, isolate=True)
     shutil.copy(ctx.path(SFT) / "qa.jsonl", ctx.path(GRPO) / "qa.jsonl")  # bench qa reads the items beside the policy

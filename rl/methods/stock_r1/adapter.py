@@ -82,7 +82,7 @@ def warm_start_sft(ws: Mapping[str, Any], seed: int, max_context_chars: int | No
     derived = out / "sft_config.yaml"
     derived.parent.mkdir(parents=True, exist_ok=True)
     derived.write_text(yaml.safe_dump(deep_update(load_yaml(ws.get("config", "configs/sft/tiny.yaml")), over)))
-    run_sft(derived, run="sft", out_root=out)
+    run_sft(derived, run="sft", out_root=out, resume=True)  # an interrupted compare continues it
     return out / "sft"
 
 

@@ -7,7 +7,9 @@
 - RFT: ``rl.trainer.GRPOTrainer`` with ``FuncScorer`` over the stage's TRL-style reward heads
   (weights from the stage config) and a tool-free ``RolloutEngine``.
 Each phase loads the previous checkpoint (``Policy.load`` of a saved policy dir, or a fresh
-``Policy`` from a HF path / "tiny") and saves ``<out>/policy``.
+``Policy`` from a HF path / "tiny") and saves ``<out>/policy``. Both resume after a kill: the SFT from
+``<out>/state.pt``, the RFT from ``<out>/last.ckpt`` (each bit-identical to an uninterrupted phase on CPU;
+``stockr1.resume``), so a rerun of the curriculum continues inside the stage it was killed in.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from rl.methods.text_sft import TextSFTConfig, text_sft
 from rl.methods.trading_r1.stages import REWARD_HEADS, StageConfig
 
-SFT_KEYS = ("epochs", "lr", "batch_size", "max_len", "seed")
+SFT_KEYS = ("epochs", "lr", "batch_size", "max_len", "seed", "ckpt_every")
 
 
 @dataclass
@@ -42,7 +44,7 @@ class SharedStackBackend:
         policy = self.load(init)
         kw = {k: v for k, v in stage.sft.items() if k in SFT_KEYS and k != "seed"}
         losses = text_sft(policy, [e["prompt"] for e in examples], [e[target] for e in examples], TextSFTConfig(**kw),
-                          seed=int(stage.sft.get("seed", 0)))
+                          seed=int(stage.sft.get("seed", 0)), ckpt=Path(out) / "state.pt")
         self.history.append({"stage": stage.name, "phase": "sft", "loss_first": losses[0], "loss_last": losses[-1]})
         return str(policy.save(Path(out) / "policy"))
 
@@ -53,7 +55,7 @@ class SharedStackBackend:
         hist = run_grpo(policy, [e["prompt"] for e in examples],
                         [{"label": e["label"], "excess_return": e["excess_return"]} for e in examples],
                         {h: REWARD_HEADS[h] for h in stage.rewards}, dict(stage.rewards), stage.rft, out,
-                        accelerator=self.accelerator)
+                        accelerator=self.accelerator, resume=True)
         self.history.append({"stage": stage.name, "phase": "rft", "steps": len(hist),
                              "reward": [h.get("reward/total", float("nan")) for h in hist],
                              "frac_zero_spread": [h.get("reward/frac_zero_spread", float("nan")) for h in hist]})

@@ -6,7 +6,10 @@ and each stage starts from the previous stage's checkpoint. The config (YAML) is
 module is the runner. Training itself is delegated to a ``Backend``
 (``backend.SharedStackBackend``: text SFT + the shared ``rl.trainer.GRPOTrainer``), so the
 curriculum logic is testable without a model. A finished stage writes
-``<out>/<stage>/DONE`` with its checkpoint path, and a rerun skips it (resume).
+``<out>/<stage>/DONE`` with its checkpoint path (atomically, last); ``--resume`` skips the finished stages
+and continues the one that was running from its SFT's ``state.pt`` or its RFT's ``last.ckpt``, so the
+curriculum ends with the weights of an uninterrupted run, bit for bit on CPU, whatever stage boundary or
+checkpoint the kill fell at (``tests/test_trading_r1_backend.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from rl.methods.trading_r1.labels import labels_for_windows
 from rl.methods.trading_r1.prompt import PromptConfig, build_prompt, snapshot_blocks, template_thesis
 from rl.methods.trading_r1.stages import StageConfig, stage_reward
 from stockr1.config import YamlConfig, config_from_dict, parse_config_args, print_config
+from stockr1.outdir import atomic_write
+from stockr1.resume import last_checkpoint, start_or_resume
 
 STAGE_TARGET = {"structure": 1, "claims": 2, "decision": 3}
 
@@ -121,21 +126,33 @@ def run_curriculum(cfg: CurriculumConfig, examples: list[dict[str, Any]], backen
         ckpt = backend.rft(examples, reward, sft_ckpt, stage, out / "rft")
         entry = {"stage": stage.name, "sft": sft_ckpt, "checkpoint": ckpt,
                  "target_reward_mean": float(np.mean([t for t in targets if t is not None]))}
-        done.write_text(json.dumps(entry))
+        atomic_write(done, lambda p, e=entry: p.write_text(json.dumps(e)))  # the stage's commit marker, written last
         log.append(entry)
     return log
+
+
+def saved_state(cfg: CurriculumConfig) -> Path | None:
+    """The latest resume state in ``cfg.out``: a stage's DONE marker, SFT ``state.pt`` or RFT ``last.ckpt``."""
+    found = [p for st in cfg.stages for p in (Path(cfg.out) / st.name / "sft" / "state.pt",
+                                              Path(cfg.out) / st.name / "rft" / "last.ckpt",
+                                              Path(cfg.out) / st.name / "DONE") if last_checkpoint(p) is not None]
+    return found[-1] if found else None
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 curriculum", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="configs/methods/trading_r1/curriculum.yaml")
     ap.add_argument("--out", default=None, help="override the config's out dir")
+    ap.add_argument("--resume", action="store_true", help="continue the curriculum in the out dir (README, Resume)")
+    ap.add_argument("--overwrite", action="store_true", help="delete the out dir and start over")
     ap.add_argument("--dry-run", action="store_true", help="build the stage datasets and score the targets only")
     a, over = parse_config_args(ap, argv)
     cfg = CurriculumConfig.from_yaml(a.config, {**over, **({"out": a.out} if a.out else {})})
     if a.print_config:
         print_config(cfg)
         return 0
+    if not a.dry_run:
+        start_or_resume(cfg.out, saved_state(cfg), a.resume, a.overwrite, "stockr1 curriculum")
     from rl.methods.trading_r1.labels import sample_label_windows
     from stockr1.data import load_source
     from stockr1.data.context import sample_store

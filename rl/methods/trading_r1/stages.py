@@ -49,17 +49,19 @@ class StageConfig:
 
 @dataclass(frozen=True)
 class StageSFT:
-    """A stage's text SFT warm start (``backend.text_sft`` keyword arguments)."""
+    """A stage's text SFT warm start (``backend.text_sft`` keyword arguments); ``ckpt_every``: steps between
+    its resumable states (``<out>/<stage>/sft/state.pt``)."""
 
     epochs: int = 1
     lr: float = 5e-4
     batch_size: int = 4
     max_len: int = 4096
     seed: int = 0
+    ckpt_every: int = 250
 
     def __post_init__(self) -> None:
-        if min(self.epochs, self.batch_size, self.max_len) < 1 or not self.lr > 0:
-            raise ValueError(f"sft: epochs, batch_size, max_len must be >= 1 and lr > 0, got {self}")
+        if min(self.epochs, self.batch_size, self.max_len, self.ckpt_every) < 1 or not self.lr > 0:
+            raise ValueError(f"sft: epochs, batch_size, max_len, ckpt_every must be >= 1 and lr > 0, got {self}")
 
 
 def stage_reward(weights: dict[str, float]) -> Callable[..., list[float | None]]:
