@@ -486,6 +486,28 @@ def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config
     (out / "README.md").write_text(readme(summary, info, labels))
 
 
+def resummarise(out: Path, command: str | None = None) -> dict[str, Any]:
+    """Rewrite ``summary.json``, ``run_info.json``'s verdicts and ``README.md`` of a finished ablation folder
+    from its own ``per_seed.json`` (the per-question records): no training, no evaluation. For results
+    measured before the intervals included the seed variance. The training evidence is read from the
+    config's work dir when its runs are still there; the SFT start is recorded when its directory is."""
+    per_seed = {k: {int(s): rec for s, rec in v.items()} for k, v in json.loads((out / "per_seed.json").read_text()).items()}
+    info = json.loads((out / "run_info.json").read_text())
+    cfg = AblationConfig.from_dict(info["config"])
+    sft_dir = Path(cfg.sft.run_dir) if cfg.sft.run_dir else None
+    start = (sft_start(sft_dir, False) if sft_dir is not None and (sft_dir / "policy").is_dir() and (sft_dir / "decoder").is_dir()
+             else {"policy_base": None, "sft_release_hash": None, "sft_run_dir": cfg.sft.run_dir})
+    summary = summarise(per_seed, cfg.n_boot, meta=start)
+    grpo_rows = [k for k in cfg.variants if VARIANTS_BY_KEY[k].grpo is not None]
+    summary["training"] = training_evidence(Path(cfg.work_dir) / "grpo", grpo_rows, cfg.seeds)
+    info["ordering"] = {m: ordering(summary, m) for m in ("qa_acc", "action_acc")}
+    info["resummarised"] = {"command": command, "commit": git_commit(), "date": datetime.date.today().isoformat()}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "run_info.json").write_text(json.dumps(info, indent=1, default=str))
+    (out / "README.md").write_text(readme(summary, info, {v.key: v.label for v in VARIANTS}))
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="stockr1 bench ablation", description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="configs/ablation/demo.yaml", help="ablation config (configs/ablation/)")
@@ -495,8 +517,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="result directory (results/ablation for the committed one); "
                                                 "refused if it holds results, unless --overwrite")
     ap.add_argument("--overwrite", action="store_true", help="replace --out (the runs in the work dir are reused)")
+    ap.add_argument("--resummarise", action="store_true",
+                    help="rewrite summary.json, the verdicts of run_info.json and README.md of the finished --out from "
+                         "its per_seed.json (no training or evaluation)")
     argv = sys.argv[1:] if argv is None else list(argv)
     args, over = parse_config_args(ap, argv)
+    if args.resummarise:
+        if args.out is None:
+            ap.error("--resummarise needs --out (a finished ablation folder)")
+        resummarise(Path(args.out), command_line("stockr1 bench ablation", argv))
+        print(f"rewrote {args.out}/summary.json, run_info.json, README.md")
+        return 0
     for key, val in (("seeds", args.seeds), ("variants", args.variants), ("work_dir", args.work)):
         if val is not None:
             over[key] = val

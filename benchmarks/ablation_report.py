@@ -138,13 +138,16 @@ def evidence(summary: Mapping[str, Any]) -> list[str]:
     d_sft = summary["differences"].get("ugrpo-sft", {})
     lines = ["## Where the target is missed", "",
              "The chain from reward to held-out accuracy, link by link (u-GRPO row unless named):", ""]
-    shares = {c: _share(summary, "sft", c) for c in ("r_ans", "r_act", "r_prec", "r_cons")}
-    if any(v is not None for v in shares.values()):
+    src = next((k for k in ("sft", row, *summary["rows"]) if summary["rows"].get(k, {}).get("probe_variance_share")), None)
+    if src is None:
+        lines.append("1. **Signal**: no variance shares recorded (the probe predates them or was off).")
+    else:
+        shares = {c: _share(summary, src, c) for c in ("r_ans", "r_act", "r_prec", "r_cons")}
         txt = ", ".join(f"{c} {v:.2f}" for c, v in shares.items() if v is not None)
-        lines.append(f"1. **Signal** (what the group-relative advantages of the SFT policy's rollouts are made of; "
-                     f"share of the within-group variance of the total reward): {txt}. R_ans, the component QA "
-                     f"accuracy grades, carries {shares['r_ans']:.0%} of it." if shares.get("r_ans") is not None
-                     else f"1. **Signal**: {txt}.")
+        ans = (f" R_ans, the component QA accuracy grades, carries {shares['r_ans']:.0%} of it."
+               if shares.get("r_ans") is not None else "")
+        lines.append(f"1. **Signal** (what the group-relative advantages of the {src} policy's probe rollouts are made "
+                     f"of; share of the within-group variance of the total reward): {txt}.{ans}")
     zero = _train(summary, row, "reward/frac_zero_spread")
     if zero:
         lines.append(f"   Groups with no reward spread (no signal at all): {zero['first']['mean']:.0%} of groups in the "
@@ -192,7 +195,12 @@ def readme(summary: Mapping[str, Any], info: Mapping[str, Any], labels: Mapping[
     command = info.get("command") or f"stockr1 bench ablation --config {info['config_path']} --out <this dir>"
     header = generated_line(command, info.get("commit") or "unknown", info.get("date")).removesuffix(".")
     start = (f"`{summary['sft_run_dir']}` (policy base `{summary['policy_base']}`, weights "
-             f"`{summary['sft_release_hash']}`)" if summary.get("sft_release_hash") else f"`{cfg['sft'].get('run_dir')}`")
+             f"`{summary['sft_release_hash']}`)" if summary.get("sft_release_hash") else
+             f"`{cfg['sft'].get('run_dir')}` (its weights hash was not recorded: a run before the record)")
+    redo = info.get("resummarised")
+    if redo:
+        header += (f".\nIntervals, verdicts and this text re-derived from the stored per-question records by "
+                   f"`{redo.get('command')}` at commit `{redo.get('commit')}` on {redo.get('date')}")
     return f"""# Ablation: SFT vs GRPO vs u-GRPO and reward components (Stock-R1 Table 3, Fig. 4)
 
 {header} (docs/ablation.md says what each row means).
