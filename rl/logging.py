@@ -4,12 +4,17 @@ Metric names (the W&B panels of docs/rl.md use them verbatim):
 
 - ``reward/<r_ans|r_act|r_prec|r_cons|total>``: mean over rollouts (components: where applicable)
 - ``reward/total_std``, ``reward/group_std`` (mean within-group spread), ``reward/frac_zero_spread``
-- ``policy/entropy|kl|clip_low|clip_high|clip_region``, ``loss``, ``advantage/abs_mean``
+- ``policy/entropy|kl|clip_low|clip_high|clip_region``, ``loss``, ``advantage/abs_mean``,
+  ``advantage/noise_std`` and ``advantage/sign_flip`` (``rl.grpo.advantage_noise``: how much each advantage
+  depends on the group's other draws)
 - ``rollout/action_success_rate`` (a parsed action reached the decoder and it returned a path),
   ``rollout/action_completeness`` (M4), ``rollout/answer_parse_rate``, ``rollout/gen_tokens``,
-  ``rollout/finish/<answer|eos|length>``
+  ``rollout/finish/<answer|eos|length>``, ``rollout/truncated`` (share of rollouts that hit
+  ``max_new_tokens``: finish reason ``length``, 0 when none did)
 - ``answers/share/<answer>``, ``answers/top_share``, ``actions/direction/<up|down|flat|none>``
-- ``uncertainty/u_mean``, ``uncertainty/weight_mean``; ``time/rollout_s``, ``time/step_s``
+- ``uncertainty/u_mean``, ``uncertainty/weight_mean`` (raw w(U)), ``uncertainty/weight_spread`` (largest /
+  smallest surrogate weight of the step: 1 = the weight did nothing), ``uncertainty/weight_norm_mean`` (this
+  rank's mean surrogate weight); ``time/rollout_s``, ``time/step_s``
 - ``warn/zero_spread``, ``warn/answer_dominates``, ``warn/action_dominates`` (1 when the warning fired)
 """
 
@@ -27,8 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from torch import Tensor
 
+from rl.grpo import advantage_noise
 from rl.rewards import PENALTY, RewardBreakdown
 
 log = logging.getLogger("rl")
@@ -71,6 +78,8 @@ def step_metrics(step: int, rollouts: Sequence[Any], samples: Sequence[Any], rew
     s["reward/group_std"] = float(spread.mean())
     s["reward/frac_zero_spread"] = float((spread < 1e-9).mean())
     s["advantage/abs_mean"] = float(advantages.abs().mean())
+    noise = advantage_noise(torch.as_tensor(tot), group_size, seed=step)
+    s["advantage/noise_std"], s["advantage/sign_flip"] = noise["std"], noise["sign_flip"]
     n = len(rollouts)
     s["rollout/action_success_rate"] = sum(r.action is not None and r.forecast is not None for r in rollouts) / n
     s["rollout/action_completeness"] = float(np.mean([completeness(r.action) for r in rollouts]))
@@ -81,6 +90,7 @@ def step_metrics(step: int, rollouts: Sequence[Any], samples: Sequence[Any], rew
     s["rollout/gen_tokens"] = float(np.mean([r.n_generated for r in rollouts]))
     for reason, share in _share([r.finish_reason for r in rollouts]).items():
         s[f"rollout/finish/{reason}"] = share
+    s["rollout/truncated"] = float(np.mean([r.finish_reason == "length" for r in rollouts]))
     answers = _share([_answer_key(r.answer) for r in rollouts])
     for a, share in answers.items():
         s[f"answers/share/{a}"] = share
