@@ -68,7 +68,7 @@ def differences_table(summary: Mapping[str, Any]) -> str:
 
 def variance_table(summary: Mapping[str, Any]) -> str:
     """Share of the within-group variance of the total reward carried by each weighted component
-    (the probe's rollouts; `rl.probe.variance_shares`): what the group-relative advantages are made of."""
+    (the probe's rollouts; `rl.rewards.variance_shares`): what the group-relative advantages are made of."""
     rows = {k: r["probe_variance_share"] for k, r in summary["rows"].items() if r.get("probe_variance_share")}
     if not rows:
         return ""

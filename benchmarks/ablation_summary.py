@@ -109,7 +109,7 @@ def summarise(per_seed: Mapping[str, Mapping[int, Mapping[str, Any]]], n_boot: i
             for name in ("probe_reward_total", "probe_r_ans", "probe_answer_parse_rate"):
                 row[name] = _spread([rec[name] for rec in v.values()])
         shares = [rec["probe_variance_share"] for rec in v.values() if rec.get("probe_variance_share")]
-        if shares and len(shares) == len(v):  # which component the advantages are made of (rl.probe.variance_shares)
+        if shares and len(shares) == len(v):  # which component the advantages are made of (rl.rewards.variance_shares)
             row["probe_variance_share"] = {c: float(np.nanmean([s[c] for s in shares])) for c in shares[0]}
         out["rows"][k] = row
     pairs = [(k, "sft") for k in rows if k != "sft" and "sft" in rows]

@@ -3,7 +3,9 @@
 Metric names (the W&B panels of docs/rl.md use them verbatim):
 
 - ``reward/<r_ans|r_act|r_prec|r_cons|total>``: mean over rollouts (components: where applicable)
-- ``reward/total_std``, ``reward/group_std`` (mean within-group spread), ``reward/frac_zero_spread``
+- ``reward/total_std``, ``reward/group_std`` (mean within-group spread), ``reward/frac_zero_spread``,
+  ``reward/var_share/<component>`` (``rl.rewards.variance_shares``: the component's share of the
+  within-group variance of the total, what the advantages are made of)
 - ``policy/entropy|kl|clip_low|clip_high|clip_region``, ``loss``, ``advantage/abs_mean``,
   ``advantage/noise_std`` and ``advantage/sign_flip`` (``rl.grpo.advantage_noise``: how much each advantage
   depends on the group's other draws)
@@ -36,7 +38,7 @@ import torch
 from torch import Tensor
 
 from rl.grpo import advantage_noise
-from rl.rewards import PENALTY, RewardBreakdown
+from rl.rewards import PENALTY, RewardBreakdown, RewardWeights, variance_shares
 
 log = logging.getLogger("rl")
 
@@ -61,8 +63,9 @@ def _answer_key(raw: str | None) -> str:
 
 def step_metrics(step: int, rollouts: Sequence[Any], samples: Sequence[Any], rewards: RewardBreakdown,
                  advantages: Tensor, group_size: int, u: Tensor, w: Tensor,
-                 stats: Mapping[str, float]) -> dict[str, Any]:
-    """Everything logged for one step: ``{"scalars": {...}, "rows": [sample rollout rows]}``."""
+                 stats: Mapping[str, float], weights: RewardWeights | None = None) -> dict[str, Any]:
+    """Everything logged for one step: ``{"scalars": {...}, "rows": [sample rollout rows]}``. ``weights``:
+    the reward weights of the total (for the variance shares; default App. C.2's)."""
     from forecast_action.score import completeness
 
     s: dict[str, float] = {"step": float(step)}
@@ -77,6 +80,10 @@ def step_metrics(step: int, rollouts: Sequence[Any], samples: Sequence[Any], rew
         spread = np.array([np.nanstd(g) if np.isfinite(g).sum() > 1 else 0.0 for g in grouped])
     s["reward/group_std"] = float(spread.mean())
     s["reward/frac_zero_spread"] = float((spread < 1e-9).mean())
+    if group_size > 1 and not np.isnan(tot).all():
+        for name, share in variance_shares(rewards.components, tot, group_size, weights or RewardWeights()).items():
+            if np.isfinite(share):
+                s[f"reward/var_share/{name}"] = float(share)
     s["advantage/abs_mean"] = float(advantages.abs().mean())
     noise = advantage_noise(torch.as_tensor(tot), group_size, seed=step)
     s["advantage/noise_std"], s["advantage/sign_flip"] = noise["std"], noise["sign_flip"]

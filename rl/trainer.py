@@ -453,7 +453,7 @@ class GRPOTrainer:
                       "uncertainty/weight_spread": float(w_q.max() / w_q.min()),
                       "uncertainty/weight_norm_mean": float(w_q.mean())})
         self.step += 1
-        return step_metrics(self.step, rollouts, samples, rewards, adv, cfg.group_size, u, w_raw, stats)
+        return step_metrics(self.step, rollouts, samples, rewards, adv, cfg.group_size, u, w_raw, stats, cfg.rewards)
 
     def _step_weights(self, w_raw: Tensor) -> Tensor:
         """[Q] the surrogate weights of this rank's queries: w(U) normalised to mean 1 over the step's

@@ -4,6 +4,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 import torch
 
 from forecast_action.schema import ForecastAction
@@ -52,6 +53,8 @@ def test_step_metrics_values() -> None:
     assert s["uncertainty/weight_mean"] == np.float32(0.65) and s["loss"] == 0.1
     assert len(m["rows"]) == 8 and m["rows"][0]["action"] == '{"direction": "up"}'
     assert s["rollout/truncated"] == 0.0
+    # group 1: R = [1, 0, -1, 1], r_ans = [1, 0, -0.5, 1]: cov 2.125 / 3, var 2.75 / 3; group 2 has no spread
+    assert s["reward/var_share/r_ans"] == pytest.approx((2.125 / 3 / 2) / (2.75 / 3 / 2))
     assert s["advantage/noise_std"] > 0 and 0 <= s["advantage/sign_flip"] <= 1  # group 1 has spread, group 2 none
 
 
