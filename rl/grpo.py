@@ -15,7 +15,7 @@ get no gradient), ``|o_i| = sum_t m_it`` and ``KL_it`` the k3 estimator to the r
 With ``w = 1`` this is exactly TRL's ``loss_type="grpo"`` (per-sequence token mean, then batch mean;
 ``tests/test_rl_trl_equivalence.py`` checks loss and gradients against ``GRPOTrainer.compute_loss``).
 
-``GRPOLossConfig.loss_type`` picks how the per-token terms ``l_it = w_i * m_it * (...)`` above are reduced,
+``GRPOLossConfig.loss_type`` picks how the per-token terms ``l_it = m_it * (...)`` above are reduced,
 each exactly as TRL 1.16 (``GRPOTrainer._compute_loss``), with N the rollouts and the sums over the whole
 generation batch:
 - ``"grpo"`` (default): ``L = 1/N sum_i (sum_t l_it) / |o_i|``, the formula above; long completions get
@@ -51,8 +51,10 @@ Choices where the paper is silent
   to SFT and is not made less reliable by noisy labels. Unweighted, it keeps its full pull on volatile
   queries, so those stay relatively closer to SFT: the conservative update of §3.5. Weighting it too
   (``weight_kl: true``, the paper's literal form) is available for the ablation of this choice.
-  (The authors' code multiplies the *reward* by w instead; with a per-query U the group normalisation
-  of the advantage cancels that factor exactly, so the weight would do nothing there.)
+  (The authors' code multiplies the *reward* by w instead, then clips it to [0, 1]; with one U per query
+  the group normalisation of the advantage cancels that factor up to the clip and the std epsilon, so
+  there the weight does next to nothing; where their U comes per rollout from the tool call, it
+  rewards actions whose forecast is less uncertain, a different objective.)
 - App. C.2 lists ``u0 = 0.25, u_hi = 0.50, w_hi = 0.50, u_cap = 1.0`` for Eq. 2 but no decay rate
   alpha. We read ``w_hi`` as the weight reached at ``u_hi`` (the name pairs with ``u_hi``), which
   fixes ``alpha = ln(1 / w_hi) = ln 2``, and ``u_cap`` as a cap on U: uncertainties above it are
