@@ -19,10 +19,14 @@ future) (a missing or unparsable action scores 0), the field-level score R_act u
 
 Every stage caches its result under ``--work`` (git-ignored), so an interrupted benchmark resumes:
 finished SFT/GRPO runs and evaluations are reused, an unfinished GRPO run continues from ``last.ckpt``.
-Writes ``metrics.json`` (variant -> metric -> mean, ``<metric>_std``, ``n_seeds``), ``per_seed.json``,
-``table.md`` (Table 3 layout), ``entropy.png`` (Fig. 4), ``run_info.json`` (config, wall seconds of
-every stage as recorded in ``<work>/timings.json`` when it ran) and
-``README.md`` (the ordering verdict).
+Writes ``summary.json`` (``benchmarks.ablation_summary``: per row and per paired difference, intervals
+that include the training-seed variance and the verdicts read from them; the probe's training-query
+reward; each GRPO row's training evidence from its ``metrics.jsonl``; ``policy_base`` and
+``sft_release_hash`` of the SFT start), ``metrics.json`` (variant -> metric -> mean, ``<metric>_std``,
+``n_seeds``), ``per_seed.json``, ``table.md`` (Table 3 layout), ``training.png``, ``entropy.png``
+(Fig. 4), ``run_info.json`` (config, wall seconds of every stage as recorded in
+``<work>/timings.json`` when it ran, the ordering verdicts) and ``README.md``
+(``benchmarks.ablation_report``: the targets, and where they are missed, which component blocks them).
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ import numpy as np
 import torch
 import yaml
 
-from benchmarks.ablation_plots import entropy_curves, plot_entropy, plot_training, readme
+from benchmarks.ablation_plots import entropy_curves, plot_entropy, plot_training
+from benchmarks.ablation_report import readme
+from benchmarks.ablation_summary import ordering, summarise, training_evidence
 from benchmarks.qa import evaluate_run
 from forecast_action.derive import ActionThresholds, actions_from_windows
 from forecast_action.score import score_action
@@ -65,8 +71,6 @@ from stockr1.config import (
     print_config,
 )
 from stockr1.manifest import git_commit
-from stockr1.metrics import paired_bootstrap
-from stockr1.metrics.stats import block_resamples
 from stockr1.outdir import command_line, output_dir, refuse_existing
 from stockr1.progress import Progress
 from stockr1.types import train_only
@@ -242,15 +246,16 @@ def action_accuracy(pairs: Sequence[tuple[Any, Any]], windows, thresholds) -> fl
 
 
 def per_item(pairs: Sequence[tuple[Any, Any]], windows, thresholds) -> list[dict[str, Any]]:
-    """One record per graded question: correct, answer parsed, action score vs a* (the paired unit of
-    the bootstrap)."""
+    """One record per graded question: correct, answer parsed, protocol (a parsed answer and a parsed
+    action), action score vs a* (the paired unit of the bootstrap)."""
     idx = np.array([it.window for it, _ in pairs], dtype=int)
     targets = actions_from_windows(windows.select(idx), thresholds)
     out = []
     for (it, r), t in zip(pairs, targets, strict=True):
         ans = normalize_answer(it, r.answer)
         out.append({"id": it.id, "family": it.family, "correct": bool(is_correct(it, ans)),
-                    "parsed": ans is not None, "action_score": float(score_action(r.action, t).score)})
+                    "parsed": ans is not None, "protocol": ans is not None and r.action is not None,
+                    "action_score": float(score_action(r.action, t).score)})
     return out
 
 
@@ -281,78 +286,6 @@ def aggregate(per_seed: Mapping[str, Mapping[int, Mapping[str, float]]],
     return out
 
 
-SUMMARY_KEYS = {"qa_acc": "correct", "action_acc": "action_score", "answer_parse_rate": "parsed"}
-
-
-def _per_question(seeds: Mapping[int, Mapping[str, Any]], key: str, ids: Sequence[str]) -> np.ndarray:
-    """[Q] seed-averaged per-question value (x100) of ``key``, questions in ``ids`` order."""
-    rows = []
-    for rec in seeds.values():
-        by_id = {r["id"]: float(r[key]) for r in rec["items"]}
-        rows.append([by_id[i] for i in ids])
-    return 100.0 * np.asarray(rows, dtype=np.float64).mean(axis=0)
-
-
-def _interval(a: np.ndarray, b: np.ndarray, resamples) -> dict[str, float]:
-    d = paired_bootstrap(a, b, resamples=resamples, higher_is_better=True)
-    return {"diff": d.diff, "ci_low": d.lo, "ci_high": d.hi, "verdict": d.verdict}
-
-
-def summarise(per_seed: Mapping[str, Mapping[int, Mapping[str, Any]]], n_boot: int = 2000,
-              seed: int = 0) -> dict[str, Any]:
-    """``summary.json``: per row, ``qa_acc`` / ``action_acc`` / ``answer_parse_rate`` as {mean, std over
-    seeds, ci_low, ci_high: 95% bootstrap interval of the mean over the held-out questions, seeds
-    averaged per question}; paired bootstrap intervals (same questions, same resamples) of every row
-    minus SFT and of u-GRPO minus GRPO; the probe's training-query reward (mean, std over seeds, and
-    its paired-by-query difference against SFT)."""
-    rows = {k: v for k, v in per_seed.items() if v and all("items" in r for r in v.values())}
-    if not rows:
-        raise ValueError("no evaluated row carries per-question records")
-    first = next(iter(next(iter(rows.values())).values()))
-    ids = [r["id"] for r in first["items"]]
-    res = block_resamples(np.arange(len(ids)), block=1, n_boot=n_boot, seed=seed)
-    pq = {k: {m: _per_question(v, key, ids) for m, key in SUMMARY_KEYS.items()} for k, v in rows.items()}
-    out: dict[str, Any] = {"n_questions": len(ids), "seeds": sorted({s for v in rows.values() for s in v}),
-                           "n_boot": n_boot, "rows": {}, "differences": {}}
-    zero = np.zeros(len(ids))
-    for k, v in rows.items():
-        row: dict[str, Any] = {}
-        for m, key in SUMMARY_KEYS.items():
-            per_seed_vals = np.array([100.0 * np.mean([float(r[key]) for r in rec["items"]]) for rec in v.values()])
-            ci = _interval(pq[k][m], zero, res)
-            row[m] = {"mean": float(per_seed_vals.mean()), "std": float(per_seed_vals.std(ddof=1)) if len(v) > 1 else 0.0,
-                      "ci_low": ci["ci_low"], "ci_high": ci["ci_high"]}
-        probe = [rec["probe_reward_total"] for rec in v.values() if "probe_reward_total" in rec]
-        if probe:
-            row["probe_reward_total"] = {"mean": float(np.mean(probe)), "std": float(np.std(probe, ddof=1)) if len(probe) > 1 else 0.0}
-            r_ans = [rec["probe_r_ans"] for rec in v.values()]
-            row["probe_r_ans"] = {"mean": float(np.mean(r_ans)), "std": float(np.std(r_ans, ddof=1)) if len(r_ans) > 1 else 0.0}
-            parse = [rec["probe_answer_parse_rate"] for rec in v.values()]
-            row["probe_answer_parse_rate"] = {"mean": float(np.mean(parse)),
-                                              "std": float(np.std(parse, ddof=1)) if len(parse) > 1 else 0.0}
-        shares = [rec["probe_variance_share"] for rec in v.values() if rec.get("probe_variance_share")]
-        if shares and len(shares) == len(v):  # which component the advantages are made of (rl.probe.variance_shares)
-            row["probe_variance_share"] = {c: float(np.nanmean([s[c] for s in shares])) for c in shares[0]}
-        out["rows"][k] = row
-    pairs = [(k, "sft") for k in rows if k != "sft" and "sft" in rows]
-    if "grpo" in rows and "ugrpo" in rows:
-        pairs.append(("ugrpo", "grpo"))
-    for a, b in pairs:
-        d = {m: _interval(pq[a][m], pq[b][m], res) for m in SUMMARY_KEYS}
-        qa, qb = _probe_queries(rows[a]), _probe_queries(rows[b])
-        if qa is not None and qb is not None and qa.shape == qb.shape:
-            qres = block_resamples(np.arange(len(qa)), block=1, n_boot=n_boot, seed=seed)
-            d["probe_reward_total"] = _interval(qa, qb, qres)
-        out["differences"][f"{a}-{b}"] = d
-    return out
-
-
-def _probe_queries(seeds: Mapping[int, Mapping[str, Any]]) -> np.ndarray | None:
-    """[Q] seed-averaged probe reward per training query, or None without a probe."""
-    vals = [rec["probe_per_query_total"] for rec in seeds.values() if "probe_per_query_total" in rec]
-    return np.asarray(vals, dtype=np.float64).mean(axis=0) if vals else None
-
-
 def fmt(row: Mapping[str, float], m: str) -> str:
     return "–" if m not in row else f"{row[m]:.1f} ± {row[m + '_std']:.1f}"
 
@@ -366,24 +299,6 @@ def render_table(agg: Mapping[str, Mapping[str, float]]) -> str:
         label = VARIANTS_BY_KEY[key].label if key in VARIANTS_BY_KEY else key
         lines.append(f"| {label} | " + " | ".join(fmt(row, m) for m in keys) + " |")
     return "\n".join(lines) + "\n"
-
-
-def ordering(agg: Mapping[str, Mapping[str, float]], metric: str) -> dict[str, Any]:
-    """The paper's ordering u-GRPO >= GRPO > SFT on ``metric``: the raw comparison of means, and
-    whether each gap, either way, exceeds the larger of the two seed spreads (a loose 'beyond noise'
-    check: GRPO far below SFT is beyond the spread too)."""
-    need = ("sft", "grpo", "ugrpo")
-    if any(k not in agg or metric not in agg[k] for k in need):
-        return {"metric": metric, "available": False}
-    m = {k: agg[k][metric] for k in need}
-    s = {k: agg[k][f"{metric}_std"] for k in need}
-    return {
-        "metric": metric, "available": True, "means": m, "stds": s,
-        "ugrpo_ge_grpo": m["ugrpo"] >= m["grpo"], "grpo_gt_sft": m["grpo"] > m["sft"],
-        "holds": m["ugrpo"] >= m["grpo"] > m["sft"],
-        "grpo_sft_gap_beyond_spread": abs(m["grpo"] - m["sft"]) > max(s["grpo"], s["sft"]),
-        "ugrpo_grpo_gap_beyond_spread": abs(m["ugrpo"] - m["grpo"]) > max(s["ugrpo"], s["grpo"]),
-    }
 
 
 # ------------------------------------------------------------------------------ running
@@ -517,7 +432,21 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
             bar.advance()
     return {"per_seed": per_seed, "metrics": aggregate(per_seed), "timings": dict(timings),
             "n_eval": len(eval_cache.get("items", [])),
-            "eval_families": dict(_count_families(eval_cache.get("items", [])))}
+            "eval_families": dict(_count_families(eval_cache.get("items", []))),
+            "start": sft_start(first, shared is None and per_seed_sft)}
+
+
+def sft_start(sft_dir: Path, per_seed: bool) -> dict[str, Any]:
+    """What every GRPO row started from: ``policy_base`` (the SFT policy's base model, e.g. ``tiny`` or a hub
+    name, with ``random_init_layers`` when random-init), ``sft_release_hash`` (``llm.sft.run_fingerprint``:
+    the content hash of its policy/ and decoder/, what ``check_source`` stamps the caches with) and its
+    directory. With per-seed SFT runs these describe the first seed's run."""
+    pcfg = json.loads((sft_dir / "policy" / "policy_config.json").read_text())
+    base = str(pcfg.get("name_or_path"))
+    if int(pcfg.get("random_init_layers") or 0) > 0:
+        base += f" (random init, {pcfg['random_init_layers']} layers)"
+    return {"policy_base": base, "sft_release_hash": run_fingerprint(sft_dir), "sft_run_dir": str(sft_dir),
+            "sft_per_seed": bool(per_seed)}
 
 
 def _count_families(items) -> dict[str, int]:
@@ -532,13 +461,14 @@ def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config
     """Every file under ``out`` from this run's numbers: summary.json (the issue's schema), metrics.json,
     per_seed.json, table.md, training.png, entropy.png, run_info.json, README.md."""
     out.mkdir(parents=True, exist_ok=True)
-    summary = summarise(res["per_seed"], cfg.n_boot)
+    grpo_rows = [k for k in cfg.variants if VARIANTS_BY_KEY[k].grpo is not None]
+    summary = summarise(res["per_seed"], cfg.n_boot, meta=res.get("start"))
+    summary["training"] = training_evidence(Path(cfg.work_dir) / "grpo", grpo_rows, cfg.seeds)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "metrics.json").write_text(json.dumps(res["metrics"], indent=1))
     (out / "per_seed.json").write_text(json.dumps(res["per_seed"], indent=1))
     (out / "table.md").write_text(render_table(res["metrics"]))
     figures = []
-    grpo_rows = [k for k in cfg.variants if VARIANTS_BY_KEY[k].grpo is not None]
     if plot_training(Path(cfg.work_dir) / "grpo", grpo_rows, cfg.seeds, out / "training.png"):
         figures.append("training.png")
     curves = {k: entropy_curves(Path(cfg.work_dir) / "grpo", k, cfg.seeds) for k in ("grpo", "ugrpo")
@@ -550,10 +480,32 @@ def write_results(res: Mapping[str, Any], cfg: AblationConfig, out: Path, config
             "command": command, "commit": git_commit(), "date": datetime.date.today().isoformat(),
             "timings_s": res["timings"], "total_s": float(sum(res["timings"].values())),
             "n_eval": res["n_eval"], "eval_families": res["eval_families"], "figures": figures,
-            "ordering": {m: ordering(res["metrics"], m) for m in ("overall", "action_accuracy")}}
+            "ordering": {m: ordering(summary, m) for m in ("qa_acc", "action_acc")}}
     (out / "run_info.json").write_text(json.dumps(info, indent=1, default=str))
     labels = {v.key: v.label for v in VARIANTS}
     (out / "README.md").write_text(readme(summary, info, labels))
+
+
+def resummarise(out: Path, command: str | None = None) -> dict[str, Any]:
+    """Rewrite ``summary.json``, ``run_info.json``'s verdicts and ``README.md`` of a finished ablation folder
+    from its own ``per_seed.json`` (the per-question records): no training, no evaluation. For results
+    measured before the intervals included the seed variance. The training evidence is read from the
+    config's work dir when its runs are still there; the SFT start is recorded when its directory is."""
+    per_seed = {k: {int(s): rec for s, rec in v.items()} for k, v in json.loads((out / "per_seed.json").read_text()).items()}
+    info = json.loads((out / "run_info.json").read_text())
+    cfg = AblationConfig.from_dict(info["config"])
+    sft_dir = Path(cfg.sft.run_dir) if cfg.sft.run_dir else None
+    start = (sft_start(sft_dir, False) if sft_dir is not None and (sft_dir / "policy").is_dir() and (sft_dir / "decoder").is_dir()
+             else {"policy_base": None, "sft_release_hash": None, "sft_run_dir": cfg.sft.run_dir})
+    summary = summarise(per_seed, cfg.n_boot, meta=start)
+    grpo_rows = [k for k in cfg.variants if VARIANTS_BY_KEY[k].grpo is not None]
+    summary["training"] = training_evidence(Path(cfg.work_dir) / "grpo", grpo_rows, cfg.seeds)
+    info["ordering"] = {m: ordering(summary, m) for m in ("qa_acc", "action_acc")}
+    info["resummarised"] = {"command": command, "commit": git_commit(), "date": datetime.date.today().isoformat()}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "run_info.json").write_text(json.dumps(info, indent=1, default=str))
+    (out / "README.md").write_text(readme(summary, info, {v.key: v.label for v in VARIANTS}))
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -565,8 +517,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="result directory (results/ablation for the committed one); "
                                                 "refused if it holds results, unless --overwrite")
     ap.add_argument("--overwrite", action="store_true", help="replace --out (the runs in the work dir are reused)")
+    ap.add_argument("--resummarise", action="store_true",
+                    help="rewrite summary.json, the verdicts of run_info.json and README.md of the finished --out from "
+                         "its per_seed.json (no training or evaluation)")
     argv = sys.argv[1:] if argv is None else list(argv)
     args, over = parse_config_args(ap, argv)
+    if args.resummarise:
+        if args.out is None:
+            ap.error("--resummarise needs --out (a finished ablation folder)")
+        resummarise(Path(args.out), command_line("stockr1 bench ablation", argv))
+        print(f"rewrote {args.out}/summary.json, run_info.json, README.md")
+        return 0
     for key, val in (("seeds", args.seeds), ("variants", args.variants), ("work_dir", args.work)):
         if val is not None:
             over[key] = val

@@ -27,7 +27,7 @@ b. Policy: ``llm.sft.prepare`` (QA items + ``TraceWriter`` traces on the sample,
    one ``RolloutEngine`` generation (1 prompt x G = 8 rows, ``--max-new-tokens`` 256), the log-prob
    memory of one GRPO micro-batch with and without ``logits_to_keep``, and one
    ``rl.trainer.GRPOTrainer.train_step`` per step (the train section of configs/grpo/qwen3-4b.yaml or
-   tiny.yaml; 1 query x G = 8 rollouts). Parameter counts, whether the SFT step moved the trainable
+   tiny.yaml; 1 query x the config's G rollouts). Parameter counts, whether the SFT step moved the trainable
    parameters, and peak device memory per phase (``torch.cuda.max_memory_allocated``) are recorded.
 
 Writes ``metrics.json`` (part -> metric -> value), ``table.md`` and ``run.json`` (device, versions, errors)

@@ -83,7 +83,7 @@ def flops_section(rs: dict[str, dict]) -> list[str]:
     out += table(["recipe", "2N", "forward", "LoRA train (model)", "+ checkpoint recompute (hardware)",
                   "full fine-tune (6N-like)", "LoRA train / forward"], rows)
     out += [f"Per step (SFT: batch 8 x {SFT_TOKENS} tokens, logits on {SFT_KEPT} per trace; u-GRPO: the config's "
-            f"queries x G rows, {PROMPT} prompt + the config's new tokens, mu passes, KL reference), and the time "
+            f"global queries x G rows (split over the GPUs), {PROMPT} prompt + the config's new tokens, mu passes, KL reference), and the time "
             f"it would take at 100% / 40% of an H200's bf16 peak ({H200} TFLOP/s):", ""]
     rows = []
     for n, r in rs.items():
@@ -135,17 +135,19 @@ def memory_section(rs: dict[str, dict]) -> list[str]:
         f"{n} {cm.activation_bytes_per_token_layer(r['arch']) / 1024:.0f} KiB" for n, r in rs.items()) +
         "; with checkpointing each layer keeps only its bf16 input (hidden x 2 bytes) and one layer is live "
         "during its recompute.", "",
-        f"u-GRPO step: generation of every row at once (KV cache of {PROMPT} prompt + new tokens per row) or one "
-        "loss micro-batch (checkpointing), whichever is larger; the decoder serves the tool on the CPU:", ""]
+        f"u-GRPO step: generation of the rows one GPU holds at once (`rollout.max_batch_rows` of the step's global "
+        f"queries x G; KV cache of {PROMPT} prompt + new tokens per row) or one loss micro-batch (checkpointing), "
+        "whichever is larger; the decoder serves the tool on the CPU:", ""]
     keys = ["weights", "adapter", "gradients", "adam", "kv_cache", "generation_logits", "loss_activations",
             "loss_logits", "peak_generation", "peak_loss", "peak"]
     cols, mems = [], []
     for n, r in rs.items():
-        t = r["grpo"]["train"]
+        t, ro = r["grpo"]["train"], r["grpo"]["rollout"]
         rows = int(t["queries_per_step"]) * int(t["group_size"])
-        for new in (512, int(r["grpo"]["rollout"]["max_new_tokens"])):
-            cols.append(f"{n}, {rows} rows x {new} new")
-            mems.append(cm.grpo_memory(r["arch"], r["ad"], rows, PROMPT, new, int(t["micro_batch"]),
+        at_once = min(rows, int(ro.get("max_batch_rows") or rows))  # the engine generates in chunks of these
+        for new in (512, int(ro["max_new_tokens"])):
+            cols.append(f"{n}, {at_once} of {rows} rows at once x {new} new")
+            mems.append(cm.grpo_memory(r["arch"], r["ad"], at_once, PROMPT, new, int(t["micro_batch"]),
                                        decoder_params=r["decoder_params"]))
     return out + table(["component", *cols], [[k] + [gib(m[k]) for m in mems] for k in keys])
 

@@ -33,7 +33,9 @@ import torch
 
 from forecast_action.derive import ActionThresholds, actions_from_forecast, actions_from_windows
 from forecast_action.schema import FIELD_SPECS, ForecastAction
-from stockr1.metrics.forecast import forecast_metrics
+from stockr1.metrics.forecast import REDUCERS, per_window, reduce
+from stockr1.metrics.stats import block_resamples, paired_bootstrap, wilson_interval
+from stockr1.metrics.verdict import HOLDS, TIE, WORSE, claim_line, target_verdict
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 from stockr1.progress import Progress
 from stockr1.types import Windows
@@ -59,7 +61,12 @@ def strip(a: ForecastAction, keep: tuple[str, ...] | None = None, numeric: bool 
     return ForecastAction(**d)
 
 
-def oracle_gain(decoder, w: Windows, th: ActionThresholds, n_samples: int, seed: int) -> dict[str, dict[str, float]]:
+def oracle_gain(decoder, w: Windows, th: ActionThresholds, n_samples: int, seed: int,
+                n_boot: int = 1000) -> dict[str, dict[str, float]]:
+    """Per variant (no action, a*, a* without numeric fields, a*'s direction alone) the forecast metrics;
+    for each oracle variant the reduction of return RMSE and CRPS against no action, and the paired
+    date-block bootstrap interval of the difference ``<metric>_diff`` = oracle − no action
+    (``<metric>_ci_lo`` / ``_ci_hi``; below 0 = the action helps), one set of resamples for all."""
     a_star = actions_from_windows(w, th)
     variants = {
         "unconditioned": None,
@@ -67,15 +74,20 @@ def oracle_gain(decoder, w: Windows, th: ActionThresholds, n_samples: int, seed:
         "oracle_discrete": [strip(a, numeric=False) for a in a_star],
         "oracle_direction": [strip(a, keep=("direction",)) for a in a_star],
     }
-    out = {}
+    out, parts = {}, {}
     for name, acts in variants.items():
         fc = decoder.forecast(w, acts, n_samples, generator=torch.Generator().manual_seed(seed))
-        m = forecast_metrics(fc, w)
+        parts[name] = per_window(fc, w)
+        m = reduce(parts[name])
         out[name] = {k: m[k] for k in REPORT if k in m}
     base = out["unconditioned"]
+    resamples = block_resamples(w.date, horizon=w.future.shape[1], n_boot=n_boot, seed=seed) if len(w) > 1 else None
     for name in ("oracle_full", "oracle_discrete", "oracle_direction"):
         for k in ("return_rmse", "crps"):
             out[name][f"{k}_reduction"] = 1.0 - out[name][k] / base[k]
+            if resamples is not None:
+                d = paired_bootstrap(parts[name][k], parts["unconditioned"][k], stat=REDUCERS[k], resamples=resamples)
+                out[name] |= {f"{k}_diff": d.diff, f"{k}_ci_lo": d.lo, f"{k}_ci_hi": d.hi}
     return out
 
 
@@ -122,10 +134,47 @@ def extremes_and_middle(field: str) -> tuple[tuple[str, str], str]:
     return (values[0], values[-1]), values[1]
 
 
-def targets_met(control: dict) -> dict[str, bool]:
-    """Issue 21's target per TARGET_FIELDS entry: extremes >= 80% and the middle value >= 60%."""
-    return {f: control[f]["extremes"] >= EXTREME_TARGET and control[f]["middle"] >= MIDDLE_TARGET
-            for f in TARGET_FIELDS if f in control}
+def share_verdict(share: float, trials: int, target: float) -> str:
+    """"``share`` of ``trials`` is at least ``target``" read from its Wilson 95% interval
+    (``stockr1.metrics.verdict.target_verdict``): holds / tie / worse. The windows are evenly spaced
+    held-out days, treated as independent trials (overlapping futures make the interval a bit narrow)."""
+    lo, hi = wilson_interval(round(share * trials), trials)
+    return target_verdict(share, lo, hi, target)
+
+
+def targets_met(control: dict, n_windows: int) -> dict[str, str]:
+    """Issue 21's target per TARGET_FIELDS entry, extremes >= 80% and the middle value >= 60%, as one
+    verdict: "holds" when both hold beyond their Wilson intervals, "worse" when either is below its
+    target beyond the interval, else "tie". The extremes pool two requests (2 x n_windows trials)."""
+    out = {}
+    for f in TARGET_FIELDS:
+        if f not in control:
+            continue
+        v = (share_verdict(control[f]["extremes"], 2 * n_windows, EXTREME_TARGET),
+             share_verdict(control[f]["middle"], n_windows, MIDDLE_TARGET))
+        out[f] = WORSE if WORSE in v else HOLDS if v == (HOLDS, HOLDS) else TIE
+    return out
+
+
+TARGET_WORDS = {HOLDS: "met", TIE: "undecided", WORSE: "missed"}
+
+
+def oracle_claims(oracle: dict) -> list[str]:
+    """"Conditioning on a* lowers return RMSE / CRPS" for each oracle variant, one generated line each
+    with its paired interval and verdict (lower is better)."""
+    out = []
+    for name in ("oracle_full", "oracle_discrete", "oracle_direction"):
+        for k in ("return_rmse", "crps"):
+            m = oracle.get(name, {})
+            if f"{k}_ci_lo" in m:
+                out.append(claim_line(f"{name} lowers {k} (oracle − no action)", m[f"{k}_diff"], m[f"{k}_ci_lo"],
+                                      m[f"{k}_ci_hi"], higher_is_better=False, digits=5))
+    return out
+
+
+def oracle_lines(claims: list[str]) -> str:
+    return ("\nOracle gain, paired date-block bootstrap (95%):\n\n" + "\n".join(f"- {c}" for c in claims) + "\n"
+            if claims else "")
 
 
 def _pct(x: float) -> str:
@@ -173,7 +222,7 @@ def table_text(oracle: dict, control: dict, meta: dict, baseline: dict | None = 
 def readme(table: str, meta: dict, command: str) -> str:
     """results/<out>/README.md from this run's table (never edited by hand)."""
     body = table.split("\n", 1)[1].replace("\n## ", "\n### ")  # the table's own title becomes the setup line
-    met = ", ".join(f"{f} {'met' if ok else 'missed'}" for f, ok in meta["targets_met"].items()) or "none evaluated"
+    met = ", ".join(f"{f} {TARGET_WORDS.get(v, v)}" for f, v in meta["targets_met"].items()) or "none evaluated"
     vs = f" Beside it: the baseline decoder `{meta['baseline']}` on the same windows." if meta.get("baseline") else ""
     return "\n".join([
         "# Action benchmark: oracle gain and controllability of the decoder (`stockr1 bench action`)", "",
@@ -181,7 +230,8 @@ def readme(table: str, meta: dict, command: str) -> str:
         f"Decoder `{meta['checkpoint']}` on the {meta['split']} split of `{meta['data']}`: {meta['n_windows']} evenly "
         f"spaced windows, {meta['n_samples']} sample paths, seed {meta['seed']}, {meta['seconds']:.0f} s.{vs} "
         f"Controllability target (>= {EXTREME_TARGET:.0%} on the extremes, >= {MIDDLE_TARGET:.0%} on the middle "
-        f"value): {met}.", body,
+        f"value; met = beyond the Wilson 95% interval of the share, missed = below it beyond the interval, "
+        f"undecided = the interval straddles the target): {met}.", oracle_lines(meta.get("oracle_claims", [])), body,
         "Files: [metrics.json](metrics.json), [table.md](table.md), [controllability.png](controllability.png), "
         "[control_distribution.png](control_distribution.png) (per field: requested value vs the realised "
         "distribution of g(decoded)).", ""])
@@ -302,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                     "control": controllability(old, w, old_th, a.n_samples, a.seed, fields)}
     meta = {"checkpoint": str(a.checkpoint), "baseline": a.baseline, "data": a.data, "split": a.split,
             "n_windows": len(w), "n_samples": a.n_samples, "seed": a.seed, "seconds": round(time.time() - t0, 1),
-            "targets_met": targets_met(control)}
+            "targets_met": targets_met(control, len(w)), "oracle_claims": oracle_claims(oracle)}
     metrics = {**oracle, **{f"control/{f}": row for f, row in control.items()}, "meta": meta}
     if baseline:
         metrics |= {f"baseline/{k}": v for k, v in baseline["oracle"].items()}

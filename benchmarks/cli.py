@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "qa_baselines": ("benchmarks.qa_baselines:main", "question-only vs majority / random walk on QA (no policy)"),
     "backtest": ("benchmarks.backtest:main", "z-score signal backtest (Table 6)"),
     "ablation": ("benchmarks.ablation:main", "SFT vs GRPO vs u-GRPO and reward ablations (Table 3)"),
+    "grpo_check": ("benchmarks.grpo_check:main", "does GRPO raise the reward of its own training queries (seeds x queries)"),
     "compare": ("benchmarks.compare:main", "Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter"),
     "throughput": ("benchmarks.throughput:main", "GRPO step time vs TRL, decoder share of rollout time"),
     "sft_recipe": ("benchmarks.sft_recipe:main", "which tiny SFT recipe learns the protocol (val parse rate by step)"),

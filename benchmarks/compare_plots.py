@@ -28,6 +28,7 @@ from benchmarks.compare_sections import (
 )
 from stockr1.backtest import BacktestConfig, BacktestResult, buy_and_hold, simulate
 from stockr1.metrics.trading import TRADING_METRICS
+from stockr1.metrics.verdict import verdict
 
 BUY_AND_HOLD = "buy_and_hold"
 TEXT_METRICS = ("tokens_per_decision", "tool_calls_per_decision", "consistency", "parse_failure_rate", "n_decisions", "n_long", "n_short", "n_flat")
@@ -140,12 +141,15 @@ def table_md(metrics: Mapping[str, Mapping[str, float]], timings: Mapping[str, M
 
 def interval_table(iv: Mapping[str, object]) -> str:
     """``stockr1.backtest.bootstrap_intervals`` as markdown: each strategy, then each paired difference."""
-    def cell(c: Mapping[str, float], pct: bool) -> str:
+    def cell(c: Mapping[str, float], pct: bool, diff: bool) -> str:
         f = _pct if pct else _num
-        return f"{f(c['value'])} [{f(c['lo'])}, {f(c['hi'])}]"
+        text = f"{f(c['value'])} [{f(c['lo'])}, {f(c['hi'])}]"
+        known = all(c.get(k) is not None and math.isfinite(c[k]) for k in ("value", "lo", "hi"))
+        return text + (f" {verdict(c['value'], c['lo'], c['hi'])}" if diff and known else "")
 
     head = "| | CR (%) | Sharpe | HR (%) |\n|---|---|---|---|\n"
-    rows = [f"| {name} | {cell(r['cumulative_return'], True)} | {cell(r['sharpe'], False)} | {cell(r['hit_rate'], True)} |"
+    rows = [f"| {name} | {cell(r['cumulative_return'], True, part == 'differences')} | "
+            f"{cell(r['sharpe'], False, part == 'differences')} | {cell(r['hit_rate'], True, part == 'differences')} |"
             for part in ("metrics", "differences") for name, r in iv[part].items()]
     return head + "\n".join(rows) + "\n"
 

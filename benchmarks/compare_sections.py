@@ -10,6 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stockr1.metrics.stats import wilson_interval
+from stockr1.metrics.verdict import HOLDS, TIE, WORSE, target_verdict, verdict
+
+UNPARSED_TARGET = 0.05  # at most 5% unparsed validation decisions after SFT
+TARGET_WORDS = {HOLDS: "yes", TIE: "undecided", WORSE: "NO"}
 
 
 def _f(x: Any, fmt: str) -> str:
@@ -45,7 +49,8 @@ def budget_section(run_info: Mapping[str, Any]) -> list[str]:
 
 def sft_section(run_info: Mapping[str, Any]) -> list[str]:
     """Each sibling's SFT: loss and the share of unparsed greedy decisions on validation decision days
-    (target <= 5%), with a Wilson interval."""
+    (target <= 5%), with a Wilson interval; the target column reads that interval
+    (``target_verdict``): yes = below 5% beyond it, NO = above beyond it, undecided = it straddles 5%."""
     infos = run_info.get("info", {})
     reps = {n: (infos.get(n) or {}).get("sft") for n in run_info["methods"]}
     reps = {n: r for n, r in reps.items() if r}
@@ -56,8 +61,9 @@ def sft_section(run_info: Mapping[str, Any]) -> list[str]:
     for n, r in reps.items():
         k, m = int(r["val_unparsed"]), int(r["val_decisions"])
         lo, hi = wilson_interval(k, m) if m else (math.nan, math.nan)
+        ok = TARGET_WORDS[target_verdict(k / m, lo, hi, UNPARSED_TARGET, at_least=False)] if m else "-"
         rows.append(f"| {n} | {r['loss_first']:.3f} -> {r['loss_last']:.3f} | {m} | {k} | "
-                    f"{100 * k / max(1, m):.1f} [{100 * lo:.1f}, {100 * hi:.1f}] | {'yes' if k <= 0.05 * m else 'NO'} |")
+                    f"{100 * k / max(1, m):.1f} [{100 * lo:.1f}, {100 * hi:.1f}] | {ok} |")
     return ["## After SFT: parseable decisions on held-out days", "",
             "Greedy decisions of each SFT policy (before GRPO) on the validation split's decision days (every "
             "holding-th validation day per ticker): the test days are not used to check or pick anything. "
@@ -116,7 +122,7 @@ def scale_section(run_info: Mapping[str, Any], intervals: Mapping[str, Any] | No
     days = run_info["decision_days"]
     diffs = {k: v["cumulative_return"] for k, v in (intervals or {}).get("differences", {}).items()
              if not k.endswith("(anonymised)") and v.get("cumulative_return", {}).get("lo") is not None}
-    ties = sum(c["lo"] <= 0 <= c["hi"] for c in diffs.values())
+    ties = sum(verdict(c["value"], c["lo"], c["hi"]) == TIE for c in diffs.values())
     return ["## What this table can and cannot tell", "",
             f"- It can tell whether each method's pipeline runs end to end on equal terms and how its decisions "
             f"behave: {days['n']} non-overlapping decisions per method, the parse rate, the sides, tokens and tool "
@@ -137,7 +143,8 @@ def probe_section(run_info: Mapping[str, Any], intervals: Mapping[str, Any] | No
     gaps = {k.split(" - ")[0]: v for k, v in intervals["differences"].items() if k.endswith("(anonymised)")}
     beyond = [f"{m} ({label} {100 * c['value']:+.1f} [{100 * c['lo']:+.1f}, {100 * c['hi']:+.1f}] points)"
               for m, g in gaps.items() for key, label in (("cumulative_return", "CR"), ("hit_rate", "HR"))
-              if (c := g.get(key)) and c["lo"] is not None and c["hi"] is not None and (c["lo"] > 0 or c["hi"] < 0)]
+              if (c := g.get(key)) and c["lo"] is not None and c["hi"] is not None
+              and verdict(c["value"], c["lo"], c["hi"]) != TIE]
     policy = run_info["config"]["policy"]
     random_init = policy.get("name_or_path") == "tiny" or int(policy.get("random_init_layers") or 0) > 0
     lines = ["## Memorisation probe: the gaps", "",

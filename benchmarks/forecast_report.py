@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from stockr1.metrics.forecast import HIGHER_IS_BETTER, NOMINAL
+from stockr1.metrics.verdict import HOLDS, TIE, WORSE, verdict
 from stockr1.outdir import generated_line
 from stockr1.types import Forecast, Windows
 
@@ -93,22 +94,28 @@ def tables_md(metrics: dict[str, dict[str, float]]) -> str:
         + table_md(metrics, PROB_COLUMNS)
 
 
+def row_verdict(r: dict) -> str:
+    """The verdict of one difference row, read from its interval in the metric's direction
+    (``stockr1.metrics.verdict``): holds = the reference is better beyond the interval."""
+    return verdict(r["diff"], r["ci_lo"], r["ci_hi"], HIGHER_IS_BETTER.get(r["metric"], False))
+
+
 def differences_md(rows: list[dict]) -> str:
     """A verdict matrix (baseline × metric) followed by every difference with its CI."""
     if not rows:
         return "No differences: only one forecaster was scored.\n"
     metrics = list(dict.fromkeys(r["metric"] for r in rows))
-    verdict = {(r["baseline"], r["metric"]): r["verdict"] for r in rows}
+    verdicts = {(r["baseline"], r["metric"]): row_verdict(r) for r in rows}
     lines = [
-        f"Verdicts for **{rows[0]['reference']}** vs each baseline (paired block bootstrap, 95% CI; "
-        "tie = CI contains 0; cal_err_close90 = |coverage of the 90% interval - 0.90|; cal_err_max = the "
+        f"Verdicts for **{rows[0]['reference']}** vs each baseline (paired block bootstrap, 95% CI; holds = the "
+        "reference is better beyond the CI, tie = CI contains 0, worse = the baseline is better beyond it; cal_err_close90 = |coverage of the 90% interval - 0.90|; cal_err_max = the "
         "largest |coverage - nominal| over the 50/80/90/95% intervals).",
         "",
         "| vs | " + " | ".join(metrics) + " |",
         "|---|" + "---|" * len(metrics),
     ]
     for b in dict.fromkeys(r["baseline"] for r in rows):
-        lines.append(f"| {b} | " + " | ".join(verdict.get((b, m), "–") for m in metrics) + " |")
+        lines.append(f"| {b} | " + " | ".join(verdicts.get((b, m), "–") for m in metrics) + " |")
     lines += [
         "",
         "| Reference vs | Metric | Reference | Baseline | Diff (ref − base) | 95% CI | Verdict |",
@@ -117,7 +124,7 @@ def differences_md(rows: list[dict]) -> str:
     for r in rows:
         lines.append(
             f"| {r['baseline']} | {r['metric']} | {r['reference_value']:.5g} | {r['baseline_value']:.5g} | "
-            f"{r['diff']:+.4g} | [{r['ci_lo']:+.4g}, {r['ci_hi']:+.4g}] | {r['verdict']} |"
+            f"{r['diff']:+.4g} | [{r['ci_lo']:+.4g}, {r['ci_hi']:+.4g}] | {row_verdict(r)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -128,8 +135,10 @@ TARGET_CAL_ERR = 0.03
 
 
 def targets_md(s: Split) -> list[str]:
-    """The model against the targets: CRPS below every baseline's (with the paired-bootstrap verdict),
-    90% coverage within 88-92%, worst |coverage - nominal| over 50/80/90/95% at most 3 points."""
+    """The model against the targets: CRPS below every baseline's (met only where every paired-bootstrap
+    verdict holds; not met where one is worse; undecided otherwise), 90% coverage within 88-92%, worst
+    |coverage - nominal| over 50/80/90/95% at most 3 points (those two are point estimates without an
+    interval, and the table says so)."""
     if MODEL_NAME not in s.metrics:
         return []
     m = s.metrics[MODEL_NAME]
@@ -137,15 +146,17 @@ def targets_md(s: Split) -> list[str]:
     if not crps_rows:
         return []
     worst = max(crps_rows.values(), key=lambda r: r["diff"])  # the baseline the model is furthest above / closest below
-    above = [b for b, r in crps_rows.items() if r["diff"] >= 0]
-    wins = [b for b, r in crps_rows.items() if r["verdict"] == "win"]
-    crps_ok = not above
-    crps_txt = (f"below all {len(crps_rows)} baselines ({len(wins)} of them beyond the 95% interval); closest: "
-                f"{worst['baseline']} {100 * worst['baseline_value']:.4f}, diff {100 * worst['diff']:+.4f} "
-                f"[{100 * worst['ci_lo']:+.4f}, {100 * worst['ci_hi']:+.4f}]" if crps_ok else
-                f"**not met**: above {', '.join(above)}; worst {worst['baseline']} {100 * worst['baseline_value']:.4f} "
-                f"vs {100 * worst['reference_value']:.4f} (+{100 * (worst['reference_value'] / worst['baseline_value'] - 1):.2f}%, "
-                f"diff 95% CI [{100 * worst['ci_lo']:+.4f}, {100 * worst['ci_hi']:+.4f}], {worst['verdict']})")
+    by = {v: [b for b, r in crps_rows.items() if row_verdict(r) == v] for v in (HOLDS, TIE, WORSE)}
+    crps_ok = "yes" if len(by[HOLDS]) == len(crps_rows) else "no" if by[WORSE] else "undecided (ties)"
+    worst_txt = (f"{worst['baseline']} {100 * worst['baseline_value']:.4f} vs {100 * worst['reference_value']:.4f}, "
+                 f"diff {100 * worst['diff']:+.4f} [{100 * worst['ci_lo']:+.4f}, {100 * worst['ci_hi']:+.4f}], "
+                 f"{row_verdict(worst)}")
+    crps_txt = (f"below all {len(crps_rows)} baselines beyond the 95% interval; closest: {worst_txt}"
+                if crps_ok == "yes" else
+                f"**not met**: above {', '.join(by[WORSE])} beyond the interval"
+                + (f", tie with {', '.join(by[TIE])}" if by[TIE] else "") + f"; worst {worst_txt}"
+                if by[WORSE] else
+                f"**not shown**: tie with {', '.join(by[TIE])} (the interval includes 0); worst {worst_txt}")
     lo, hi = TARGET_COV90
     cov = m["cov_close90"]
     cov_ok = lo <= cov <= hi
@@ -157,12 +168,12 @@ def targets_md(s: Split) -> list[str]:
     return [
         f"Targets for **{MODEL_NAME}** (issue 21; CRPS ×10⁻², differences with their paired block-bootstrap 95% CI):", "",
         "| Target | Measured | Met |", "|---|---|---|",
-        f"| CRPS below every baseline's | {100 * m['crps']:.4f}: {crps_txt} | {'yes' if crps_ok else 'no'} |",
+        f"| CRPS below every baseline's | {100 * m['crps']:.4f}: {crps_txt} | {crps_ok} |",
         f"| 90% coverage within {100 * lo:.0f}–{100 * hi:.0f}% | {100 * cov:.1f}%"
-        f"{'' if cov_ok else f' (**{100 * gap:.1f} points outside**)'} | {'yes' if cov_ok else 'no'} |",
+        f"{'' if cov_ok else f' (**{100 * gap:.1f} points outside**)'} | {'yes' if cov_ok else 'no'} (point estimate) |",
         f"| \\|coverage − nominal\\| ≤ {100 * TARGET_CAL_ERR:.0f} points at 50/80/90/95% | worst {100 * cal:.1f} "
         f"points ({levels}){'' if cal_ok else f'; **{100 * (cal - TARGET_CAL_ERR):.1f} points over**'} | "
-        f"{'yes' if cal_ok else 'no'} |", "",
+        f"{'yes' if cal_ok else 'no'} (point estimate) |", "",
     ]
 
 

@@ -58,6 +58,7 @@ from stockr1.data import load_run_data
 from stockr1.data.config import DataConfig
 from stockr1.manifest import git_commit
 from stockr1.metrics.stats import wilson_interval
+from stockr1.metrics.verdict import verdict
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 from stockr1.progress import Progress
 
@@ -117,6 +118,11 @@ def _ci(row: dict) -> str:
     return f"{row['acc']:.1f} [{row['ci_lo']:.1f}, {row['ci_hi']:.1f}]"
 
 
+def diff_cell(d: dict) -> str:
+    """A paired difference (points) with its interval and the verdict read from that interval."""
+    return f"{d['diff']:+.1f} [{d['ci_lo']:+.1f}, {d['ci_hi']:+.1f}] {verdict(d['diff'], d['ci_lo'], d['ci_hi'])}"
+
+
 def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
     """results/<out>/README.md from the numbers this run just produced (never edited by hand)."""
     fams = [f for f in FAMILY_COLS if f in evaluated["counts"]]
@@ -142,8 +148,7 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
               "|---" * (5 + len(evaluated["rows"])) + "|"]
     for name, iv in intervals.items():
         m, lo_hi = metrics[name], iv["action_and_answer_wilson"]
-        diffs = " | ".join(f"{d['diff']:+.1f} [{d['ci_lo']:+.1f}, {d['ci_hi']:+.1f}] {d['verdict']}"
-                           for d in iv["minus"].values())
+        diffs = " | ".join(diff_cell(d) for d in iv["minus"].values())
         lines.append(f"| {name} | {m['action_and_answer_rate']:.1f} [{lo_hi[0]:.1f}, {lo_hi[1]:.1f}] | "
                      f"{m['action_success_rate']:.1f} | {m['answer_parse_rate']:.1f} | {m['tokens_per_answer']:.0f} "
                      f"| {diffs} |")
@@ -154,12 +159,12 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
                   "The same questions with neutral ticker ids, no company names, dates shifted by whole weeks and "
                   "prices rescaled (answers unchanged). A gap above 0 beyond noise means the policy used what it "
                   "knew of the named stock and dates; for a random-init policy it must be a tie.", ""]
-        lines += [f"- {name}: {d['diff']:+.1f} [{d['ci_lo']:+.1f}, {d['ci_hi']:+.1f}] {d['verdict']}" for name, d in probe]
+        lines += [f"- {name}: {diff_cell(d)}" for name, d in probe]
     if paired:
         lines += ["", "## Paired differences between policies (overall accuracy, points)", ""]
-        lines += [f"- {name} − {ref}: {d['diff']:+.1f} [{d['ci_lo']:+.1f}, {d['ci_hi']:+.1f}] {d['verdict']}"
-                  for name, ref, d in paired]
-    lines += ["", "A difference is a tie when its interval contains 0. Files: [table.md](table.md) (the Table 1",
+        lines += [f"- {name} − {ref}: {diff_cell(d)}" for name, ref, d in paired]
+    lines += ["", "Verdicts (`stockr1.metrics.verdict`): holds where the interval excludes 0 on the policy's side, "
+              "tie where it contains 0, worse where it excludes 0 on the other side. Files: [table.md](table.md) (the Table 1",
               "layout and the baselines on every test question of the file), [metrics.json](metrics.json),",
               "[intervals.json](intervals.json), [baselines.json](baselines.json), [samples.json](samples.json),",
               "[failures.json](failures.json), [failed_rollouts.json](failed_rollouts.json).", ""]

@@ -20,9 +20,10 @@ from pathlib import Path
 import yaml
 from llm.build import load_data, local_tokenizer
 from llm.sft import prepare
-from llm.smoke import SMOKE, prepared_decoder
+from llm.smoke import SMOKE, prepared_decoder, smoke_data
 cfg, work = yaml.safe_load(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
-windows, _ = load_data(cfg.get("data", {}))
+cfg = {**cfg, "data": smoke_data(cfg)[0]}  # the data the smoke itself used (the sample when the dataset is not built)
+windows, _ = load_data(cfg["data"])
 dec = prepared_decoder(cfg, windows, work / "decoder_init")
 scfg = {**cfg, "qa": {"n_train": SMOKE.n_queries, "n_val": 0, "n_test": 0, "seed": 0}, "traces": {"drop_trivial": False},
         "max_context_chars": SMOKE.max_context_chars, "decoder": {"checkpoint": str(dec)}, "prepare_from": None}

@@ -352,14 +352,20 @@ class Policy(nn.Module):
         return PolicyOutput(logits=out.logits, cache=new_cache)
 
     # ------------------------------------------------------------------ RL reference
-    def restart_adapter(self) -> None:
-        """Merge the LoRA adapter into the base weights and attach a fresh one (init from ``cfg.seed``).
+    def restart_adapter(self, lora_r: int | None = None, lora_alpha: int | None = None) -> None:
+        """Merge the LoRA adapter into the base weights and attach a fresh one (init from ``cfg.seed``), of
+        rank ``lora_r`` and scale ``lora_alpha`` when given (RL trains its own, smaller adapter: the
+        authors' GRPO uses r = 8 on an SFT of r = 32), else the current ones.
 
         Why: GRPO's KL reference must be the starting (SFT) policy. After this, the adapter-disabled
         model *is* that policy, so the reference costs no second copy (``as_reference``). The merged
         base is no longer the hub model, so ``save`` writes the merged full model from then on."""
         if not self.is_lora:
             raise ValueError("restart_adapter needs a LoRA policy (lora_r > 0)")
+        if (lora_r is not None and lora_r < 1) or (lora_alpha is not None and lora_alpha <= 0):
+            raise ValueError(f"restart_adapter: lora_r >= 1 and lora_alpha > 0, got {lora_r}, {lora_alpha}")
+        self.cfg = dataclasses.replace(self.cfg, lora_r=self.cfg.lora_r if lora_r is None else int(lora_r),
+                                       lora_alpha=self.cfg.lora_alpha if lora_alpha is None else lora_alpha)
         base = self.model.merge_and_unload()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.cfg.seed)

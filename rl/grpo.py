@@ -5,15 +5,17 @@ rows ``q*G .. q*G+G-1`` belong to query ``q``), ``T`` padded completion length.
 
 The objective, written as a loss to minimise, is
 
-    L = 1/N sum_i w(U_q(i)) * 1/|o_i| sum_t m_it * ( -min(r_it A_i, clip(r_it, 1-eps_lo, 1+eps_hi) A_i)
-                                                       + beta * KL_it )
+    L = 1/N sum_i 1/|o_i| sum_t m_it * ( -w~_q(i) min(r_it A_i, clip(r_it, 1-eps_lo, 1+eps_hi) A_i)
+                                         + beta * KL_it )
+
+    w~_q = w(U_q) / mean_{q' in the step's global batch} w(U_q')
 
 with ``m`` the gen mask (1 only on model-generated tokens: the prompt, tool observations and padding
 get no gradient), ``|o_i| = sum_t m_it`` and ``KL_it`` the k3 estimator to the reference policy (times ``r_it`` by default, as TRL).
 With ``w = 1`` this is exactly TRL's ``loss_type="grpo"`` (per-sequence token mean, then batch mean;
 ``tests/test_rl_trl_equivalence.py`` checks loss and gradients against ``GRPOTrainer.compute_loss``).
 
-``GRPOLossConfig.loss_type`` picks how the per-token terms ``l_it = w_i * m_it * (...)`` above are reduced,
+``GRPOLossConfig.loss_type`` picks how the per-token terms ``l_it = m_it * (...)`` above are reduced,
 each exactly as TRL 1.16 (``GRPOTrainer._compute_loss``), with N the rollouts and the sums over the whole
 generation batch:
 - ``"grpo"`` (default): ``L = 1/N sum_i (sum_t l_it) / |o_i|``, the formula above; long completions get
@@ -32,9 +34,27 @@ Choices where the paper is silent
   A group whose rewards do not vary carries no signal: its advantages are set to exactly 0 (TRL gets
   ~1e-13 there from float round-off). Unscorable rollouts (reward NaN) are left out of the group
   statistics and get advantage 0, as in TRL.
-- ``w(U_q)`` multiplies the whole per-query term (clipped surrogate and KL), as in the boxed J of
-  §3.5, and the batch is a plain mean, not a weight-normalised one: a batch of volatile queries
-  really does take a smaller step ("conservative updates during highly stochastic periods").
+- Where the weight acts (``UncertaintyWeightConfig.normalize``, default True). Adam divides every update
+  by a running RMS of the gradient, so a factor shared by the whole batch (all queries volatile) is
+  undone after a few steps: what the optimiser can see of ``w`` is only the *ratio* of the weights of
+  the queries in one step. We therefore normalise w within the step's global batch of queries (mean 1,
+  over every rank: ``normalised_weights``). A step whose queries share one U then is exactly plain
+  GRPO (same loss, same gradient, same update), and a step with differing U moves gradient share from
+  the volatile queries to the calm ones without changing the step's overall scale, so the recipe's lr,
+  gradient clip and KL balance mean the same in GRPO and u-GRPO rows. The paper's "conservative updates
+  during highly stochastic periods" therefore means: within a step, a volatile query counts less than
+  a calm one. With the unnormalised form a volatile batch would not take a smaller step either (Adam).
+  The weight can only act where U varies within a step: use >= 8 queries per step (the trainer warns).
+- Which term ``w`` scales (``UncertaintyWeightConfig.weight_kl``, default False): the boxed J of §3.5
+  puts w in front of both the clipped surrogate and the KL. We weight the surrogate only. w says how
+  far to trust a query's reward (its labels are noisy in volatile regimes); the KL anchors the policy
+  to SFT and is not made less reliable by noisy labels. Unweighted, it keeps its full pull on volatile
+  queries, so those stay relatively closer to SFT: the conservative update of §3.5. Weighting it too
+  (``weight_kl: true``, the paper's literal form) is available for the ablation of this choice.
+  (The authors' code multiplies the *reward* by w instead, then clips it to [0, 1]; with one U per query
+  the group normalisation of the advantage cancels that factor up to the clip and the std epsilon, so
+  there the weight does next to nothing; where their U comes per rollout from the tool call, it
+  rewards actions whose forecast is less uncertain, a different objective.)
 - App. C.2 lists ``u0 = 0.25, u_hi = 0.50, w_hi = 0.50, u_cap = 1.0`` for Eq. 2 but no decay rate
   alpha. We read ``w_hi`` as the weight reached at ``u_hi`` (the name pairs with ``u_hi``), which
   fixes ``alpha = ln(1 / w_hi) = ln 2``, and ``u_cap`` as a cap on U: uncertainties above it are
@@ -47,6 +67,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -64,6 +85,8 @@ class UncertaintyWeightConfig:
     u_cap: float = 1.0
     alpha: float | None = None
     enabled: bool = True  # False gives w = 1 everywhere (plain GRPO)
+    normalize: bool = True  # w / mean(w) over the step's global batch of queries (module docstring)
+    weight_kl: bool = False  # also scale the KL term by w (the paper's literal boxed J; module docstring)
 
     def __post_init__(self) -> None:
         if not self.u0 < self.u_hi <= self.u_cap:
@@ -145,6 +168,34 @@ def group_spread(rewards: Tensor, group_size: int) -> Tensor:
     return (sq.sum(1) / (valid.sum(1) - 1).clamp(min=1)).sqrt().to(rewards.dtype)
 
 
+def advantage_noise(rewards: Tensor, group_size: int, n_boot: int = 64, seed: int = 0) -> dict[str, float]:
+    """How much each advantage depends on which other rollouts its group happened to draw.
+
+    rewards: [N] with N = Q * G (NaN = unscorable). For every scored rollout i of a group with spread, the
+    other members are redrawn ``n_boot`` times with replacement (i kept) and i's advantage recomputed.
+    Returns ``std``: the mean over rollouts of the advantage's std across the redraws (in units of the
+    group std: ~0 = the baseline is pinned down, ~1 = as large as the advantage itself) and ``sign_flip``:
+    the share of redraws whose advantage has the other sign than the one trained on (0.5 = a coin flip).
+    Both NaN when no group has spread. Small G gives noisy advantages (App. C.3, Fig. 6 right)."""
+    grouped = rewards.detach().double().cpu().view(-1, group_size)
+    gen = torch.Generator().manual_seed(seed)
+    stds, flips = [], []
+    for g in grouped:
+        r = g[~torch.isnan(g)]
+        if r.numel() < 3 or float(r.std()) < 1e-12:
+            continue
+        full = (r - r.mean()) / (r.std() + ADV_EPS)
+        for i in range(r.numel()):
+            others = torch.cat([r[:i], r[i + 1:]])
+            draw = others[torch.randint(0, others.numel(), (n_boot, others.numel()), generator=gen)]
+            grp = torch.cat([r[i].expand(n_boot, 1), draw], dim=1)
+            a = (r[i] - grp.mean(1)) / (grp.std(1) + ADV_EPS)
+            stds.append(float(a.std()))
+            if abs(float(full[i])) > 1e-9:
+                flips.append(float((torch.sign(a) != torch.sign(full[i])).double().mean()))
+    return {"std": float(np.mean(stds)) if stds else math.nan, "sign_flip": float(np.mean(flips)) if flips else math.nan}
+
+
 def uncertainty_weight(u: Tensor, cfg: UncertaintyWeightConfig = UncertaintyWeightConfig()) -> Tensor:
     """Eq. 2: w = 1 for U <= u0, exp(-alpha (min(U, u_cap) - u0) / (u_hi - u0)) above. u: [Q] -> [Q]."""
     u = torch.as_tensor(u, dtype=torch.float64)
@@ -154,6 +205,19 @@ def uncertainty_weight(u: Tensor, cfg: UncertaintyWeightConfig = UncertaintyWeig
     w = torch.exp(-cfg.decay * (capped - cfg.u0) / (cfg.u_hi - cfg.u0))
     w = torch.where(capped <= cfg.u0, torch.ones_like(w), w)
     return torch.where(torch.isnan(u), torch.ones_like(w), w)
+
+
+def normalised_weights(w: Tensor, total: float | Tensor | None = None, count: int | Tensor | None = None) -> Tensor:
+    """[Q] -> [Q] ``w / mean(w)``; the mean is ``total / count`` when given (the sum and the number of
+    queries over every rank of a distributed step), else this batch's. Mean 1 over the global batch:
+    a weight shared by every query becomes exactly 1."""
+    w = torch.as_tensor(w, dtype=torch.float64)
+    total = w.sum() if total is None else torch.as_tensor(total, dtype=torch.float64)
+    count = w.numel() if count is None else count
+    mean = total / float(count)
+    if not bool(mean > 0):
+        raise ValueError(f"uncertainty weights must have a positive mean to be normalised, got {float(mean)}")
+    return w / mean
 
 
 def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
@@ -176,6 +240,7 @@ def grpo_loss(
     ref_logp: Tensor | None = None,
     weights: Tensor | None = None,
     cfg: GRPOLossConfig = GRPOLossConfig(),
+    kl_weights: Tensor | None = None,
     batch_sequences: int | None = None,
     batch_tokens: float | None = None,
 ) -> GRPOLossOutput:
@@ -186,7 +251,9 @@ def grpo_loss(
     mask:       [N, T] 1 on model-generated tokens, 0 on tool observations, prompt and padding
     old_logp:   [N, T] log pi_old at sampling time; None = on-policy (logp.detach(), ratio 1)
     ref_logp:   [N, T] log pi_ref, needed when cfg.beta != 0
-    weights:    [N] per-rollout weight w(U_q) (the query's weight repeated G times); None = 1
+    weights:    [N] per-rollout weight of the clipped surrogate, w~(U_q) (the query's weight repeated G
+                times); None = 1
+    kl_weights: [N] per-rollout weight of the KL term; None = 1 (the default: module docstring)
     batch_sequences: rollouts in the whole generation batch (None = this chunk's N)
     batch_tokens:    generated tokens (sum of mask) in the whole batch (None = this chunk's; dapo only)
 
@@ -202,6 +269,8 @@ def grpo_loss(
     ratio = torch.exp(logp - old_logp)
     clipped = torch.clamp(ratio, 1 - cfg.epsilon_low, 1 + cfg.epsilon_high)
     per_token = -torch.min(ratio * adv, clipped * adv)
+    if weights is not None:
+        per_token = per_token * weights.to(per_token.dtype).unsqueeze(1)
     kl = torch.zeros((), dtype=logp.dtype, device=logp.device)
     if cfg.beta != 0.0:
         if ref_logp is None:
@@ -209,15 +278,14 @@ def grpo_loss(
         per_token_kl = kl_k3(logp, ref_logp)
         if cfg.kl_ratio_correction:
             per_token_kl = per_token_kl * ratio
-        per_token = per_token + cfg.beta * per_token_kl
+        kl_term = cfg.beta * per_token_kl
+        if kl_weights is not None:
+            kl_term = kl_term * kl_weights.to(kl_term.dtype).unsqueeze(1)
+        per_token = per_token + kl_term
         kl = (per_token_kl * mask).sum().detach() / mask.sum().clamp(min=1.0)
     n_seq = logp.shape[0] if batch_sequences is None else int(batch_sequences)
     per_seq_sum = (per_token * mask).sum(-1)
     per_seq = per_seq_sum / mask.sum(-1).clamp(min=1.0)  # = masked_sequence_mean(per_token, mask)
-    if weights is not None:
-        w = weights.to(per_seq.dtype)
-        per_seq = per_seq * w
-        per_seq_sum = per_seq_sum * w
     if cfg.loss_type == "grpo":  # TRL: ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
         loss = per_seq.mean() if batch_sequences is None else per_seq.sum() / max(n_seq, 1)
     elif cfg.loss_type == "dapo":  # TRL: (per_token_loss * mask).sum() / num_items_in_batch.clamp(min=1.0)

@@ -3,13 +3,20 @@
 Metric names (the W&B panels of docs/rl.md use them verbatim):
 
 - ``reward/<r_ans|r_act|r_prec|r_cons|total>``: mean over rollouts (components: where applicable)
-- ``reward/total_std``, ``reward/group_std`` (mean within-group spread), ``reward/frac_zero_spread``
-- ``policy/entropy|kl|clip_low|clip_high|clip_region``, ``loss``, ``advantage/abs_mean``
+- ``reward/total_std``, ``reward/group_std`` (mean within-group spread), ``reward/frac_zero_spread``,
+  ``reward/var_share/<component>`` (``rl.rewards.variance_shares``: the component's share of the
+  within-group variance of the total, what the advantages are made of)
+- ``policy/entropy|kl|clip_low|clip_high|clip_region``, ``loss``, ``advantage/abs_mean``,
+  ``advantage/noise_std`` and ``advantage/sign_flip`` (``rl.grpo.advantage_noise``: how much each advantage
+  depends on the group's other draws)
 - ``rollout/action_success_rate`` (a parsed action reached the decoder and it returned a path),
   ``rollout/action_completeness`` (M4), ``rollout/answer_parse_rate``, ``rollout/gen_tokens``,
-  ``rollout/finish/<answer|eos|length>``
+  ``rollout/finish/<answer|eos|length>``, ``rollout/truncated`` (share of rollouts that hit
+  ``max_new_tokens``: finish reason ``length``, 0 when none did)
 - ``answers/share/<answer>``, ``answers/top_share``, ``actions/direction/<up|down|flat|none>``
-- ``uncertainty/u_mean``, ``uncertainty/weight_mean``; ``time/rollout_s``, ``time/step_s``
+- ``uncertainty/u_mean``, ``uncertainty/weight_mean`` (raw w(U)), ``uncertainty/weight_spread`` (largest /
+  smallest surrogate weight of the step: 1 = the weight did nothing), ``uncertainty/weight_norm_mean`` (this
+  rank's mean surrogate weight); ``time/rollout_s``, ``time/step_s``
 - ``warn/zero_spread``, ``warn/answer_dominates``, ``warn/action_dominates`` (1 when the warning fired)
 """
 
@@ -27,9 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from torch import Tensor
 
-from rl.rewards import PENALTY, RewardBreakdown
+from rl.grpo import advantage_noise
+from rl.rewards import PENALTY, RewardBreakdown, RewardWeights, variance_shares
 
 log = logging.getLogger("rl")
 
@@ -54,8 +63,9 @@ def _answer_key(raw: str | None) -> str:
 
 def step_metrics(step: int, rollouts: Sequence[Any], samples: Sequence[Any], rewards: RewardBreakdown,
                  advantages: Tensor, group_size: int, u: Tensor, w: Tensor,
-                 stats: Mapping[str, float]) -> dict[str, Any]:
-    """Everything logged for one step: ``{"scalars": {...}, "rows": [sample rollout rows]}``."""
+                 stats: Mapping[str, float], weights: RewardWeights | None = None) -> dict[str, Any]:
+    """Everything logged for one step: ``{"scalars": {...}, "rows": [sample rollout rows]}``. ``weights``:
+    the reward weights of the total (for the variance shares; default App. C.2's)."""
     from forecast_action.score import completeness
 
     s: dict[str, float] = {"step": float(step)}
@@ -70,7 +80,13 @@ def step_metrics(step: int, rollouts: Sequence[Any], samples: Sequence[Any], rew
         spread = np.array([np.nanstd(g) if np.isfinite(g).sum() > 1 else 0.0 for g in grouped])
     s["reward/group_std"] = float(spread.mean())
     s["reward/frac_zero_spread"] = float((spread < 1e-9).mean())
+    if group_size > 1 and not np.isnan(tot).all():
+        for name, share in variance_shares(rewards.components, tot, group_size, weights or RewardWeights()).items():
+            if np.isfinite(share):
+                s[f"reward/var_share/{name}"] = float(share)
     s["advantage/abs_mean"] = float(advantages.abs().mean())
+    noise = advantage_noise(torch.as_tensor(tot), group_size, seed=step)
+    s["advantage/noise_std"], s["advantage/sign_flip"] = noise["std"], noise["sign_flip"]
     n = len(rollouts)
     s["rollout/action_success_rate"] = sum(r.action is not None and r.forecast is not None for r in rollouts) / n
     s["rollout/action_completeness"] = float(np.mean([completeness(r.action) for r in rollouts]))
@@ -81,6 +97,7 @@ def step_metrics(step: int, rollouts: Sequence[Any], samples: Sequence[Any], rew
     s["rollout/gen_tokens"] = float(np.mean([r.n_generated for r in rollouts]))
     for reason, share in _share([r.finish_reason for r in rollouts]).items():
         s[f"rollout/finish/{reason}"] = share
+    s["rollout/truncated"] = float(np.mean([r.finish_reason == "length" for r in rollouts]))
     answers = _share([_answer_key(r.answer) for r in rollouts])
     for a, share in answers.items():
         s[f"answers/share/{a}"] = share

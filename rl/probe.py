@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl.rewards import PENALTY, REWARD_NAMES, RewardWeights
+from rl.rewards import PENALTY, REWARD_NAMES, RewardWeights, variance_shares
 from rl.soft_tokens import soft_tokens
 from rl.trainer import GRPOSample, StockR1Scorer
 
@@ -48,21 +48,4 @@ def probe_rewards(engine, samples: Sequence[GRPOSample], thresholds: Any, group_
     out["action_success_rate"] = 100.0 * float(np.mean([r.action is not None for r in rollouts]))
     out["per_query_total"] = np.nanmean(total.reshape(len(samples), group_size), axis=1).tolist()
     out["variance_share"] = variance_shares(rewards.components, total, group_size, weights)
-    return out
-
-
-def variance_shares(components: dict[str, np.ndarray], total: np.ndarray, group_size: int,
-                    weights: RewardWeights = RewardWeights()) -> dict[str, float]:
-    """Which component the group-relative advantage is made of: for each component c, the mean over
-    groups of cov(w_c c, R) / the mean over groups of var(R), within each group of ``group_size``
-    (the shares sum to 1 when every component is scored). A component whose share is near 1 decides
-    the sign of almost every advantage. NaN components count as 0, as in the total."""
-    scale = {"r_ans": weights.ans, "r_act": weights.alpha, "r_prec": weights.beta, "r_cons": weights.gamma}
-    tot = np.nan_to_num(np.asarray(total, dtype=np.float64)).reshape(-1, group_size)
-    var = float(np.mean([np.var(t, ddof=1) for t in tot])) if group_size > 1 else 0.0
-    out = {}
-    for name, v in components.items():
-        g = scale.get(name, 1.0) * np.nan_to_num(np.asarray(v, dtype=np.float64)).reshape(-1, group_size)
-        cov = float(np.mean([np.cov(a, b)[0, 1] for a, b in zip(g, tot, strict=True)])) if group_size > 1 else 0.0
-        out[name] = cov / var if var > 0 else float("nan")
     return out

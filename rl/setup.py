@@ -247,13 +247,13 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
     return summary
 
 
-def probe_run(config: str | Path | Mapping[str, Any], run_dir: str | Path | None, sft_dir: str | Path,
+def probe_run(config: str | Path | Mapping[str, Any], run_dir: str | Path | None, sft_dir: str | Path | None,
               group_size: int, seed: int, overrides: Mapping[str, Any] | None = None,
               max_batch_rows: int | None = 16) -> dict[str, Any]:
-    """``rl.probe.probe_rewards`` of the policy in ``run_dir`` (None: the SFT policy) on the training
-    queries the GRPO config draws from ``sft_dir``, with the run's rollout settings."""
+    """``rl.probe.probe_rewards`` of the policy in ``run_dir`` (None: the start policy, that of ``sft_dir`` or,
+    without one, the config's) on the training queries the GRPO config draws, with the run's rollout settings."""
     cfg = load_config(config, overrides)
-    st = build_setup(cfg, Path(sft_dir))
+    st = build_setup(cfg, None if sft_dir is None else Path(sft_dir))
     policy, decoder = st.policy, st.decoder
     if run_dir is not None:
         policy = Policy.load(Path(run_dir) / "policy")

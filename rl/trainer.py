@@ -16,7 +16,10 @@ What is simplified relative to TRL / verl (on purpose, for a readable engine):
   at the sampled point and ``old_logp`` is the detached current log-prob, as in TRL's default.
   ``num_iterations > 1`` reuses the batch, with ``old_logp`` taken before the first pass.
 - Groups never cross ranks: each rank rolls out all G samples of its own queries, so advantages
-  need no all-gather; DDP averages the gradients. Each rank gets ``queries_per_step`` queries.
+  need no all-gather; DDP averages the gradients. ``queries_per_step`` is the *global* batch: each of
+  the W ranks gets ``queries_per_step / W`` of them (it must divide), so a run's batch, and therefore its
+  recipe, does not depend on the number of GPUs. The u-GRPO weights are normalised over the global
+  batch (an all-reduce of their sum), so the ranks agree on what mean 1 is.
 - Learning rate: linear warmup over ``warmup_steps`` from ``lr / warmup_steps``, then constant (a fresh
   AdamW's first steps are ~±lr sign moves on every weight; the warmup keeps them small).
 - The reference policy for the KL (only when ``beta > 0``) is the starting (SFT) policy: with LoRA the
@@ -50,6 +53,7 @@ of step k does exactly what the uninterrupted run did from step k+1, bit for bit
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -63,14 +67,24 @@ from torch import Tensor
 
 from forecast_action.decoder_loss import DecoderLoss, DecoderRecipe
 from llm.logprobs import keep_for_mask, pad_sequences, token_logprobs, token_logprobs_and_entropy
-from rl.grpo import GRPOLossConfig, UncertaintyWeightConfig, group_advantages, grpo_loss, uncertainty_weight
+from rl.grpo import (
+    GRPOLossConfig,
+    UncertaintyWeightConfig,
+    group_advantages,
+    grpo_loss,
+    normalised_weights,
+    uncertainty_weight,
+)
 from rl.logging import RunLogger, step_line, step_metrics
 from rl.rewards import REWARD_NAMES, RewardBreakdown, RewardWeights, combine_rewards, compute_rewards
 from rl.soft_tokens import soft_tokens
 from stockr1.config import config_from_dict
-from stockr1.distributed import check_distributed, launch_fabric
+from stockr1.distributed import check_distributed, launch_fabric, shard
 from stockr1.progress import progress
 from stockr1.resume import last_checkpoint, seed_step, write_checkpoint
+
+log = logging.getLogger("rl")
+MIN_WEIGHTED_QUERIES = 8  # below this many queries per step the u-GRPO weight has little U spread to act on
 
 
 @dataclass(frozen=True)
@@ -98,13 +112,17 @@ class GRPOSample:
 @dataclass(frozen=True)
 class GRPOTrainConfig:
     group_size: int = 8  # G (App. C.2)
-    queries_per_step: int = 2  # per rank
+    queries_per_step: int = 2  # global: split over the ranks (must divide by devices x num_nodes)
     max_steps: int = 100
     lr: float = 1e-6
     warmup_steps: int = 0  # linear warmup of the learning rate, then constant
     dropout_in_loss: bool = False  # False: loss pass in eval mode, as the rollouts were sampled
     decoder_lr: float = 1e-5
     weight_decay: float = 0.0
+    # LoRA policies: rank / alpha of the fresh adapter GRPO trains on the merged SFT policy (None: the SFT
+    # adapter's; the authors' GRPO: r 8, alpha 16 on an r 32 SFT; configs/grpo/qwen3-4b.yaml)
+    lora_r: int | None = None
+    lora_alpha: int | None = None
     max_grad_norm: float = 1.0
     num_iterations: int = 1
     micro_batch: int = 8  # rollouts per forward/backward in the loss
@@ -131,6 +149,9 @@ class GRPOTrainConfig:
         for name in ("queries_per_step", "max_steps", "num_iterations", "micro_batch"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        if (self.lora_r is not None and self.lora_r < 1) or (self.lora_alpha is not None and self.lora_alpha <= 0):
+            raise ValueError(f"train.lora_r must be >= 1 and train.lora_alpha > 0 (or null: the SFT adapter's), got "
+                             f"{self.lora_r}, {self.lora_alpha}")
         if not self.lr > 0 or self.warmup_steps < 0:
             raise ValueError(f"train.lr must be > 0 and train.warmup_steps >= 0, got {self.lr}, {self.warmup_steps}")
 
@@ -145,14 +166,18 @@ class GRPOTrainConfig:
 
 
 def query_indices(n: int, step: int, per_step: int, seed: int, rank: int = 0, world: int = 1) -> list[int]:
-    """This rank's queries for ``step`` (0-based): disjoint slices of a per-epoch permutation."""
-    take = per_step * world
-    if take > n:
-        raise ValueError(f"{per_step} queries x {world} ranks per step needs >= {take} samples, got {n}")
-    per_epoch = n // take
+    """This rank's queries for ``step`` (0-based): the step's global batch of ``per_step`` queries is a
+    slice of a per-epoch permutation (the same on every rank), and each rank keeps its
+    ``stockr1.distributed.shard``. The global batch does not depend on ``world``."""
+    if per_step > n:
+        raise ValueError(f"{per_step} queries per step needs >= {per_step} training queries, got {n}")
+    if per_step % world:
+        raise ValueError(f"train.queries_per_step = {per_step} (the global batch) does not split over {world} ranks; "
+                         f"make it a multiple of devices x num_nodes")
+    per_epoch = n // per_step
     perm = np.random.default_rng([seed, step // per_epoch]).permutation(n)
-    start = (step % per_epoch) * take + rank * per_step
-    return perm[start : start + per_step].tolist()
+    start = (step % per_epoch) * per_step
+    return shard(perm[start : start + per_step].tolist(), rank, world)
 
 
 def rollout_columns(rollouts: Sequence[Any], samples: Sequence[GRPOSample], thresholds: Any) -> dict[str, list]:
@@ -259,14 +284,19 @@ class GRPOTrainer:
             raise ValueError("lambda_ts > 0 trains the decoder on L_TS: pass decoder= and windows=")
         self.cfg, self.samples, self.scorer, self.engine = cfg, list(samples), scorer, engine
         self.out_dir, self.on_step = Path(out_dir), on_step
+        if cfg.uncertainty.enabled and cfg.queries_per_step < MIN_WEIGHTED_QUERIES:
+            log.warning("u-GRPO weights queries against each other within a step: with %d queries per step U hardly "
+                        "varies inside one; use >= %d (rl/grpo.py)", cfg.queries_per_step, MIN_WEIGHTED_QUERIES)
         if fabric is None:  # spawn strategies ("ddp_spawn") need a launched Fabric passed in instead
             fabric = make_fabric(cfg)
         self.fabric = fabric
         self.ref = self.ref_projector = None
+        fresh_adapter = cfg.lora_r is not None or cfg.lora_alpha is not None
+        if getattr(policy, "is_lora", False) and (cfg.loss.beta != 0 or fresh_adapter) \
+                and not getattr(policy, "_merged_base", False):
+            policy.restart_adapter(cfg.lora_r, cfg.lora_alpha)  # RL's own adapter on the merged SFT policy
         if cfg.loss.beta != 0:
             if getattr(policy, "is_lora", False):  # the adapter-disabled model is the reference: no copy
-                if not getattr(policy, "_merged_base", False):
-                    policy.restart_adapter()
                 self.ref_projector = copy.deepcopy(policy.projector).eval().requires_grad_(False)
             else:
                 self.ref = copy.deepcopy(policy).eval().requires_grad_(False)
@@ -377,8 +407,10 @@ class GRPOTrainer:
         rewards = self.scorer(rollouts, samples)
         total = torch.tensor(rewards.total, dtype=torch.float64)
         adv = group_advantages(total, cfg.group_size).float()
-        u, w_q = query_weights(samples, rollouts, cfg.uncertainty, cfg.group_size)
+        u, w_raw = query_weights(samples, rollouts, cfg.uncertainty, cfg.group_size)
+        w_q = self._step_weights(w_raw)
         w = w_q.float().repeat_interleave(cfg.group_size)
+        w_kl = w if cfg.uncertainty.weight_kl else None
         b = rollout_batch(rollouts, samples, self.engine.pad_id, self.fabric.device, ts)
         n = len(rollouts)
         chunks = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
@@ -400,7 +432,8 @@ class GRPOTrainer:
                     logp, ent = self._logp(self.policy, b, sl, entropy=True)
                     out = grpo_loss(logp, adv[sl].to(logp.device), b["gen"][sl],
                                     None if old is None else old[sl], None if ref is None else ref[sl],
-                                    w[sl].to(logp.device), cfg.loss, batch_sequences=n, batch_tokens=n_tok_batch)
+                                    w[sl].to(logp.device), cfg.loss, batch_sequences=n, batch_tokens=n_tok_batch,
+                                    kl_weights=None if w_kl is None else w_kl[sl].to(logp.device))
                     fab.backward(out.loss)
                 m, ntok = b["gen"][sl].float(), float(out.n_tokens)
                 acc["loss"] += float(out.loss.detach())
@@ -423,9 +456,22 @@ class GRPOTrainer:
         stats.update({"loss": acc["loss"], "policy/entropy": acc["entropy"] / tok, "policy/kl": acc["kl"] / tok,
                       "policy/clip_low": acc["clip_low"] / tok, "policy/clip_high": acc["clip_high"] / tok,
                       "policy/clip_region": (acc["clip_low"] + acc["clip_high"]) / tok,
-                      "time/rollout_s": t_roll, "time/step_s": time.perf_counter() - t0})
+                      "time/rollout_s": t_roll, "time/step_s": time.perf_counter() - t0,
+                      "uncertainty/weight_spread": float(w_q.max() / w_q.min()),
+                      "uncertainty/weight_norm_mean": float(w_q.mean())})
         self.step += 1
-        return step_metrics(self.step, rollouts, samples, rewards, adv, cfg.group_size, u, w_q, stats)
+        return step_metrics(self.step, rollouts, samples, rewards, adv, cfg.group_size, u, w_raw, stats, cfg.rewards)
+
+    def _step_weights(self, w_raw: Tensor) -> Tensor:
+        """[Q] the surrogate weights of this rank's queries: w(U) normalised to mean 1 over the step's
+        global batch (every rank's queries; ``rl.grpo`` docstring), or w(U) as is without ``normalize``."""
+        if not self.cfg.uncertainty.normalize:
+            return w_raw
+        if self.fabric.world_size == 1:
+            return normalised_weights(w_raw)
+        tot = self.fabric.all_reduce(torch.tensor([float(w_raw.sum()), float(w_raw.numel())],
+                                                  device=self.fabric.device), reduce_op="sum")
+        return normalised_weights(w_raw, float(tot[0]), int(tot[1]))
 
     def _push_weights(self) -> None:
         """After the optimiser updates: a serving-engine rollout backend (vLLM) loads the new merged

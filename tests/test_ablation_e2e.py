@@ -39,12 +39,16 @@ def test_every_row_is_trained_graded_probed_and_summarised(sft_run, tmp_path) ->
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["n_questions"] == 4 and s["seeds"] == [0, 1] and set(s["rows"]) == {"sft", "grpo", "ugrpo"}
     for row in s["rows"].values():
-        for m in ("qa_acc", "action_acc", "answer_parse_rate"):
-            assert set(row[m]) == {"mean", "std", "ci_low", "ci_high"}
+        for m in ("qa_acc", "action_acc", "answer_parse_rate", "protocol_rate"):
+            assert set(row[m]) == {"mean", "std", "ci_low", "ci_high", "interval"}
         assert "probe_reward_total" in row
     assert set(s["differences"]) == {"grpo-sft", "ugrpo-sft", "ugrpo-grpo"}
+    for d in s["differences"].values():  # every verdict is read from the interval that includes the seeds
+        assert d["qa_acc"]["verdict"] in {"holds", "tie", "worse"} and d["qa_acc"]["n_seeds"] == 2
+    assert s["policy_base"] == "tiny" and len(s["sft_release_hash"]) == 12  # the SFT start it was run from
+    assert set(s["training"]) == {"grpo", "ugrpo"} and "policy/kl" in s["training"]["ugrpo"]
     readme = (tmp_path / "out" / "README.md").read_text()
-    assert "## What holds" in readme and "GRPO does not cost answer parsing" in readme
+    assert "## What holds" in readme and "costs at most 2 points of the protocol rate" in readme
     assert "What the advantages are made of" in readme and "r_ans" in s["rows"]["sft"]["probe_variance_share"]
     assert (tmp_path / "out" / "training.png").exists()
     for name in ("grpo-s0", "ugrpo-s1"):  # every GRPO run logged its recipe diagnostics per step

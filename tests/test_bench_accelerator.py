@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from transformers import AutoModelForCausalLM
 
 from benchmarks.accelerator import QWEN3_4B, TINY_QWEN3, main, qwen3_config, qwen3_param_count
 from benchmarks.cli import BENCHMARKS
+from stockr1.config import load_yaml
 
 
 def test_qwen3_4b_config_numbers_and_param_count() -> None:
@@ -51,10 +53,11 @@ def test_tiny_cpu_run_end_to_end(tmp_path) -> None:
     assert 0 < pol["params_trainable"] < pol["params_total"]
     assert pol["sft_lora_changed_frac"] == 1.0 and pol["sft_trainable_max_abs_delta"] > 0
     assert pol["sft_tokens_per_step"] > 0 and pol["sft_step_s"] > 0
-    assert 0 < pol["gen_tokens"] <= 8 * 8 and pol["gen_rows"] == 8 and pol["gen_tokens_per_s"] > 0
+    g = load_yaml(Path(__file__).parents[1] / "configs" / "grpo" / "tiny.yaml")["train"]["group_size"]
+    assert 0 < pol["gen_tokens"] <= g * 8 and pol["gen_rows"] == g and pol["gen_tokens_per_s"] > 0
     assert pol["logprob_keep"] <= 8 < pol["logprob_seq_len"]  # only the completion span was scored
     assert pol["logprob_keep_max_abs_diff"] < 1e-5
-    assert pol["grpo_rollouts"] == 8 and pol["grpo_step_s"] > 0
+    assert pol["grpo_rollouts"] == g and pol["grpo_step_s"] > 0  # 1 query x the tiny recipe's G
     assert "peak_gpu" not in json.dumps(metrics)  # cpu: no device-memory numbers pretending to be GPU ones
     table = (out / "table.md").read_text()
     assert "### policy-qwen3-tiny-random" in table and "| sft_step_s |" in table

@@ -52,7 +52,7 @@ def test_bench_forecast_on_tiny_csv(tmp_path):
     assert {r["baseline"] for r in rows} == {"drift", "garch11", "gjr_garch_t", "ewma", "dlinear", "auto_arima"}
     assert {r["metric"] for r in rows} == set(DIFF_METRICS)
     for r in rows:
-        assert r["ci_lo"] <= r["ci_hi"] and r["verdict"] in {"win", "tie", "loss"}
+        assert r["ci_lo"] <= r["ci_hi"] and r["verdict"] in {"holds", "tie", "worse"}
         if r["ci_lo"] <= 0 <= r["ci_hi"]:
             assert r["verdict"] == "tie"
     table = (out / "table.md").read_text()
@@ -187,11 +187,21 @@ def test_readme_states_each_target_and_its_shortfall():
     cov = {"cov_close50": 0.535, "cov_close80": 0.80, "cov_close90": 0.875, "cov_close95": 0.924}
     miss = "\n".join(targets_md(_target_split({"crps": 0.0102, "cal_err_max": 0.035, **cov}, [
         ("garch11", 0.0102, 0.0100, -0.00001, 0.00005, "tie"), ("ewma", 0.0102, 0.0103, -0.0002, 0.0001, "tie")])))
-    assert "**not met**: above garch11; worst garch11 1.0000 vs 1.0200 (+2.00%" in miss
-    assert "87.5% (**0.5 points outside**) | no" in miss  # 88% is the band's lower edge
+    # CRPS above garch11 on the mean, but both intervals contain 0: ties, not a miss read off the mean
+    assert ("**not shown**: tie with garch11, ewma (the interval includes 0); worst garch11 1.0000 vs 1.0200, "
+            "diff +0.0200 [-0.0010, +0.0050], tie | undecided (ties) |") in miss
+    assert "87.5% (**0.5 points outside**) | no (point estimate)" in miss  # 88% is the band's lower edge
     assert "worst 3.5 points (50% 53.5, 80% 80.0, 90% 87.5, 95% 92.4); **0.5 points over** | no" in miss
+    worse = "\n".join(targets_md(_target_split({"crps": 0.0102, "cal_err_max": 0.03, **cov}, [
+        ("garch11", 0.0102, 0.0100, 0.0001, 0.0003, "stored words are ignored"),
+        ("ewma", 0.0102, 0.0103, -0.0002, 0.0001, "tie")])))
+    assert "**not met**: above garch11 beyond the interval, tie with ewma; worst garch11" in worse
+    assert "| no |" in worse
     cov |= {"cov_close90": 0.90}
+    tie = "\n".join(targets_md(_target_split({"crps": 0.0099, "cal_err_max": 0.03, **cov}, [
+        ("garch11", 0.0099, 0.0100, -0.0002, -0.00001, "holds"), ("ewma", 0.0099, 0.0101, -0.0003, 0.0001, "tie")])))
+    assert "**not shown**: tie with ewma" in tie and "| undecided (ties) |" in tie
     met = "\n".join(targets_md(_target_split({"crps": 0.0099, "cal_err_max": 0.03, **cov}, [
-        ("garch11", 0.0099, 0.0100, -0.0002, -0.00001, "win"), ("ewma", 0.0099, 0.0101, -0.0003, 0.0001, "tie")])))
-    assert "below all 2 baselines (1 of them beyond the 95% interval); closest: garch11 1.0000" in met
-    assert "| 90.0% | yes |" in met and "| no |" not in met
+        ("garch11", 0.0099, 0.0100, -0.0002, -0.00001, "tie"), ("ewma", 0.0099, 0.0101, -0.0003, -0.0001, "tie")])))
+    assert "below all 2 baselines beyond the 95% interval; closest: garch11 1.0000" in met
+    assert "| 90.0% | yes (point estimate) |" in met and "| no" not in met

@@ -94,13 +94,15 @@ def _run_info(unparsed: int, moved: float, same: float) -> dict:
                                "same_decisions": same}}
 
 
-def test_sft_section_flags_methods_above_five_percent():
+def test_sft_section_reads_the_five_percent_target_from_the_interval():
     from benchmarks.compare_sections import sft_section
 
-    ok = "\n".join(sft_section(_run_info(4, 0.0, 1.0)))  # 4 / 80 = 5.0%: at the target
-    bad = "\n".join(sft_section(_run_info(5, 0.0, 1.0)))  # 6.25%
-    assert "| trade_r1_fsr | 5.000 -> 0.500 | 80 | 4 | 5.0 [" in ok and ok.count("| yes |") == 2
-    assert "| 80 | 5 | 6.2 [" in bad and bad.count("| NO |") == 2
+    ok = "\n".join(sft_section(_run_info(0, 0.0, 1.0)))  # 0 / 80: Wilson [0, 4.6]%, below 5% beyond it
+    tie = "\n".join(sft_section(_run_info(5, 0.0, 1.0)))  # 6.25% [2.7, 13.8]: straddles 5%, not a miss
+    bad = "\n".join(sft_section(_run_info(20, 0.0, 1.0)))  # 25%: above beyond the interval
+    assert "| trade_r1_fsr | 5.000 -> 0.500 | 80 | 0 | 0.0 [" in ok and ok.count("| yes |") == 2
+    assert "| 80 | 5 | 6.2 [" in tie and tie.count("| undecided |") == 2 and "| NO |" not in tie
+    assert bad.count("| NO |") == 2
 
 
 def test_gate_section_says_why_the_rows_coincide():

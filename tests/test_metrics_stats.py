@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from stockr1.metrics.stats import block_resamples, default_block, paired_bootstrap
+from stockr1.metrics.stats import block_resamples, default_block, hierarchical_bootstrap, paired_bootstrap
+from stockr1.metrics.verdict import claim_line, phrase, target_verdict, verdict
 
 
 def test_iid_ci_matches_normal_theory_and_verdicts():
@@ -19,9 +20,9 @@ def test_iid_ci_matches_normal_theory_and_verdicts():
     assert r.diff == pytest.approx(np.mean(a - b))
     assert (r.hi - r.lo) / 2 == pytest.approx(half, rel=0.15)
     assert r.lo < r.diff < r.hi
-    assert r.verdict == "win"
-    assert paired_bootstrap(b, a, block=1, n_boot=400).verdict == "loss"
-    assert paired_bootstrap(a, b, block=1, n_boot=400, higher_is_better=True).verdict == "loss"
+    assert r.verdict == "holds"
+    assert paired_bootstrap(b, a, block=1, n_boot=400).verdict == "worse"
+    assert paired_bootstrap(a, b, block=1, n_boot=400, higher_is_better=True).verdict == "worse"
     same = b + rng.normal(0, 1, n)
     assert paired_bootstrap(same, b, block=1, n_boot=400).verdict == "tie"
 
@@ -68,6 +69,55 @@ def test_custom_statistic_rmse_and_bad_input():
     a = np.array([4.0, 4.0, 4.0, 4.0])  # squared errors -> RMSE 2
     b = np.array([1.0, 1.0, 1.0, 1.0])  # RMSE 1
     r = paired_bootstrap(a, b, stat=lambda x: float(np.sqrt(np.mean(x))), block=1, n_boot=50)
-    assert r.diff == pytest.approx(1.0) and r.lo == pytest.approx(1.0) and r.verdict == "loss"
+    assert r.diff == pytest.approx(1.0) and r.lo == pytest.approx(1.0) and r.verdict == "worse"
     with pytest.raises(ValueError, match="same shape"):
         paired_bootstrap(np.zeros(3), np.zeros(4))
+
+
+def test_verdict_words_for_a_tie_a_clear_win_and_a_clear_loss():
+    # a tie: the interval holds 0, however large the point difference
+    assert verdict(+3.8, -2.3, +6.0) == "tie"
+    assert phrase(verdict(+3.8, -2.3, +6.0)) == "tie (the interval includes 0)"
+    assert claim_line("u-GRPO − SFT", 3.8, -2.3, 6.0) == (
+        "u-GRPO − SFT: +3.8 [-2.3, +6.0]: **tie** (the interval includes 0)")
+    # a clear win, in both directions of "better"
+    assert verdict(2.0, 0.5, 3.5) == "holds"
+    assert verdict(-0.02, -0.03, -0.01, higher_is_better=False) == "holds"
+    assert claim_line("u-GRPO − SFT", 2.0, 0.5, 3.5) == (
+        "u-GRPO − SFT: +2.0 [+0.5, +3.5]: **holds** (the interval excludes 0)")
+    # a clear loss
+    assert verdict(-2.0, -3.5, -0.5) == "worse"
+    assert phrase("worse") == "worse (the interval excludes 0 on the other side)"
+    # a target is the same rule on value - target: 85% [78, 91] against ">= 80%" is a tie, [82, 88] holds
+    assert target_verdict(85.0, 78.0, 91.0, 80.0) == "tie"
+    assert target_verdict(85.0, 82.0, 88.0, 80.0) == "holds"
+    assert target_verdict(3.0, 1.0, 4.0, 5.0, at_least=False) == "holds"  # unparsed at most 5%
+    with pytest.raises(ValueError, match="lo > hi"):
+        verdict(0.0, 1.0, -1.0)
+    with pytest.raises(ValueError, match="lo is nan"):
+        verdict(0.0, float("nan"), 1.0)
+
+
+def test_hierarchical_bootstrap_carries_the_seed_spread():
+    """Per seed the difference is +3.8, -2.3, 0.0 points (the issue's GRPO − SFT) with little question
+    noise: a bootstrap over questions of the seed-averaged values calls +0.5 a clear win, the
+    seed x question bootstrap a tie."""
+    rng = np.random.default_rng(0)
+    q = 400
+    seed_effect = np.array([3.8, -2.3, 0.0])[:, None]
+    d = seed_effect + rng.normal(0, 1.0, (3, q))
+    averaged = paired_bootstrap(d.mean(0), np.zeros(q), block=1, n_boot=1000, higher_is_better=True)
+    assert averaged.verdict == "holds"  # the question-only interval leaves the seed spread out
+    h = hierarchical_bootstrap(d, np.zeros_like(d), n_boot=1000)
+    assert h.diff == pytest.approx(d.mean())
+    assert h.verdict == "tie" and h.lo < -1.5 and h.hi > 2.5
+    # one seed: the ordinary paired bootstrap over questions (same width within noise)
+    one = hierarchical_bootstrap(d[:1], np.zeros((1, q)), n_boot=1000)
+    ref = paired_bootstrap(d[0], np.zeros(q), block=1, n_boot=1000, higher_is_better=True)
+    assert (one.hi - one.lo) == pytest.approx(ref.hi - ref.lo, rel=0.15)
+    # pairing: a common per-seed, per-question offset cancels exactly
+    base = rng.normal(0, 10, (3, q))
+    p = hierarchical_bootstrap(base + 1.0, base, n_boot=200)
+    assert p.lo == pytest.approx(1.0) and p.hi == pytest.approx(1.0) and p.verdict == "holds"
+    with pytest.raises(ValueError, match="one shape"):
+        hierarchical_bootstrap(np.zeros((2, 3)), np.zeros((3, 3)))

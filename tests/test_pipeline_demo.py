@@ -163,11 +163,13 @@ def test_report_merges_stage_outputs(tmp_path: Path) -> None:
     assert "| Stock-R1 SFT | 0.4 | 1 |" in text and "| Stock-R1 u-GRPO | 0.5 | 1 |" in text
     assert text.count("| majority | 0.3 | – |") == 1  # baselines once
     head = text.split("## What was learned", 1)[1].split("## Stages", 1)[0]  # opens the report
-    assert "best baseline (garch11, 0.990×10⁻²)" in head and "so it loses to it" in head
+    assert "best baseline (garch11, 0.990×10⁻²)" in head and "so it loses to it (worse (" in head
     assert "on 200 held-out questions" in head and "96.0% [94.0, 97.5]" in head and "40.3% [35.4, 45.0]" in head
-    assert "cuts return RMSE by 78% and CRPS by 82%" in head
-    assert "'up' gives an upward g(decoded) on 0% of windows (base 0%), and with no action its CRPS is 3.42×10⁻²" in head
-    assert "majority -1.50 [-6.10, +3.60]" in head and "**It beats none of them**" in head
+    assert "cuts return RMSE by 78% and CRPS by 82% (point estimates: this bench_action recorded no interval)" in head
+    assert ("'up' gives an upward g(decoded) on 0% of windows against 0% with no action (no window count recorded: "
+            "no verdict); with no action its CRPS is 3.42×10⁻²") in head
+    assert "obeys less" not in head  # no claim that its numbers do not support
+    assert "majority -1.50 [-6.10, +3.60] tie" in head and "**It beats none of them** beyond the interval" in head
     assert "u-GRPO (? steps) − SFT on the same questions: +0.50 [-2.00, +3.00] points (tie)" in head.replace("**", "")
     assert f"| **total** |  | 3/{len(DEMO_STAGES)} | 30 | 12 |" in text
     assert "_not run (`stockr1 demo --only bench_backtest`)_" in text

@@ -104,7 +104,7 @@ def test_overall_difference_is_a_mean_over_families_with_paired_resamples() -> N
     ident = [np.arange(4)] * 5
     d = overall_difference(items, a, b, ident)
     assert d["diff"] == pytest.approx(100 * ((2 / 3 + 1) / 2 - (1 / 3) / 2))
-    assert d["ci_lo"] == pytest.approx(d["diff"]) and d["ci_hi"] == pytest.approx(d["diff"]) and d["verdict"] == "better"
+    assert d["ci_lo"] == pytest.approx(d["diff"]) and d["ci_hi"] == pytest.approx(d["diff"]) and d["verdict"] == "holds"
     # resamples are paired: a resample of only the first two forecast items gives 1 - 1/2 points apart
     d2 = overall_difference(items, a, b, [np.array([0, 1])] * 3)
     assert d2["diff"] == pytest.approx(d["diff"]) and d2["ci_lo"] == pytest.approx(50.0)

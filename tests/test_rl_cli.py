@@ -64,7 +64,7 @@ def test_samples_are_causal_and_labels_are_the_realised_future(setup) -> None:
 def test_config_overrides_merge_recursively() -> None:
     cfg = load_config("configs/grpo/tiny.yaml", {"train": {"uncertainty": {"enabled": False}, "seed": 3}})
     assert cfg["train"]["uncertainty"] == {"u0": 0.25, "u_hi": 0.5, "w_hi": 0.5, "u_cap": 1.0, "enabled": False}
-    assert cfg["train"]["seed"] == 3 and cfg["train"]["group_size"] == 8
+    assert cfg["train"]["seed"] == 3 and cfg["train"]["group_size"] == 4
     base = {"a": {"b": 1, "c": 2}}
     assert deep_update(base, {"a": {"c": 5}, "d": 1}) == {"a": {"b": 1, "c": 5}, "d": 1} and base["a"]["c"] == 2
 

@@ -9,10 +9,12 @@ from rl.grpo import (
     ADV_EPS,
     GRPOLossConfig,
     UncertaintyWeightConfig,
+    advantage_noise,
     group_advantages,
     group_spread,
     grpo_loss,
     kl_k3,
+    normalised_weights,
     uncertainty_weight,
 )
 
@@ -150,3 +152,80 @@ def test_unit_weights_reduce_to_plain_grpo_with_kl() -> None:
 def test_beta_without_reference_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="ref_logp"):
         grpo_loss(torch.zeros(1, 2), torch.zeros(1), torch.ones(1, 2), cfg=GRPOLossConfig(beta=0.1))
+
+
+def test_normalised_weights_have_mean_one_over_the_global_batch() -> None:
+    w = uncertainty_weight(torch.tensor([0.7, 0.7, 0.7]))
+    assert torch.equal(normalised_weights(w), torch.ones(3, dtype=torch.float64))  # a shared U: exactly 1
+    got = normalised_weights(torch.tensor([1.0, 0.5]))
+    assert torch.allclose(got, torch.tensor([4 / 3, 2 / 3], dtype=torch.float64)) and got.mean() == 1.0
+    # on one rank of two: the mean is the global batch's (1.0, 0.5 here; 0.25, 0.25 on the other rank)
+    assert torch.allclose(normalised_weights(torch.tensor([1.0, 0.5]), total=2.0, count=4),
+                          torch.tensor([2.0, 1.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match="positive mean"):
+        normalised_weights(torch.zeros(2))
+
+
+def test_the_kl_term_is_not_weighted_unless_asked() -> None:
+    torch.manual_seed(3)
+    logp = (-torch.rand(2, 3)).requires_grad_(True)
+    ref = logp.detach() - 0.3
+    mask, zero_adv, w = torch.ones(2, 3), torch.zeros(2), torch.tensor([0.5, 0.5])
+    cfg = GRPOLossConfig(beta=0.1)
+    plain = grpo_loss(logp, zero_adv, mask, ref_logp=ref, cfg=cfg).loss  # advantage 0: only the KL is left
+    assert grpo_loss(logp, zero_adv, mask, ref_logp=ref, weights=w, cfg=cfg).loss.item() == pytest.approx(plain.item())
+    both = grpo_loss(logp, zero_adv, mask, ref_logp=ref, weights=w, cfg=cfg, kl_weights=w).loss
+    assert both.item() == pytest.approx(0.5 * plain.item())
+
+
+def test_differing_u_moves_gradient_share_to_the_calm_query() -> None:
+    """Two queries (G = 2) on a log-linear toy policy, logp = x . theta: query 0 calm (U = 0.1, w = 1), query 1
+    volatile (U = 0.9, w = 2^-2.6 = 0.165). Normalised (1.717 and 0.283), the calm query's part of the step's
+    gradient grows by the factor w0 / w1 = 6.06 in odds, and AdamW's first update turns towards the calm query's own gradient. A
+    factor shared by the batch changes nothing: Adam's update is invariant to it (why w is normalised)."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, 6)  # [N rollouts, T tokens, d]
+    adv = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    mask = torch.ones(4, 5)
+    w = normalised_weights(uncertainty_weight(torch.tensor([0.1, 0.9]))).float().repeat_interleave(2)
+
+    def grads(weights, rows=slice(None)):
+        theta = torch.zeros(6, requires_grad=True)
+        logp = torch.einsum("ntd,d->nt", x, theta) - 1.0
+        out = grpo_loss(logp[rows], adv[rows], mask[rows], weights=None if weights is None else weights[rows],
+                        batch_sequences=4)
+        (g,) = torch.autograd.grad(out.loss, theta)
+        return g
+
+    def share(weights):
+        g0, g1 = grads(weights, slice(0, 2)).norm(), grads(weights, slice(2, 4)).norm()
+        return float(g0 / (g0 + g1))
+
+    plain_share, u_share = share(None), share(w)
+    assert u_share > plain_share
+    assert u_share / (1 - u_share) == pytest.approx(w[0] / w[2] * plain_share / (1 - plain_share), rel=1e-5)
+
+    def adam_update(weights, scale=1.0):
+        theta = torch.zeros(6, requires_grad=True)
+        opt = torch.optim.AdamW([theta], lr=0.1, weight_decay=0.0)
+        logp = torch.einsum("ntd,d->nt", x, theta) - 1.0
+        (scale * grpo_loss(logp, adv, mask, weights=weights).loss).backward()
+        opt.step()
+        return theta.detach()
+
+    calm = -grads(None, slice(0, 2))  # the calm query's own descent direction
+    cos = torch.nn.functional.cosine_similarity
+    assert cos(adam_update(w), calm, dim=0) > cos(adam_update(None), calm, dim=0)
+    # Adam undoes a factor shared by the whole batch: an all-volatile step is not a smaller step
+    assert torch.allclose(adam_update(None, scale=0.2), adam_update(None), atol=1e-6)
+
+
+def test_advantage_noise_falls_with_the_group_size_and_ignores_groups_without_signal() -> None:
+    """A rollout's advantage redrawn against resampled group mates: with G = 4 the baseline is loose, with
+    G = 32 it is pinned down; zero-spread groups carry no advantage to be noisy about."""
+    half = [0.0, 1.0]
+    small = advantage_noise(torch.tensor(half * 2 * 8), 4, seed=0)  # 8 groups of [0, 1, 0, 1]
+    large = advantage_noise(torch.tensor(half * 16 * 8), 32, seed=0)
+    assert 0 < large["std"] < small["std"] and 0 <= large["sign_flip"] <= small["sign_flip"] <= 1
+    none = advantage_noise(torch.ones(16), 4)
+    assert math.isnan(none["std"]) and math.isnan(none["sign_flip"])

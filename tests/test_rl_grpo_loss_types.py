@@ -56,14 +56,14 @@ def _naive(logp, old, ref, adv, mask, w, cfg: GRPOLossConfig):
 def test_each_loss_type_matches_its_formula_token_by_token(loss_type: str) -> None:
     logp, old, ref, adv, mask, w = _batch()
     cfg = _cfg(loss_type)
-    ours = grpo_loss(logp, adv, mask, old_logp=old, ref_logp=ref, weights=w, cfg=cfg)
+    ours = grpo_loss(logp, adv, mask, old_logp=old, ref_logp=ref, weights=w, cfg=cfg, kl_weights=w)
     (g_ours,) = torch.autograd.grad(ours.loss, logp)
     naive = _naive(logp, old, ref, adv, mask, w, cfg)
     (g_naive,) = torch.autograd.grad(naive, logp)
     assert ours.loss.item() == pytest.approx(naive.item(), rel=1e-12, abs=1e-14)
     assert torch.allclose(g_ours, g_naive, rtol=1e-10, atol=1e-14)
     # per_sequence is the weighted per-sequence token mean whatever the type
-    means = grpo_loss(logp, adv, mask, old_logp=old, ref_logp=ref, weights=w, cfg=_cfg("grpo")).per_sequence
+    means = grpo_loss(logp, adv, mask, old_logp=old, ref_logp=ref, weights=w, cfg=_cfg("grpo"), kl_weights=w).per_sequence
     assert torch.allclose(ours.per_sequence, means)
 
 

@@ -4,6 +4,7 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 import torch
 
 from forecast_action.schema import ForecastAction
@@ -26,9 +27,11 @@ class R:
     n_generated: int = 10
 
 
-def _metrics(answers, directions, totals, r_ans):
+def _metrics(answers, directions, totals, r_ans, finish=None):
     rolls = [R(a, ForecastAction(direction=d) if d else None, object() if d else None)
              for a, d in zip(answers, directions, strict=True)]
+    for r, f in zip(rolls, finish or [], strict=False):
+        r.finish_reason = f
     comps = {"r_ans": np.array(r_ans, float), "r_act": np.full(len(rolls), np.nan)}
     br = RewardBreakdown(comps, np.array(totals, float))
     adv = torch.zeros(len(rolls))
@@ -49,6 +52,16 @@ def test_step_metrics_values() -> None:
     assert s["actions/direction/up"] == 4 / 8 and s["actions/direction/none"] == 2 / 8
     assert s["uncertainty/weight_mean"] == np.float32(0.65) and s["loss"] == 0.1
     assert len(m["rows"]) == 8 and m["rows"][0]["action"] == '{"direction": "up"}'
+    assert s["rollout/truncated"] == 0.0
+    # group 1: R = [1, 0, -1, 1], r_ans = [1, 0, -0.5, 1]: cov 2.125 / 3, var 2.75 / 3; group 2 has no spread
+    assert s["reward/var_share/r_ans"] == pytest.approx((2.125 / 3 / 2) / (2.75 / 3 / 2))
+    assert s["advantage/noise_std"] > 0 and 0 <= s["advantage/sign_flip"] <= 1  # group 1 has spread, group 2 none
+
+
+def test_truncation_is_the_share_of_rollouts_that_hit_the_token_budget() -> None:
+    m = _metrics(["Yes"] * 8, ["up"] * 8, [1, 0, 1, 0, 1, 0, 1, 0], [1.0] * 8,
+                 finish=["length", "answer", "eos", "length", "answer", "answer", "answer", "length"])
+    assert m["scalars"]["rollout/truncated"] == 3 / 8 and m["scalars"]["rollout/finish/length"] == 3 / 8
 
 
 def test_collapse_warnings_fire_and_stay_quiet(tmp_path) -> None:

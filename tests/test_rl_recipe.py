@@ -107,6 +107,27 @@ def test_loss_pass_runs_in_the_sampling_mode_unless_asked(tok_dir, tmp_path, dro
     assert modes and set(modes) == {dropout_in_loss}  # every forward that builds the loss graph
 
 
+def test_grpo_trains_its_own_adapter_of_the_recipe_rank_on_the_merged_sft_policy(tok_dir, tmp_path) -> None:
+    """The authors' GRPO trains a rank-8 adapter on top of their rank-32 SFT: train.lora_r / lora_alpha give
+    the RL adapter's shape; the SFT adapter is merged first, so the adapter-disabled model stays the SFT
+    policy (the KL reference) and the step starts at KL 0."""
+    pol = _policy(tok_dir, lora_r=4)
+    with torch.no_grad():
+        for n, p in pol.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)  # a trained SFT adapter
+    ids = pol.tokenizer("Question 2?", return_tensors="pt").input_ids
+    sft = pol.eval()(ids).logits.detach()
+    tr = _trainer(pol, tmp_path, max_steps=1, lora_r=2, lora_alpha=8, loss=GRPOLossConfig(beta=0.04))
+    shapes = {tuple(p.shape) for n, p in pol.named_parameters() if "lora_A" in n}
+    assert shapes == {(2, 32)} and pol.cfg.lora_r == 2 and pol.cfg.lora_alpha == 8
+    torch.testing.assert_close(pol.eval()(ids).logits.detach(), sft, rtol=1e-5, atol=1e-5)  # fresh B = 0
+    tr.fit()
+    assert tr.history[0]["policy/kl"] == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(ValueError, match="train.lora_r must be >= 1"):
+        GRPOTrainConfig(lora_r=0)
+
+
 def test_merged_lora_policy_saves_and_reloads_what_it_computes(tok_dir, tmp_path) -> None:
     pol = _policy(tok_dir, lora_r=4)
     with torch.no_grad():
@@ -155,7 +176,7 @@ def test_grpo_raises_a_reward_the_policy_can_control(tok_dir, tmp_path) -> None:
 
 def test_variance_shares_by_hand() -> None:
     """Two groups of 2: R = r_ans + 0.5 r_prec; r_ans differs within each group, r_prec does not."""
-    from rl.probe import variance_shares
+    from rl.rewards import variance_shares
     from rl.rewards import RewardWeights
 
     comps = {"r_ans": np.array([1.0, 0.0, 0.0, 1.0]), "r_prec": np.array([0.2, 0.2, 0.6, 0.6])}

@@ -108,12 +108,23 @@ def test_kill_mid_step_and_resume_reproduces_uninterrupted_run(full_run, tiny_po
 
 
 def test_query_indices_are_disjoint_across_ranks_and_cover_an_epoch() -> None:
-    got = [query_indices(12, step, 2, seed=3, rank=r, world=2) for step in range(3) for r in range(2)]
+    got = [query_indices(12, step, 4, seed=3, rank=r, world=2) for step in range(3) for r in range(2)]
+    assert all(len(g) == 2 for g in got)  # 4 queries per step in all: 2 per rank
     flat = [i for g in got for i in g]
-    assert sorted(flat) == list(range(12))  # one epoch = 3 steps x 2 ranks x 2 queries
-    assert query_indices(12, 3, 2, seed=3) != query_indices(12, 0, 2, seed=3)  # next epoch reshuffles
-    with pytest.raises(ValueError, match="needs >= 8 samples"):
-        query_indices(6, 0, 4, seed=0, world=2)
+    assert sorted(flat) == list(range(12))  # one epoch = 3 steps x 4 queries
+    assert query_indices(12, 3, 4, seed=3) != query_indices(12, 0, 4, seed=3)  # next epoch reshuffles
+    with pytest.raises(ValueError, match="needs >= 8 training queries"):
+        query_indices(6, 0, 8, seed=0, world=2)
+    with pytest.raises(ValueError, match="does not split over 4 ranks"):
+        query_indices(12, 0, 6, seed=0, world=4)
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_the_global_batch_does_not_depend_on_the_gpu_count(world: int) -> None:
+    """queries_per_step is global: every step trains on the same queries on 1, 2 or 4 ranks."""
+    for step in range(5):
+        batch = sorted(i for r in range(world) for i in query_indices(40, step, 8, seed=1, rank=r, world=world))
+        assert batch == sorted(query_indices(40, step, 8, seed=1))
 
 
 class FakeDecoder:
@@ -185,3 +196,30 @@ def test_config_from_dict_nested_and_rejects_unknown_keys() -> None:
     assert cfg.loss.beta == 0.04 and not cfg.uncertainty.enabled and cfg.reward_components == ("r_ans", "r_cons")
     with pytest.raises(ValueError, match="unknown GRPOTrainConfig keys"):
         GRPOTrainConfig.from_dict({"G": 8})
+
+
+def _one_step(tiny_policy, out: Path, us: list[float], **unc) -> dict[str, torch.Tensor]:
+    """Parameters after one u-GRPO step (2 optimiser passes, KL on) on 4 queries with uncertainties ``us``."""
+    torch.manual_seed(0)
+    pol = tiny_policy(d_ts=D_TS)
+    eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=6, temperature=1.0)
+    cfg = GRPOTrainConfig.from_dict({"group_size": 4, "queries_per_step": 4, "max_steps": 1, "lr": 1e-2,
+                                     "accelerator": "cpu", "ckpt_every": 10, "num_iterations": 2,
+                                     "loss": {"beta": 0.04}, "uncertainty": unc})
+    samples = [GRPOSample(s.prompt, s.sample_ref, ts_tokens=s.ts_tokens, uncertainty=u)
+               for s, u in zip(_samples(pol.tokenizer), us, strict=True)]
+    tr = GRPOTrainer(pol, eng, samples, FuncScorer({"e": count_e}), cfg, out)
+    tr.fit()
+    return tr.trainable_state() | {"_spread": torch.tensor(tr.history[-1]["uncertainty/weight_spread"])}
+
+
+def test_queries_sharing_one_u_train_exactly_as_plain_grpo(tiny_policy, tmp_path) -> None:
+    """w(0.7) = 0.38 for every query: normalised over the step it is 1, so the update is plain GRPO's, bit
+    for bit; with different U the same step moves the weights elsewhere."""
+    plain = _one_step(tiny_policy, tmp_path / "plain", [0.7] * 4, enabled=False)
+    shared = _one_step(tiny_policy, tmp_path / "shared", [0.7] * 4, enabled=True)
+    for n in plain:
+        assert torch.equal(plain[n], shared[n]), n
+    differ = _one_step(tiny_policy, tmp_path / "differ", [0.1, 0.9, 0.1, 0.9], enabled=True)
+    assert float(differ.pop("_spread")) == pytest.approx(2 ** 2.6, rel=1e-5)  # w(0.1) / w(0.9) = 1 / 2^-2.6
+    assert any(not torch.equal(plain[n], differ[n]) for n in differ)

@@ -131,3 +131,13 @@ def test_other_yaml_commands_print_config_and_take_dotted_overrides(argv, path, 
     assert node == value
     assert stockr1_main([*argv, "--print_config", typo, "1"]) == 2
     assert f"did you mean {hint!r}" in capsys.readouterr().err
+
+
+def test_the_pretrained_ablation_config_has_the_issue_minimums() -> None:
+    """Issue 33 part 4: >= 3 seeds, >= 300 test questions, one shared SFT start, >= 8 queries per GRPO step."""
+    abl = AblationConfig.from_dict(load_yaml(ROOT / "configs" / "ablation" / "smollm2-135m.yaml"))
+    assert len(abl.seeds) >= 3 and abl.eval.n >= 300 and abl.eval.split == "test" and abl.sft.run_dir
+    sft_cfg = SFTRunConfig.from_dict(resolved_sft(abl, 0, None))
+    for variant in VARIANTS[1:]:
+        _, train = resolved_grpo(abl, variant, 0, dataclasses.asdict(sft_cfg))
+        assert train.queries_per_step >= 8 and train.uncertainty.normalize

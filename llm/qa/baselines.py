@@ -25,6 +25,7 @@ from llm.qa.question_only import (
     train_only,
 )
 from stockr1.metrics.stats import block_resamples, wilson_interval
+from stockr1.metrics.verdict import verdict
 from stockr1.types import Windows
 
 AnswerFn = Callable[[QAItem], str | None]
@@ -151,8 +152,8 @@ def overall_difference(items: list[QAItem], hits_a: np.ndarray, hits_b: np.ndarr
 
     boots = [diff(r) for r in resamples]
     lo, hi = (100 * float(v) for v in np.quantile(boots, [(1 - level) / 2, (1 + level) / 2]))
-    return {"diff": 100 * diff(np.arange(len(items))), "ci_lo": lo, "ci_hi": hi,
-            "verdict": "tie" if lo <= 0 <= hi else ("better" if lo > 0 else "worse")}
+    d = 100 * diff(np.arange(len(items)))
+    return {"diff": d, "ci_lo": lo, "ci_hi": hi, "verdict": verdict(d, lo, hi)}
 
 
 def baseline_report(

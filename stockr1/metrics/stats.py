@@ -14,7 +14,13 @@ default ``b = max(horizon, ceil(D ** (1/3)))``: at least the overlap length, gro
 MSE-optimal rate. ``block=1`` with one window per date is the ordinary i.i.d. paired bootstrap.
 
 CI: percentile interval of the bootstrap distribution of ``stat(model) - stat(baseline)``.
-Verdict: a tie whenever the interval includes 0; otherwise win/loss by the metric's direction.
+Verdict: ``stockr1.metrics.verdict.verdict`` of the interval ("holds" / "tie" / "worse" from the first
+argument's side, by the metric's direction): a tie whenever the interval includes 0.
+
+Trained rows (several training seeds): ``hierarchical_bootstrap`` resamples the seeds and, within the
+resample, the questions (a two-stage bootstrap, Davison & Hinkley 1997 §3.8), so the interval carries the
+training-seed variance as well as the question sampling; an interval over questions alone with the
+seeds averaged per question leaves the seed spread out.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stockr1.metrics.verdict import verdict as verdict_of
+
 
 @dataclass(frozen=True)
 class PairedDiff:
@@ -33,7 +41,7 @@ class PairedDiff:
     diff: float
     lo: float
     hi: float
-    verdict: str  # "win" | "tie" | "loss" from a's point of view
+    verdict: str  # "holds" | "tie" | "worse" from a's point of view (stockr1.metrics.verdict)
     level: float
     n_boot: int
     block: int
@@ -106,12 +114,42 @@ def paired_bootstrap(
     boots = np.array([stat(a[i]) - stat(b[i]) for i in idx])
     alpha = (1.0 - level) / 2.0
     lo, hi = (float(v) for v in np.quantile(boots, [alpha, 1.0 - alpha]))
-    if lo <= 0.0 <= hi:
-        verdict = "tie"
-    else:
-        better = hi < 0.0 if not higher_is_better else lo > 0.0
-        verdict = "win" if better else "loss"
-    return PairedDiff(float(stat(a) - stat(b)), lo, hi, verdict, level, len(idx), block)
+    diff = float(stat(a) - stat(b))
+    return PairedDiff(diff, lo, hi, verdict_of(diff, lo, hi, higher_is_better), level, len(idx), block)
+
+
+def hierarchical_bootstrap(
+    a: np.ndarray,
+    b: np.ndarray | None = None,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    higher_is_better: bool = True,
+    seed: int = 0,
+) -> PairedDiff:
+    """Two-stage (seed x question) paired bootstrap CI of ``mean(a) - mean(b)``.
+
+    a, b: [S, Q] per-seed, per-question values (row s of ``a`` and of ``b`` come from the same training
+          seed s, column q is the same question); b = None: the interval of ``mean(a)`` itself.
+    Each resample draws S seeds with replacement, then Q questions with replacement (the same draws for
+    ``a`` and ``b``, so the pairing is kept), and takes the mean over the drawn [S, Q] block. With one
+    seed it is the ordinary paired bootstrap over questions. ``block`` of the result is 1."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.zeros_like(a) if b is None else np.asarray(b, dtype=np.float64)
+    if a.ndim != 2 or a.shape != b.shape:
+        raise ValueError(f"hierarchical_bootstrap needs two [S seeds, Q questions] arrays of one shape, got "
+                         f"{a.shape} and {b.shape}")
+    s, q = a.shape
+    if q < 2:
+        raise ValueError(f"need at least 2 questions for a bootstrap, got {q}")
+    d = a - b
+    rng = np.random.default_rng(seed)
+    seeds = rng.integers(0, s, size=(n_boot, s))
+    cols = rng.integers(0, q, size=(n_boot, q))
+    boots = np.array([d[seeds[i]][:, cols[i]].mean() for i in range(n_boot)])
+    alpha = (1.0 - level) / 2.0
+    lo, hi = (float(v) for v in np.quantile(boots, [alpha, 1.0 - alpha]))
+    diff = float(d.mean())
+    return PairedDiff(diff, lo, hi, verdict_of(diff, lo, hi, higher_is_better), level, n_boot, 1)
 
 
 def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stockr1.metrics.stats import wilson_interval
+from stockr1.metrics.verdict import HOLDS, TIE, WORSE, phrase, target_verdict, verdict
 from stockr1.outdir import output_dir
 from stockr1.pipeline.runner import Stage, read_done
 
@@ -81,6 +83,38 @@ def _ci(d: dict[str, float], unit: str = "") -> str:
     return f"{d['diff']:+.2f}{unit} [{d['ci_lo']:+.2f}, {d['ci_hi']:+.2f}]"
 
 
+FORECAST_WORDS = {HOLDS: "beats", TIE: "ties with", WORSE: "loses to"}
+
+
+def decoder_lines(am: dict[str, Any]) -> list[str]:
+    """The decoder's oracle gain and its direction control, each read from its interval when bench action
+    recorded one (older runs: the point values, said to be without an interval)."""
+    o = am["oracle_full"]
+    if "crps_ci_lo" in o:
+        v = verdict(o["crps_diff"], o["crps_ci_lo"], o["crps_ci_hi"], higher_is_better=False)
+        gain = (f"conditioning on the realised action a* changes CRPS by {o['crps_diff'] * 100:+.3f}×10⁻² "
+                f"[{o['crps_ci_lo'] * 100:+.3f}, {o['crps_ci_hi'] * 100:+.3f}] ({o['crps_reduction'] * 100:.0f}% lower; "
+                f"return RMSE {o['return_rmse_reduction'] * 100:.0f}% lower): the oracle gain {phrase(v)}.")
+    else:
+        gain = (f"conditioning on the realised action a* cuts return RMSE by {o['return_rmse_reduction'] * 100:.0f}% "
+                f"and CRPS by {o['crps_reduction'] * 100:.0f}% (point estimates: this bench_action recorded no interval).")
+    out = [f"- **Decoder** (the one the policy's forecast tool calls): {gain}"]
+    ctl, n = am.get("control/direction") or {}, (am.get("meta") or {}).get("n_windows")
+    if "unconditioned" in am and "up" in ctl:
+        up, base = ctl["up"], ctl.get("base_up", float("nan"))
+        line = (f"  Asked for one field alone, a requested direction 'up' gives an upward g(decoded) on {up * 100:.0f}% "
+                f"of windows")
+        if n:
+            lo, hi = wilson_interval(round(up * n), n)
+            line += (f" [{lo * 100:.0f}, {hi * 100:.0f}] against {base * 100:.0f}% with no action (above the no-action "
+                     f"rate: {phrase(target_verdict(up, lo, hi, base))})")
+        else:
+            line += f" against {base * 100:.0f}% with no action (no window count recorded: no verdict)"
+        out.append(line + f"; with no action its CRPS is {am['unconditioned']['crps'] * 100:.2f}×10⁻² "
+                          f"(controllability table in bench_action/).")
+    return out
+
+
 def learned(run_dir: Path) -> list[str]:
     """The report's opening: what the run learned, each claim with its interval, and where a tiny model
     does not beat a baseline, a plain sentence saying so. Reads only the benches' own files."""
@@ -91,24 +125,15 @@ def learned(run_dir: Path) -> list[str]:
         crps = [d for d in diffs if d.get("metric") == "crps" and d.get("reference") == "stockr1_ts"]
         if crps:
             best = min(crps, key=lambda d: d["baseline_value"])
-            word = {"win": "beats", "loss": "loses to", "tie": "ties"}.get(best["verdict"], best["verdict"])
+            v = verdict(best["diff"], best["ci_lo"], best["ci_hi"], higher_is_better=False)  # lower CRPS is better
             out.append(f"- **Forecaster**: CRPS {fm['stockr1_ts']['crps'] * 100:.3f}×10⁻² against the best baseline "
                        f"({best['baseline']}, {best['baseline_value'] * 100:.3f}×10⁻²): difference "
                        f"{best['diff'] * 100:+.3f}×10⁻² [{best['ci_lo'] * 100:+.3f}, {best['ci_hi'] * 100:+.3f}], "
-                       f"so it {word} it; 90% interval coverage {fm['stockr1_ts'].get('cov_close90', float('nan')) * 100:.1f}%.")
+                       f"so it {FORECAST_WORDS[v]} it ({phrase(v)}); 90% interval coverage "
+                       f"{fm['stockr1_ts'].get('cov_close90', float('nan')) * 100:.1f}%.")
     am = _json(run_dir / "bench_action" / "metrics.json") or {}
     if "oracle_full" in am:
-        o = am["oracle_full"]
-        out.append(f"- **Decoder** (the one the policy's forecast tool calls): conditioning on the realised action a* "
-                   f"cuts return RMSE by "
-                   f"{o['return_rmse_reduction'] * 100:.0f}% and CRPS by {o['crps_reduction'] * 100:.0f}% (oracle "
-                   f"gain; the action carries information the decoder uses).")
-        ctl = am.get("control/direction") or {}
-        if "unconditioned" in am and "up" in ctl:
-            out.append(f"  Asked for one field alone it obeys less: a requested direction 'up' gives an upward "
-                       f"g(decoded) on {ctl['up'] * 100:.0f}% of windows (base {ctl.get('base_up', float('nan')) * 100:.0f}%), "
-                       f"and with no action its CRPS is {am['unconditioned']['crps'] * 100:.2f}×10⁻² "
-                       f"(controllability table in bench_action/).")
+        out += decoder_lines(am)
     iv = _json(run_dir / "bench_qa" / "intervals.json") or {}
     qm = _json(run_dir / "bench_qa" / "metrics.json") or {}
     if QA_MODEL in iv:
@@ -118,16 +143,18 @@ def learned(run_dir: Path) -> list[str]:
                    f"{qm[QA_MODEL]['action_and_answer_rate']:.1f}% [{lo_hi[0]:.1f}, {lo_hi[1]:.1f}] of rollouts; "
                    f"accuracy {acc['acc']:.1f}% [{acc['ci_lo']:.1f}, {acc['ci_hi']:.1f}] (mean over families).")
         vs = sft["minus"]
-        beaten = [b for b, d in vs.items() if d["ci_lo"] > 0]
-        rest = ", ".join(f"{b} {_ci(d)}" for b, d in vs.items())
+        verdicts = {b: verdict(d["diff"], d["ci_lo"], d["ci_hi"]) for b, d in vs.items()}
+        beaten = [b for b, v in verdicts.items() if v == HOLDS]
+        rest = ", ".join(f"{b} {_ci(d)} {verdicts[b]}" for b, d in vs.items())
         out.append(f"  Against the baselines (points): {rest}. " + (
-            f"It beats {', '.join(beaten)}." if beaten else
-            "**It beats none of them**: the tiny policy has learned the protocol, not yet the reasoning."))
+            f"It beats {', '.join(beaten)} beyond the interval." if beaten else
+            "**It beats none of them** beyond the interval."))
     if QA_GRPO in iv and "vs_policy" in iv[QA_GRPO]:
         d = iv[QA_GRPO]["vs_policy"][QA_MODEL]
         g = _json(run_dir / "grpo" / "summary.json") or {}
         out.append(f"- **u-GRPO** ({g.get('steps', '?')} steps) − SFT on the same questions: {_ci(d)} points "
-                   f"({d['verdict']}); protocol rate {qm[QA_GRPO]['action_and_answer_rate']:.1f}%.")
+                   f"({verdict(d['diff'], d['ci_lo'], d['ci_hi'])}); protocol rate "
+                   f"{qm[QA_GRPO]['action_and_answer_rate']:.1f}%.")
     man = _json(run_dir / "manifest.json") or {}
     if man.get("total_wall_s") is not None:
         out.append(f"- This run: {man['total_wall_s'] / 60:.1f} min wall over its finished stages "

@@ -1,0 +1,253 @@
+"""`stockr1 bench grpo_check --config configs/grpo_check/tiny.yaml --out DIR`: does GRPO raise the reward
+of its own training queries?
+
+Before any ablation, the optimiser must optimise: on a fixed set of ``n_queries`` (>= 8) training queries,
+GRPO runs ``steps`` steps at the recipe's learning rate (``grpo.config`` + ``grpo.overrides``: the
+recipe under test) once per training seed (>= 2). Every step trains on all ``n_queries`` queries
+(``queries_per_step = n_queries``, the queries a fixed subset of the train split, the same for every seed),
+from the same start (``sft_run_dir``, or the config's policy when null: the tiny random-init policy of
+the slow test).
+
+Verdict. Each policy, the start and every seed's end, is re-sampled on those queries (``rl.probe``:
+``probe_group_size`` rollouts per query, sampling seed 1000 + s for both the start and seed s's end, so
+the two share their random numbers) and scored with the full Stock-R1 reward. The rise end − start per
+(seed, query) gets the two-stage seeds x questions interval of ``benchmarks.ablation_summary.interval``
+(the wider of it and the questions-only one), and the verdict of ``stockr1.metrics.verdict``: "holds" only
+where the interval, which includes the seed spread, lies above 0.
+
+Why it may not learn. Per step, mean ± std over seeds, from each run's ``metrics.jsonl``: the training
+reward and each component, KL to the start, clip fractions, entropy, the share of groups with no reward
+spread, R_ans's share of the within-group variance (``reward/var_share/r_ans``), advantage noise
+(``rl.grpo.advantage_noise``), the truncation share (rollouts that hit ``max_new_tokens``); with the
+recipe (lr, mu, beta, temperature, G, completion length) beside them.
+
+Writes ``summary.json``, ``steps.json`` (seed -> step -> metric), ``training.png`` and a generated
+``README.md``. Runs are cached under ``work_dir`` (git-ignored): a rerun resumes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchmarks.ablation import sft_start
+from benchmarks.ablation_summary import interval, read_metric
+from benchmarks.grpo_check_report import STEP_KEYS, plot, readme
+from rl.run_config import GRPORunConfig
+from rl.setup import load_config, probe_run, run_grpo
+from stockr1.config import (
+    YamlConfig,
+    as_plain,
+    check_merged,
+    config_from_dict,
+    deep_update,
+    load_yaml,
+    parse_config_args,
+    print_config,
+)
+from stockr1.manifest import git_commit
+from stockr1.outdir import command_line, output_dir, refuse_existing
+
+MIN_QUERIES, MIN_SEEDS = 8, 2
+PROBE_SEED = 1000  # probe sampling seeds 1000 + s: not the training seeds
+
+
+@dataclass(frozen=True)
+class CheckGRPO:
+    """The recipe under test: ``config`` with ``overrides`` merged in (the check sets the queries, steps, seed)."""
+
+    config: str = "configs/grpo/tiny.yaml"
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GRPOCheckConfig(YamlConfig):
+    """configs/grpo_check/*.yaml (each key documented there)."""
+
+    grpo: CheckGRPO = field(default_factory=CheckGRPO)
+    sft_run_dir: str | None = None  # the start; null = the config's policy (random init for tiny)
+    n_queries: int = 8
+    steps: int = 20
+    seeds: tuple[int, ...] = (0, 1)
+    probe_group_size: int = 8
+    window: int = 3  # steps averaged at the start and the end of each training curve (descriptive)
+    work_dir: str = "checkpoints/grpo_check"
+    threads: int = 2
+    n_boot: int = 2000
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GRPOCheckConfig:
+        cfg = config_from_dict(cls, d, "grpo_check config")
+        if cfg.n_queries < MIN_QUERIES or len(set(cfg.seeds)) < MIN_SEEDS:
+            raise ValueError(f"the check needs n_queries >= {MIN_QUERIES} and >= {MIN_SEEDS} distinct seeds (a seed "
+                             f"spread), got {cfg.n_queries} and {list(cfg.seeds)}")
+        if cfg.steps < 1 or cfg.probe_group_size < 2 or cfg.window < 1 or cfg.threads < 1 or cfg.n_boot < 1:
+            raise ValueError("steps, window, threads, n_boot must be >= 1 and probe_group_size >= 2")
+        check_merged(GRPORunConfig, cfg.grpo.config, run_overrides(cfg, cfg.seeds[0]), "grpo_check grpo.overrides")
+        return cfg
+
+
+def run_overrides(cfg: GRPOCheckConfig, seed: int) -> dict[str, Any]:
+    """The recipe's overrides plus the check's: the start (with the SFT run's own data section and context
+    length when it saved its config, so GRPO reads the windows its qa.jsonl was made from), a fixed set of
+    ``n_queries`` train queries (the QA seed picks them, not the training seed), all of them in every step,
+    ``steps`` steps, the training seed."""
+    sft_cfg = Path(cfg.sft_run_dir or "") / "config.yaml"
+    start: dict[str, Any] = {"sft": {"run_dir": cfg.sft_run_dir}}
+    if cfg.sft_run_dir and sft_cfg.is_file():
+        saved = load_yaml(sft_cfg)
+        start |= {k: saved[k] for k in ("data", "max_context_chars") if k in saved}
+    return deep_update(deep_update(cfg.grpo.overrides, start), {
+        "qa": {"max_train_queries": cfg.n_queries},
+        "train": {"queries_per_step": cfg.n_queries, "max_steps": cfg.steps, "seed": int(seed),
+                  "ckpt_every": cfg.steps}})
+
+
+def _cached(path: Path, fn) -> dict[str, Any]:
+    if path.exists():
+        return json.loads(path.read_text())
+    res = fn()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res, indent=1, default=str))
+    return res
+
+
+def run_check(cfg: GRPOCheckConfig, log=print) -> dict[str, Any]:
+    """Train every seed, probe the start and each end; returns {probe, steps, timings, recipe, start}."""
+    work = Path(cfg.work_dir)
+    sft = Path(cfg.sft_run_dir) if cfg.sft_run_dir else None
+    probes: dict[str, dict[int, Any]] = {"start": {}, "end": {}}
+    steps: dict[int, dict[str, dict[int, float]]] = {}
+    timings: dict[str, float] = {}
+    for s in cfg.seeds:
+        over = run_overrides(cfg, s)
+        run_dir = work / f"s{s}"
+        t0 = time.perf_counter()
+        if not (run_dir / "summary.json").exists():
+            log(f"[grpo_check] GRPO seed {s}: {cfg.steps} steps on {cfg.n_queries} queries -> {run_dir}")
+            run_grpo(cfg.grpo.config, run=f"s{s}", out_root=work, resume=True, sft_dir=sft, overrides=over,
+                     use_wandb=False)
+        timings[f"grpo/s{s}"] = time.perf_counter() - t0
+        for which, policy_dir in (("start", None), ("end", run_dir)):
+            t0 = time.perf_counter()
+            probes[which][s] = _cached(
+                work / "probe" / f"{which}-s{s}-g{cfg.probe_group_size}.json",
+                lambda policy_dir=policy_dir, over=over, s=s: probe_run(cfg.grpo.config, policy_dir, sft,
+                                                                        cfg.probe_group_size, PROBE_SEED + s, over))
+            timings[f"probe/{which}-s{s}"] = time.perf_counter() - t0
+        steps[s] = {k: c for k in STEP_KEYS if (c := read_metric(run_dir / "metrics.jsonl", k))}
+    full = load_config(cfg.grpo.config, run_overrides(cfg, cfg.seeds[0]))
+    t, r = full.get("train", {}), full.get("rollout", {})
+    loss = t.get("loss", {})
+    recipe = {"lr": t.get("lr"), "warmup_steps": t.get("warmup_steps"), "mu": t.get("num_iterations"),
+              "beta": loss.get("beta"), "loss_type": loss.get("loss_type"), "group_size": t.get("group_size"),
+              "queries_per_step": t.get("queries_per_step"), "temperature": r.get("temperature"),
+              "max_new_tokens": r.get("max_new_tokens"), "lora_r": t.get("lora_r"),
+              "uncertainty": t.get("uncertainty", {}).get("enabled")}
+    start = sft_start(sft, False) if sft is not None else {"policy_base": str(full.get("policy", {}).get(
+        "name_or_path")) + " (config's policy, random init)", "sft_release_hash": None, "sft_run_dir": None}
+    return {"probe": probes, "steps": steps, "timings": timings, "recipe": recipe, "start": start}
+
+
+def _spread(vals: list[float]) -> dict[str, float]:
+    v = np.asarray(vals, dtype=np.float64)
+    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0, "n": len(v)}
+
+
+def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
+    """summary.json: the rise of the training-query reward (end − start, per seed and query) with its
+    interval and verdict, per-component rises, per-step mean ± std over seeds of every ``STEP_KEYS``
+    metric, and the training curve's first vs last ``window`` steps per seed (descriptive)."""
+    start, end = res["probe"]["start"], res["probe"]["end"]
+    seeds = sorted(int(s) for s in end)
+    q = {s: np.asarray(end[s]["per_query_total"]) for s in seeds}
+    q0 = {s: np.asarray(start[s]["per_query_total"]) for s in seeds}
+    rise = interval(q, q0, cfg.n_boot)
+    comps = {}
+    for name in ("r_ans", "r_act", "r_prec", "r_cons"):
+        d = [end[s][f"reward/{name}"] - start[s][f"reward/{name}"] for s in seeds
+             if end[s].get(f"reward/{name}") is not None and start[s].get(f"reward/{name}") is not None]
+        if d:
+            comps[name] = _spread(d)
+    per_step: dict[str, dict[int, dict[str, float]]] = {}
+    for k in STEP_KEYS:
+        by_seed = [res["steps"][s][k] for s in seeds if k in res["steps"].get(s, {})]
+        if by_seed:
+            common = sorted(set.intersection(*(set(c) for c in by_seed)))
+            per_step[k] = {t: _spread([c[t] for c in by_seed]) for t in common}
+    curve = {}
+    for s in seeds:
+        c = res["steps"].get(s, {}).get("reward/total", {})
+        if c:
+            ts = sorted(c)
+            curve[s] = {"first": float(np.mean([c[t] for t in ts[:cfg.window]])),
+                        "last": float(np.mean([c[t] for t in ts[-cfg.window:]]))}
+    return {**res["start"], "recipe": res["recipe"], "n_queries": cfg.n_queries, "steps": cfg.steps, "seeds": seeds,
+            "probe_group_size": cfg.probe_group_size, "n_boot": cfg.n_boot, "window": cfg.window,
+            "rise": rise, "rise_components": comps, "curve": curve, "per_step": per_step,
+            "start_reward": _spread([start[s]["reward_total"] for s in seeds]),
+            "end_reward": _spread([end[s]["reward_total"] for s in seeds]),
+            "start_variance_share": _mean_shares([start[s].get("variance_share") or {} for s in seeds])}
+
+
+def _mean_shares(shares: list[Mapping[str, float]]) -> dict[str, float]:
+    """Per component, the mean of the finite variance shares (a probe whose groups had no spread has none)."""
+    out = {}
+    for c in shares[0] if shares else {}:
+        vals = [s[c] for s in shares if s.get(c) is not None and np.isfinite(s[c])]
+        if vals:
+            out[c] = float(np.mean(vals))
+    return out
+
+
+def write_results(res: Mapping[str, Any], cfg: GRPOCheckConfig, out: Path, config_path: str | None,
+                  command: str | None) -> dict[str, Any]:
+    """summary.json, steps.json, training.png and README.md under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarise(res, cfg)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    (out / "steps.json").write_text(json.dumps(res["steps"], indent=1))
+    figures = ["training.png"] if plot(summary, out / "training.png") else []
+    info = {"config_path": config_path, "config": as_plain(cfg), "command": command, "commit": git_commit(),
+            "date": datetime.date.today().isoformat(), "timings_s": res["timings"], "figures": figures}
+    (out / "run_info.json").write_text(json.dumps(info, indent=1, default=str))
+    (out / "README.md").write_text(readme(summary, info))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="stockr1 bench grpo_check", description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="configs/grpo_check/tiny.yaml", help="check config (configs/grpo_check/)")
+    ap.add_argument("--out", default=None, help="result directory; refused if it holds results, unless --overwrite")
+    ap.add_argument("--overwrite", action="store_true", help="replace --out (the runs in the work dir are reused)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, over = parse_config_args(ap, argv)
+    cfg = GRPOCheckConfig.from_yaml(args.config, over)
+    if args.print_config:
+        print_config(cfg)
+        return 0
+    if args.out is None:
+        ap.error("--out is required")
+    refuse_existing(args.out, args.overwrite, f" (the GRPO runs are cached in {cfg.work_dir}: a rerun reuses them)")
+    torch.set_num_threads(cfg.threads)
+    res = run_check(cfg)
+    with output_dir(args.out, args.overwrite) as out:
+        s = write_results(res, cfg, out, args.config, command_line("stockr1 bench grpo_check", argv))
+    r = s["rise"]
+    print(f"training-query reward end - start {r['diff']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]: {r['verdict']}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

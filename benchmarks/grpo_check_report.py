@@ -1,0 +1,148 @@
+"""The README and the figure of `stockr1 bench grpo_check` (``benchmarks.grpo_check``), generated from its
+``summary.json``: the verdict read from the interval, the per-step table, and the diagnostics to read
+when the reward does not rise."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stockr1.metrics.verdict import HOLDS, claim_line
+from stockr1.outdir import generated_line
+
+# per-step metrics the check reads from each run's metrics.jsonl (rl/logging.py names)
+STEP_KEYS = ("reward/total", "reward/r_ans", "reward/r_act", "reward/r_prec", "reward/r_cons", "policy/kl",
+             "policy/clip_low", "policy/clip_high", "policy/clip_region", "policy/entropy", "reward/frac_zero_spread",
+             "reward/var_share/r_ans", "advantage/noise_std", "advantage/sign_flip", "rollout/truncated",
+             "rollout/answer_parse_rate", "rollout/action_success_rate", "uncertainty/weight_spread", "lr")
+TABLE = (("reward/total", "reward", ".3f"), ("reward/r_ans", "R_ans", ".3f"), ("reward/r_act", "R_act", ".3f"),
+         ("reward/r_prec", "R_prec", ".3f"), ("reward/r_cons", "R_cons", ".3f"), ("policy/kl", "KL", ".1e"),
+         ("policy/clip_low", "clip low", ".3f"), ("policy/clip_high", "clip high", ".3f"),
+         ("reward/frac_zero_spread", "no-spread groups", ".2f"), ("reward/var_share/r_ans", "R_ans var share", ".2f"),
+         ("advantage/sign_flip", "adv. sign flip", ".2f"), ("rollout/truncated", "truncated", ".2f"))
+PANELS = (("reward/total", "mean training reward"), ("reward/r_ans", "R_ans"), ("policy/kl", "KL to start (k3)"),
+          ("policy/clip_region", "clipped token share"), ("reward/var_share/r_ans", "R_ans share of group variance"),
+          ("rollout/truncated", "truncated rollouts"))
+
+
+def _cell(per_step: Mapping[str, Any], key: str, step: int, fmt: str) -> str:
+    v = per_step.get(key, {}).get(step)
+    return "–" if v is None else f"{format(v['mean'], fmt)} ± {format(v['std'], fmt)}"
+
+
+def step_table(summary: Mapping[str, Any]) -> str:
+    ps = {k: {int(t): v for t, v in c.items()} for k, c in summary["per_step"].items()}
+    steps = sorted(ps.get("reward/total", {}))
+    cols = [(k, h, f) for k, h, f in TABLE if k in ps]
+    lines = ["| step | " + " | ".join(h for _, h, _ in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    lines += [f"| {t} | " + " | ".join(_cell(ps, k, t, f) for k, _, f in cols) + " |" for t in steps]
+    return "\n".join(lines) + "\n"
+
+
+def _mean_over_steps(summary: Mapping[str, Any], key: str) -> float | None:
+    c = summary["per_step"].get(key)
+    return None if not c else sum(v["mean"] for v in c.values()) / len(c)
+
+
+def diagnostics(summary: Mapping[str, Any]) -> list[str]:
+    """What to read when the reward does not rise: each suspect of the issue with its number."""
+    r = summary["recipe"]
+    out = [f"recipe: lr {r['lr']} (warmup {r['warmup_steps']}), mu {r['mu']}, beta {r['beta']}, loss {r['loss_type']}, "
+           f"temperature {r['temperature']}, G {r['group_size']}, {r['queries_per_step']} queries per step, up to "
+           f"{r['max_new_tokens']} new tokens, u-GRPO weight {'on' if r['uncertainty'] else 'off'}"]
+    share = summary.get("start_variance_share") or {}
+    if share:
+        out.append("what the start policy's advantages are made of (probe; share of the within-group variance of the "
+                   "total): " + ", ".join(f"{c} {v:.2f}" for c, v in share.items()))
+    named = (("reward/var_share/r_ans", "R_ans's share of the within-group variance during training", ".2f"),
+             ("reward/frac_zero_spread", "groups with no reward spread (no signal)", ".0%"),
+             ("advantage/sign_flip", "advantage sign flips when a group's mates are redrawn (0.5 = coin)", ".2f"),
+             ("advantage/noise_std", "advantage std under those redraws", ".2f"),
+             ("rollout/truncated", "rollouts that hit max_new_tokens", ".1%"),
+             ("policy/clip_region", "clipped token share", ".3f"))
+    for key, what, fmt in named:
+        v = _mean_over_steps(summary, key)
+        if v is not None:
+            out.append(f"{what}: {format(v, fmt)} (mean over steps and seeds)")
+    kl = summary["per_step"].get("policy/kl")
+    if kl:
+        last = kl[max(kl, key=int)]
+        out.append(f"KL to the start at the last step: {last['mean']:.2e} ± {last['std']:.1e} (how far the policy moved)")
+    return out
+
+
+def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+    """README.md of the check, from ``summary.json`` and ``run_info.json``."""
+    rise = summary["rise"]
+    verdict_line = claim_line("GRPO raises the reward of its own training queries (end − start, probe, seeds x "
+                              "queries)", rise["diff"], rise["ci_low"], rise["ci_high"], digits=3)
+    comps = "; ".join(f"{c} {v['mean']:+.3f} ± {v['std']:.3f}" for c, v in summary["rise_components"].items())
+    curve = "; ".join(f"seed {s}: {c['first']:+.3f} → {c['last']:+.3f}" for s, c in summary["curve"].items())
+    start = (f"`{summary['sft_run_dir']}` (policy base `{summary['policy_base']}`, weights `{summary['sft_release_hash']}`)"
+             if summary.get("sft_release_hash") else f"the config's policy (`{summary['policy_base']}`)")
+    command = info.get("command") or f"stockr1 bench grpo_check --config {info['config_path']} --out <this dir>"
+    figs = "".join(f"\n![{f}]({f})\n" for f in info.get("figures", []))
+    status = ("The optimiser optimises on these queries." if rise["verdict"] == HOLDS else
+              "The reward does not rise beyond the interval: read the diagnostics below before anything else.")
+    return f"""# GRPO on its own training queries (`stockr1 bench grpo_check`)
+
+{generated_line(command, info.get('commit'), info.get('date'))}
+
+Start: {start}. {summary['n_queries']} fixed training queries, every one in every step, {summary['steps']} steps,
+training seeds {summary['seeds']}; recipe `{info['config']['grpo']['config']}` with
+`{json.dumps(info['config']['grpo'].get('overrides', {}), default=str)}`.
+Each policy (the start and every seed's end) re-sampled {summary['probe_group_size']} times per query (sampling
+seed 1000 + s for both, `rl.probe`), full Stock-R1 reward; interval: {rise['interval']} bootstrap
+({summary['n_boot']} resamples, the wider of the seeds x queries and the queries-only one).
+
+## Verdict
+
+- {verdict_line}
+- probe reward start {summary['start_reward']['mean']:+.3f} ± {summary['start_reward']['std']:.3f} → end
+  {summary['end_reward']['mean']:+.3f} ± {summary['end_reward']['std']:.3f} (mean ± std over seeds); per component
+  (end − start, mean ± std over seeds): {comps or '–'}
+- training reward, mean of the first vs last {summary['window']} steps (descriptive): {curve or '–'}
+
+{status}
+
+## Per step (mean ± std over seeds)
+
+{step_table(summary)}
+## Diagnostics
+
+{chr(10).join(f"- {d}" for d in diagnostics(summary))}
+{figs}
+Files: [summary.json](summary.json), [steps.json](steps.json) (seed → metric → step), [run_info.json](run_info.json).
+"""
+
+
+def plot(summary: Mapping[str, Any], path: Path) -> Path | None:
+    """Per-step curves (mean ± std over seeds) of ``PANELS``; None when nothing was logged."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ps = summary["per_step"]
+    if "reward/total" not in ps:
+        return None
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6))
+    for ax, (key, label) in zip(axes.ravel(), PANELS, strict=True):
+        c = ps.get(key)
+        if c:
+            t = np.array(sorted(int(k) for k in c))
+            m = np.array([c[k]["mean"] for k in sorted(c, key=int)])
+            s = np.array([c[k]["std"] for k in sorted(c, key=int)])
+            ax.plot(t, m, lw=1.8)
+            ax.fill_between(t, m - s, m + s, alpha=0.2)
+        ax.set_title(label, fontsize=9)
+        ax.set_xlabel("GRPO step", fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

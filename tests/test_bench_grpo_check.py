@@ -1,0 +1,99 @@
+"""`stockr1 bench grpo_check`: its configs, its verdict read from the seeds x queries interval (a seed-spread
+tie renders as a tie), and a cut-down end-to-end run on the tiny random-init policy (slow)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from benchmarks.grpo_check import GRPOCheckConfig, main, summarise
+from benchmarks.grpo_check_report import readme
+from stockr1.config import load_yaml
+from tests.tiny_runs import DATA, DECODER_TS, tiny_sft_config
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs" / "grpo_check").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_check_config_is_valid(path: Path) -> None:
+    cfg = GRPOCheckConfig.from_dict(load_yaml(path))
+    assert cfg.n_queries >= 8 and len(cfg.seeds) >= 2
+
+
+@pytest.mark.parametrize(("edit", "message"), [({"n_queries": 4}, "n_queries >= 8"), ({"seeds": [0]}, "2 distinct seeds"),
+                                               ({"grpo": {"overrides": {"train": {"lrr": 1}}}}, "did you mean 'lr'")])
+def test_a_check_too_small_to_tell_is_refused(edit, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), **edit})
+
+
+def _res(rises: list[float], q: int = 8) -> dict:
+    """Probe records: the start scores 1.0 on every query; seed s's end scores 1.0 + rises[s] (+ query noise)."""
+    rng = np.random.default_rng(0)
+    start, end = {}, {}
+    for s, r in enumerate(rises):
+        base = {"reward/r_ans": 0.2, "reward/r_act": 0.5, "reward/r_prec": 0.3, "reward/r_cons": 0.5,
+                "variance_share": {"r_ans": 0.4, "r_act": 0.3, "r_prec": 0.1, "r_cons": 0.2}}
+        start[s] = {**base, "reward_total": 1.0, "per_query_total": [1.0] * q}
+        end[s] = {**base, "reward_total": 1.0 + r, "per_query_total": list(1.0 + r + rng.normal(0, 0.01, q))}
+    steps = {s: {"reward/total": {1: 1.0, 2: 1.0 + r}, "policy/kl": {1: 0.0, 2: 1e-3}, "rollout/truncated": {1: 0.1, 2: 0.0},
+                 "reward/var_share/r_ans": {1: 0.4, 2: 0.5}} for s, r in enumerate(rises)}
+    recipe = {"lr": 1e-6, "warmup_steps": 0, "mu": 1, "beta": 0.001, "loss_type": "grpo", "group_size": 4,
+              "queries_per_step": 8, "temperature": 1.0, "max_new_tokens": 640, "lora_r": 8, "uncertainty": True}
+    return {"probe": {"start": start, "end": end}, "steps": steps, "timings": {}, "recipe": recipe,
+            "start": {"policy_base": "tiny", "sft_release_hash": "0123456789ab", "sft_run_dir": "release/tiny/sft"}}
+
+
+def _info() -> dict:
+    return {"config_path": "c.yaml", "config": {"grpo": {"config": "configs/grpo/tiny.yaml", "overrides": {}}},
+            "command": "stockr1 bench grpo_check --out x", "commit": "abc", "date": "2026-12-03", "figures": []}
+
+
+def test_a_seed_spread_rise_is_a_tie_and_a_clear_rise_holds() -> None:
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 400})
+    tie = summarise(_res([0.3, -0.25]), cfg)  # one seed up, one down: the mean +0.025 is no rise
+    assert tie["rise"]["verdict"] == "tie" and tie["rise"]["interval"] == "seeds x questions"
+    text = readme(tie, _info())
+    assert "(end − start, probe, seeds x queries): +0.02" in text and "**tie** (the interval includes 0)" in text
+    assert "read the diagnostics below before anything else" in text
+    assert "R_ans's share of the within-group variance during training: 0.45" in text
+    assert "rollouts that hit max_new_tokens: 5.0%" in text and "lr 1e-06 (warmup 0), mu 1, beta 0.001" in text
+    assert "| 2 | 1.025 ± 0.389 | 1.0e-03 ± 0.0e+00 |" in text  # per step: mean ± std over seeds
+    up = summarise(_res([0.30, 0.25]), cfg)
+    assert up["rise"]["verdict"] == "holds" and "**holds**" in readme(up, _info())
+    assert up["policy_base"] == "tiny" and up["sft_release_hash"] == "0123456789ab"
+
+
+@pytest.mark.slow
+def test_the_check_runs_end_to_end_on_the_tiny_random_init_policy(tmp_path: Path) -> None:
+    """Cut down: 8 queries, 2 steps, 2 seeds, G = 3, 12 new tokens, from the random-init tiny policy (no SFT)."""
+    base = tiny_sft_config(tmp_path, {"n_train": 12, "n_val": 4, "n_test": 4}, {}, {})
+    grpo = {"run": "g", "seed": 0, "data": DATA, "max_context_chars": 200, "qa": base["qa"],
+            "decoder": {"seed": 0, "ts": DECODER_TS, "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}},
+            "policy": base["policy"], "rollout": {"max_new_tokens": 12, "temperature": 1.0},
+            "train": {"group_size": 3, "lr": 1e-3, "micro_batch": 24, "accelerator": "cpu", "num_iterations": 2,
+                      "loss": {"beta": 0.04}}, "wandb": {"mode": "disabled"}}
+    (tmp_path / "grpo.yaml").write_text(yaml.safe_dump(grpo))
+    check = {"grpo": {"config": str(tmp_path / "grpo.yaml"), "overrides": {}}, "sft_run_dir": None, "n_queries": 8,
+             "steps": 2, "seeds": [0, 1], "probe_group_size": 2, "window": 1, "work_dir": str(tmp_path / "work"),
+             "threads": 1, "n_boot": 100}
+    (tmp_path / "check.yaml").write_text(yaml.safe_dump(check))
+    out = tmp_path / "out"
+    assert main(["--config", str(tmp_path / "check.yaml"), "--out", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["seeds"] == [0, 1] and s["n_queries"] == 8 and s["rise"]["verdict"] in {"holds", "tie", "worse"}
+    assert s["rise"]["n_seeds"] == 2 and s["policy_base"].startswith("tiny")
+    for key in ("reward/total", "policy/kl", "policy/clip_low", "rollout/truncated"):
+        assert set(s["per_step"][key]) == {"1", "2"}, key  # every step, both seeds
+    # logged only on steps where some group has reward spread (a random-init policy's first step does)
+    assert "1" in s["per_step"]["reward/var_share/r_ans"] and "1" in s["per_step"]["advantage/sign_flip"]
+    assert s["per_step"]["rollout/truncated"]["1"]["mean"] > 0.5  # 12 tokens cannot finish a trace
+    assert s["recipe"]["queries_per_step"] == 8 and s["recipe"]["lr"] == 1e-3
+    steps = json.loads((out / "steps.json").read_text())
+    assert set(steps) == {"0", "1"}
+    text = (out / "README.md").read_text()
+    assert "## Verdict" in text and "## Diagnostics" in text and (out / "training.png").exists()
+    with pytest.raises(FileExistsError):
+        main(["--config", str(tmp_path / "check.yaml"), "--out", str(out)])
