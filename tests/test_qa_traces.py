@@ -38,10 +38,6 @@ class LinearDecoder:
         return Forecast(close, np.repeat(close[:, None], n_samples, 1), close * 1.01, close * 0.99, vol)
 
 
-def render(fc: Forecast, i: int, error: str | None = None) -> str:
-    return "<forecast_ts>Close: [" + ", ".join(f"{v:.2f}" for v in fc.close[i]) + "]</forecast_ts>"
-
-
 def setup(n: int = 60):
     w = make_windows()
     items, _ = QAGenerator(w, context_fn).generate(QAConfig(n_train=n, n_val=0, n_test=0, seed=3))
@@ -51,7 +47,7 @@ def setup(n: int = 60):
 def test_traces_use_executed_trajectory_and_filter() -> None:
     w, items, th = setup()
     dec = LinearDecoder()
-    traces, rep = TraceWriter(w, ForecastTool(dec, w, 8, render=render), th, context_fn=context_fn,
+    traces, rep = TraceWriter(w, ForecastTool(dec, w, 8), th, context_fn=context_fn,
                               cfg=TraceConfig(drop_trivial=False)).write(items)
     assert rep.n_items == len(items) and rep.kept == len(traces) > 0
     assert rep.kept + sum(rep.dropped.values()) == len(items)
@@ -79,9 +75,9 @@ def _action(trace):
 
 def test_trivial_filter_and_roundtrip(tmp_path) -> None:
     w, items, th = setup()
-    all_, rep_all = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, context_fn=context_fn,
+    all_, rep_all = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8), th, context_fn=context_fn,
                                 cfg=TraceConfig(drop_trivial=False)).write(items)
-    some, rep = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, context_fn=context_fn).write(items)
+    some, rep = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8), th, context_fn=context_fn).write(items)
     assert rep.dropped["trivial_random_walk"] > 0 and len(some) == len(all_) - rep.dropped["trivial_random_walk"]
     assert load_traces(save_traces(some, tmp_path / "t.jsonl")) == some
 
@@ -96,12 +92,12 @@ def test_openai_teacher_with_injected_client() -> None:
             return "Computed from the trajectory. <answer>Nope</answer>"
         return "Momentum is constructive."
 
-    traces, rep = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, teacher=OpenAITeacher(client),
+    traces, rep = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8), th, teacher=OpenAITeacher(client),
                               context_fn=context_fn, cfg=TraceConfig(drop_trivial=False)).write(items)
     # the fake teacher never gives a valid answer -> every surviving sample is dropped by the filter
     assert traces == [] and rep.dropped["teacher_answer_wrong"] > 0 and seen
     good = TemplateTeacher()
-    traces2, _ = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, teacher=good, context_fn=context_fn,
+    traces2, _ = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8), th, teacher=good, context_fn=context_fn,
                              cfg=TraceConfig(drop_trivial=False)).write(items)
     assert len(traces2) == rep.dropped["teacher_answer_wrong"]
 
