@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from forecast_action.derive import ActionThresholds
+from forecast_action.render import render_observation
 from llm.qa import QAConfig, QAGenerator
 from llm.qa.prompt import answer_options, user_message
 from llm.tools import ForecastTool
@@ -36,6 +37,11 @@ class LinearDecoder:
         close = start[:, None] + (end - start)[:, None] * np.arange(1, s + 1)[None] / s
         vol = np.repeat(windows.last_volume[:, None], s, 1)
         return Forecast(close, np.repeat(close[:, None], n_samples, 1), close * 1.01, close * 0.99, vol)
+
+
+def render(fc: Forecast, i: int, error: str | None = None) -> str:
+    """The compact layout, whatever the decoder stand-in carries (what the SFT and bench tests tokenise)."""
+    return render_observation(fc, i, error, style="compact")
 
 
 def setup(n: int = 60):
