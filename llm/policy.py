@@ -280,14 +280,16 @@ class Policy(nn.Module):
         return tok
 
     def _fit_vocab(self, model, n_new: int) -> None:
-        """Make room for added tokens; new rows start at the mean embedding (not random)."""
+        """Make room for added tokens; new rows start at the mean embedding (not random), so a rebuilt
+        base (``Policy.load``) has the rows the policy was trained from and a saved adapter needs no copy
+        of the embedding matrix. (transformers' ``mean_resizing`` samples the new rows from a normal
+        around the mean, drawn from the global RNG: not a function of the config.)"""
         if n_new == 0:
             return
         rows = model.get_input_embeddings().weight.shape[0]
-        if len(self.tokenizer) > rows:
-            model.resize_token_embeddings(len(self.tokenizer), mean_resizing=True)
-            return
-        # Qwen pads its embedding matrix, so new ids land on unused rows: initialise them.
+        if len(self.tokenizer) > rows:  # SmolLM2: the matrix has exactly the tokenizer's 49,152 rows
+            model.resize_token_embeddings(len(self.tokenizer), mean_resizing=False)
+        # Qwen pads its embedding matrix, so new ids land on unused rows; resized rows are new too: initialise them.
         new_ids = torch.arange(len(self.tokenizer) - n_new, len(self.tokenizer))
         with torch.no_grad():
             for emb in {id(e): e for e in (model.get_input_embeddings(), model.get_output_embeddings())}.values():
@@ -435,7 +437,8 @@ class Policy(nn.Module):
 
             copy.deepcopy(self.model).merge_and_unload().save_pretrained(out / "model")
         elif self.is_lora:
-            self.model.save_pretrained(out / "adapter")
+            # LoRA + the protocol rows' deltas only: the base, resized rows included, is rebuilt from the config
+            self.model.save_pretrained(out / "adapter", save_embedding_layers=False)
         else:
             self.model.save_pretrained(out / "model")
         return out

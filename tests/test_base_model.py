@@ -125,4 +125,5 @@ def test_smollm2_policy_in_a_fresh_process(smollm2_base: Path, tmp_path: Path) -
     assert f["head_tied_to_rows"]  # the tied LM head scores protocol tokens with their trained rows
     back = _probe("load", tmp_path)  # a second fresh process: the saved adapter on the re-resolved base
     assert back["adapter_saved"] and not back["base_copied"]
-    assert back["max_abs_diff"] < 1e-4
+    assert back["saved_mb"] < 30, back  # LoRA r16 (~19 MB) + projector + protocol rows: no copy of the embeddings
+    assert back["max_abs_diff"] < 1e-5
