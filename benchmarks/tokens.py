@@ -129,11 +129,27 @@ def measure_information(run, n: int) -> dict:
             for style in STYLES:
                 ans = t.answer(observed_path(render_observation(fc, 0, style=style)), d, it.params)
                 row[style] = 100.0 * is_correct(it, ans)
-                row[f"{style}_differs"] = 100.0 * (ans != decoded)
+                row[f"{style}_differs"] = 100.0 * differs(it.answer_type, ans, decoded)
+                row[f"{style}_max_abs"] = abs(float(ans) - float(decoded)) if it.answer_type == "numeric" else 0.0
             rows.append(row)
         keys = ["decoded", *STYLES, *(f"{s}_differs" for s in STYLES)]
         out[action] = _by_family(rows, keys)
+        for fam, r in out[action].items():  # the largest change of a numeric answer (points), not its mean
+            for style in STYLES:
+                r[f"{style}_max_abs"] = round(max((x[f"{style}_max_abs"] for x in rows if fam in ("overall", x["family"])),
+                                                  default=0.0), 2)
     return {"n": len(test), "by_action": out}
+
+
+NUMERIC_SLACK = 0.02  # points: the answer's own 2-decimal rounding plus a close rounded to 1 bp of its level
+
+
+def differs(answer_type: str, ans: str, decoded: str) -> bool:
+    """A categorical answer that changed, or a numeric one that moved by more than ``NUMERIC_SLACK`` points
+    (numeric answers are graded at a tolerance of >= 0.6 points)."""
+    if answer_type == "numeric":
+        return abs(float(ans) - float(decoded)) > NUMERIC_SLACK + 1e-9
+    return ans != decoded
 
 
 def _table(head: list[str], rows: list[list]) -> list[str]:
@@ -164,11 +180,17 @@ def readme(m: dict) -> str:
     lines += ["", f"## What the compact text costs the tool's information ({info['n']} test questions)", "",
               "Accuracy (%) against the realised answer of answers computed from the decoded paths and from each",
               "layout's text; `differs` = % of questions whose answer from the text is not the one from the",
-              "decoded paths. `a*`: the target action (as in SFT traces); `none`: no action (a tool-reader).", ""]
+              f"decoded paths (numeric: moved by more than {NUMERIC_SLACK} points; `max |Δ|` = the largest move of a",
+              "numeric answer, in points; numeric answers are graded at ±0.6 points or more). `a*`: the target",
+              "action (as in SFT traces); `none`: no action (a tool-reader). The compact text drops the high and",
+              "low paths (no question reads them) and rounds volume to 3 significant figures and the close to",
+              "1 basis point of its level.", ""]
     for action, fam_rows in info["by_action"].items():
-        head = ["action", "family", "n", "decoded", "full", "compact", "full differs", "compact differs"]
+        head = ["action", "family", "n", "decoded", "full", "compact", "full differs", "compact differs",
+                "full max \\|Δ\\|", "compact max \\|Δ\\|"]
         lines += _table(head, [[action, title(f), r["n"], r["decoded"], r["full"], r["compact"], r["full_differs"],
-                                r["compact_differs"]] for f, r in fam_rows.items()]) + [""]
+                                r["compact_differs"], r["full_max_abs"], r["compact_max_abs"]]
+                               for f, r in fam_rows.items()]) + [""]
     example = lay[list(lay)[-1]]["example"]
     lines += [f"## One example in the last layout ({list(lay)[-1]})", "", "```", example, "```", ""]
     return "\n".join(lines)
