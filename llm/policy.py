@@ -414,6 +414,24 @@ class Policy(nn.Module):
         finally:
             self.projector = trained
 
+    @contextmanager
+    def merged(self):
+        """Within the block a LoRA policy runs with its adapter (LoRA and protocol rows) merged into the
+        base weights (peft's ``merge_adapter``; unmerged on exit): the same function up to float rounding
+        (SmolLM2-135M: logits within 1e-4), and ~3x faster decoding on CPU (SmolLM2-135M at batch 1: 4.2 ->
+        12.3 tokens/s), since a token no longer pays 210 LoRA matmuls and the protocol-row update of the
+        49k-row tied head. For generation only (evaluation, `ask`): each merge and unmerge leaves float
+        rounding in the base weights, so training steps must not alternate with it. A policy without LoRA
+        is unchanged."""
+        if not self.is_lora:
+            yield self
+            return
+        self.model.merge_adapter()
+        try:
+            yield self
+        finally:
+            self.model.unmerge_adapter()
+
     # ------------------------------------------------------------------ persistence
     def trainable_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]
