@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "compare": ("benchmarks.compare:main", "Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter"),
     "throughput": ("benchmarks.throughput:main", "GRPO step time vs TRL, decoder share of rollout time"),
     "sft_recipe": ("benchmarks.sft_recipe:main", "which tiny SFT recipe learns the protocol (val parse rate by step)"),
+    "tokens": ("benchmarks.tokens:main", "tokens per SFT example in a pretrained tokenizer; cost of the compact observation"),
     "index": ("benchmarks.index:main", "results/README.md: every result folder, the command that wrote it"),
     "sft_speed": ("benchmarks.sft_speed:main", "joint SFT s/step: 1 thread vs 2 threads vs 2 DDP processes"),
     "accelerator": ("benchmarks.accelerator:main", "TS encoder, SFT, rollout and GRPO steps at 4B scale (needs arch)"),

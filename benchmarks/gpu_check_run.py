@@ -40,7 +40,7 @@ def adapter_of(policy) -> cm.Adapter:
     from llm.special_tokens import PROTOCOL_TOKENS
 
     c = policy.cfg
-    return cm.Adapter(c.lora_r, tuple(c.lora_targets), len(PROTOCOL_TOKENS) if c.train_protocol_tokens and c.lora_r else 0,
+    return cm.Adapter(c.lora_r, policy.lora_target_names, len(PROTOCOL_TOKENS) if c.train_protocol_tokens and c.lora_r else 0,
                       c.d_ts, c.projector)
 
 

@@ -23,9 +23,11 @@ def build_decoder(dcfg: dict[str, Any]) -> nn.Module:
         decoder = load_decoder(dcfg["checkpoint"])
         if "tool_samples" in dcfg:  # the SFT config sets what the tool of every later stage draws
             decoder.tool_samples = int(dcfg["tool_samples"])
+        if dcfg.get("observation"):  # ... and the layout it renders
+            decoder.observation = str(dcfg["observation"])
         return decoder
     torch.manual_seed(int(dcfg.get("seed", 0)))
-    kw = {"tool_samples": int(dcfg["tool_samples"])} if "tool_samples" in dcfg else {}
+    kw = {k: dcfg[k] for k in ("tool_samples", "observation") if dcfg.get(k) is not None}
     return ActionConditionedDecoder(TSEncoderConfig(**dcfg.get("ts", {})), ActionEncoderConfig(**dcfg.get("action", {})),
                                     **kw)
 

@@ -27,7 +27,7 @@ so the same network forecasts with and without an action through one code path.
 
 Persistence: ``save_pretrained(dir)`` / ``ActionConditionedDecoder.from_pretrained(dir)`` write and read
 the project's one artefact form (``stockr1.artifact``: ``config.json`` with both configs,
-``tool_samples`` and the action thresholds g was fitted with, when the decoder has them;
+``tool_samples``, the ``observation`` layout of the tool's text and the action thresholds g was fitted with, when the decoder has them;
 ``model.safetensors`` with the weights and the fitted normaliser; the weights' SHA-256 is checked on
 load). ``stockr1 decoder`` writes this directory (``OUT/decoder/``); ``load(path)`` also reads the
 single ``.pt`` files of earlier releases. The Lightning checkpoints beside it are resume state.
@@ -45,6 +45,7 @@ from torch import Tensor, nn
 
 from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionBatch, ActionEncoder, ActionEncoderConfig, featurize
+from forecast_action.render import COMPACT, FULL, STYLES
 from forecast_action.schema import ForecastAction
 from stockr1.artifact import WEIGHTS_FILE, load_strict, load_weights, read_config, save_artifact
 from stockr1.data.returns import observed_moments
@@ -104,13 +105,20 @@ class ActionConditionedDecoder(nn.Module):
 
     def __init__(self, ts_cfg: TSEncoderConfig, act_cfg: ActionEncoderConfig | None = None,
                  encoder: TSEncoder | None = None, normalizer: UncertaintyNormalizer | None = None,
-                 tool_samples: int = DEFAULT_TOOL_SAMPLES, thresholds: ActionThresholds | None = None) -> None:
+                 tool_samples: int = DEFAULT_TOOL_SAMPLES, thresholds: ActionThresholds | None = None,
+                 observation: str = COMPACT) -> None:
         """``encoder`` / ``normalizer``: share existing modules (the Lightning module passes its own).
         ``tool_samples``: sample paths per forecast-tool call, saved with the decoder so SFT traces, RL
         rollouts and evaluation render the same observation (``llm.tools.ForecastTool``).
         ``thresholds``: the train-fitted g the decoder was trained against (saved with it; None when
-        the decoder was built elsewhere, e.g. inside an SFT run, which keeps its own thresholds.json)."""
+        the decoder was built elsewhere, e.g. inside an SFT run, which keeps its own thresholds.json).
+        ``observation``: the layout of the tool's ``<forecast_ts>`` text (``forecast_action.render.STYLES``),
+        saved with the decoder so a policy reads the layout it was trained on; decoders saved without it
+        render ``full`` (the layout of every run before it existed, release/tiny included)."""
         super().__init__()
+        if observation not in STYLES:
+            raise ValueError(f"observation must be one of {STYLES}, got {observation!r}")
+        self.observation = observation
         self.thresholds = thresholds
         if int(tool_samples) < 2:
             raise ValueError(f"tool_samples must be >= 2 (the tool renders a 90% interval), got {tool_samples}")
@@ -129,6 +137,7 @@ class ActionConditionedDecoder(nn.Module):
         """Write ``directory/`` = config.json (both configs, tool_samples) + model.safetensors (weights
         and the fitted uncertainty normaliser, a buffer), each atomically (``stockr1.artifact``)."""
         meta = {"ts_cfg": self.ts_cfg.to_dict(), "act_cfg": asdict(self.act_cfg), "tool_samples": self.tool_samples,
+                "observation": self.observation,
                 "uncertainty_fitted": bool(self.normalizer.fitted),
                 "thresholds": self.thresholds.to_dict() if self.thresholds is not None else None}
         return save_artifact(directory, FILE_FORMAT, FORMAT_VERSION, meta, self.state_dict())
@@ -156,7 +165,8 @@ class ActionConditionedDecoder(nn.Module):
             th = ActionThresholds.from_dict(meta["thresholds"]) if meta.get("thresholds") else None
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"cannot load a decoder from {source}: invalid thresholds: {e}") from e
-        return cls(ts, act, tool_samples=int(meta.get("tool_samples", DEFAULT_TOOL_SAMPLES)), thresholds=th)
+        return cls(ts, act, tool_samples=int(meta.get("tool_samples", DEFAULT_TOOL_SAMPLES)), thresholds=th,
+                   observation=meta.get("observation", FULL))
 
     @classmethod
     def load(cls, path: str | Path, map_location: str | torch.device = "cpu") -> ActionConditionedDecoder:

@@ -14,6 +14,7 @@ from typing import Any
 
 from forecast_action.decoder_loss import DecoderRecipe
 from forecast_action.encoder import ActionEncoderConfig
+from forecast_action.render import STYLES
 from llm.policy import PolicyConfig
 from llm.qa.generator import QAConfig
 from llm.traces import TraceConfig
@@ -75,12 +76,16 @@ class DecoderSection:
     """The action-conditioned decoder of a run: a saved one (``checkpoint``, written by ``config``'s
     training command) or a fresh one (``ts`` + ``action`` architecture, ``seed``) warmed up on L_TS for
     ``warmup_steps`` before the traces are written. ``tool_samples``: sample paths per tool call (saved
-    with the decoder, so every later stage draws the same number). ``recipe``: how the decoder's loss is
+    with the decoder, so every later stage draws the same number); ``observation``: the layout of the
+    tool's text, saved the same way. ``recipe``: how the decoder's loss is
     formed in the warm-up and in joint SFT (``forecast_action.decoder_loss``, as in ``stockr1 decoder``)."""
 
     seed: int = 0
     warmup_steps: int = 0
     tool_samples: int | None = None
+    # the layout of the tool's <forecast_ts> text (forecast_action.render.STYLES), saved with the decoder;
+    # None: a fresh decoder's default (compact), a checkpoint's own
+    observation: str | None = None
     checkpoint: str | None = None
     config: str | None = None
     ts: TSEncoderConfig = field(default_factory=TSEncoderConfig)
@@ -90,6 +95,8 @@ class DecoderSection:
     def __post_init__(self) -> None:
         if self.warmup_steps < 0:
             raise ValueError(f"decoder.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.observation is not None and self.observation not in STYLES:
+            raise ValueError(f"decoder.observation must be one of {STYLES}, got {self.observation!r}")
         if self.tool_samples is not None and self.tool_samples < 1:
             raise ValueError(f"decoder.tool_samples must be >= 1, got {self.tool_samples}")
         if self.ts.cond_dim and self.ts.cond_dim != self.action.cond_dim:

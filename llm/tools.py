@@ -80,7 +80,8 @@ def _wrap(obs: str) -> str:
 class ForecastTool:
     """decoder: anything with ``.forecast(windows, actions, n_samples, generator) -> Forecast``
     (`forecast_action.decoder.ActionConditionedDecoder`). ``parse``/``render`` default to
-    `forecast_action.parser.parse_action` and `forecast_action.render.render_observation`.
+    `forecast_action.parser.parse_action` and `forecast_action.render.render_observation` in the layout
+    the decoder carries (``decoder.observation``; ``full`` for a test double without one).
     ``seed``: of the tool's sample generator (None: torch's global RNG)."""
 
     name = FORECAST_TOOL_NAME
@@ -100,8 +101,12 @@ class ForecastTool:
         only for decoders that carry none (test doubles, baselines). ``seed`` None: torch's global RNG."""
         if parse is None:
             from forecast_action.parser import parse_action as parse
-        if render is None:
-            from forecast_action.render import render_observation as render
+        if render is None:  # the layout the decoder carries (saved with it): what its policy was trained on
+            from functools import partial
+
+            from forecast_action.render import FULL, render_observation
+
+            render = partial(render_observation, style=getattr(decoder, "observation", FULL))
         if n_samples is None:
             n_samples = getattr(decoder, "tool_samples", None)
             if n_samples is None:

@@ -3,10 +3,12 @@
 For each QA item a trace is: a rationale that cites the point-in-time context, the target action
 a* = g(realised future), the decoder's trajectory *executed for a** (never the realised future: the
 official code inserted the true future here, which the policy never sees at inference), final
-reasoning that computes the answer from that trajectory, and ``<answer>…</answer>``.
+reasoning that computes the answer from that trajectory, and ``<answer>…</answer>``. The reasoning
+reads the trajectory *as the observation shows it* (``llm.qa.core.observed_path``: the rendered,
+rounded numbers), so every number it writes can be derived from text the policy has seen.
 
 Filter (reported in :class:`TraceReport`): drop a sample when the executed trajectory does not
-support the target answer (the template's answer function on the decoded path disagrees with the
+support the target answer (the template's answer function on the observed path disagrees with the
 truth), when the teacher's answer disagrees, or — optionally — when a trivial baseline (the
 random-walk answer) already solves it.
 
@@ -29,10 +31,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from forecast_action.render import volume_scale
 from llm.qa.answers import extract_answer, is_correct, normalize_answer
 from llm.qa.baselines import random_walk_answer
-from llm.qa.core import Decision, Path, QAItem, forecast_path
-from llm.qa.families import TEMPLATES_BY_KEY
+from llm.qa.core import Decision, Path, QAItem, observed_path
+from llm.qa.families import TEMPLATES_BY_KEY, pick_macro
 from llm.qa.generator import ContextFn
 from llm.qa.prompt import QUESTION, answer_options, question_line, user_message
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
@@ -81,7 +84,12 @@ def _pct(a: float, b: float) -> float:
 
 
 def cite_context(d: Decision) -> str:
-    """Sentences that cite the decision-time evidence (prices, macro, news)."""
+    """Sentences that cite the decision-time evidence: the close and its recent moves, the headline
+    macro indicator (the 10Y-2Y spread where there are yields, else the first of ``MACRO_PREFERENCE``)
+    and the sentiment count of the latest headlines.
+
+    One indicator and no headline quote: a pretrained tokenizer spends one token per digit, and three
+    macro values plus a quoted headline were ~80 of the rationale's ~180 tokens (``stockr1 bench tokens``)."""
     c = d.close
     out = [
         f"{d.ticker} closed at {d.last_close:.2f} on {d.date}, {_pct(c[-1], c[-6]):+.2f}% over 5 sessions and "
@@ -90,15 +98,13 @@ def cite_context(d: Decision) -> str:
     ]
     m = d.context.macro
     if {"2Y", "10Y"} <= set(m):
-        out.append(f"The 10Y Treasury yield is {m['10Y']:.2f}% against {m['2Y']:.2f}% for the 2Y "
-                   f"(spread {m['10Y'] - m['2Y']:+.2f} pp).")
+        out.append(f"The 10Y-2Y Treasury spread is {m['10Y'] - m['2Y']:+.2f} pp.")
     elif m:
-        out.append("Macro: " + "; ".join(d.macro_text(k) for k in sorted(m)[:3]) + ".")
+        out.append(f"Macro: {d.macro_text(pick_macro(set(m)))}.")
     if d.context.news:
         s = [n.sentiment for n in d.context.news]
-        top = d.context.news[0]
         out.append(f"Of the {len(s)} latest headlines {s.count('positive')} are positive and "
-                   f"{s.count('negative')} negative; the latest ({top.date}) reads \"{top.headline}\".")
+                   f"{s.count('negative')} negative.")
     return " ".join(out)
 
 
@@ -143,9 +149,11 @@ def explain(item: QAItem, d: Decision, path: Path) -> str:
         lr = np.diff(np.log(np.concatenate([[last], path.close[:x]])))
         body = (f"The forecast daily volatility is {100 * float(np.std(lr)):.2f}% against "
                 f"{100 * d.past_vol(x):.2f}% over the past {x} days.")
-    elif k == "ev_volume_spike":
-        body = (f"The largest forecast volume is {float(np.max(path.volume[:x])):,.0f} against "
-                f"{p['m']}x the 20-day average = {p['m'] * d.avg_volume(20):,.0f}.")
+    elif k == "ev_volume_spike":  # in the observation's volume unit (3 significant figures)
+        unit, name, dg = volume_scale(path.volume)
+        name = f" {name}" if name else ""
+        body = (f"The largest forecast volume is {float(np.max(path.volume[:x])) / unit:.{dg}f}{name} against "
+                f"{p['m']}x the 20-day average = {p['m'] * d.avg_volume(20) / unit:.{dg + 1}f}{name}.")
     elif k == "ms_up_with_bounded_risk":
         c, lo = float(path.close[x - 1]), float(np.min(path.close[:x]))
         body = (f"The day-{x} close is {c:.2f} ({_pct(c, last):+.2f}%) and the lowest close is {lo:.2f} "
@@ -275,7 +283,8 @@ class TraceWriter:
             report.dropped["tool_error"] += 1
             return None
         d = self._gen.decision(it.window)
-        path = forecast_path(fc, 0)
+        # the trace reasons from what the policy reads: the observation's numbers, rounded as rendered
+        path = observed_path(res.observation)
         t = TEMPLATES_BY_KEY[it.template]
         if not is_correct(it, t.answer(path, d, it.params)):
             report.dropped["trajectory_contradicts_answer"] += 1

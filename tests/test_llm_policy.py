@@ -181,3 +181,23 @@ def test_config_files_and_validation():
 def test_tiny_without_tokenizer_says_how_to_build_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="stockr1 tokenizer build"):
         Policy(PolicyConfig(tokenizer_path=str(tmp_path / "missing")))
+
+
+def test_merged_adapter_is_the_same_function_and_comes_back(tok):
+    pol = Policy(_cfg(lora_r=4, lora_alpha=8, lora_dropout=0.0), tokenizer=tok).eval()
+    with torch.no_grad():
+        for n, p in pol.named_parameters():
+            if "lora_B" in n or "trainable_tokens_delta" in n:
+                p.add_(0.1 * torch.randn_like(p))  # a trained adapter: B != 0, protocol rows moved
+    base = {n: p.detach().clone() for n, p in pol.model.get_base_model().named_parameters() if "base_layer" in n}
+    ids = tok([f"Question 3 {ts_placeholders(2)} <answer>rise</answer>"], add_special_tokens=False, return_tensors="pt").input_ids
+    ts = torch.randn(1, 2, 6)
+    with torch.no_grad():
+        want = pol(ids, ts_tokens=ts).logits
+        with pol.merged():
+            inside = {n: p.detach().clone() for n, p in pol.model.get_base_model().named_parameters() if n in base}
+            got = pol(ids, ts_tokens=ts).logits
+        after = dict(pol.model.get_base_model().named_parameters())
+    assert any(not torch.equal(inside[n], v) for n, v in base.items())  # the adapter really was merged in
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert all(torch.allclose(after[n], v, atol=1e-6) for n, v in base.items())  # and taken out again

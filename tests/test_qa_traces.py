@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from forecast_action.derive import ActionThresholds
+from forecast_action.render import render_observation
 from llm.qa import QAConfig, QAGenerator
 from llm.qa.prompt import answer_options, user_message
 from llm.tools import ForecastTool
@@ -39,7 +40,8 @@ class LinearDecoder:
 
 
 def render(fc: Forecast, i: int, error: str | None = None) -> str:
-    return "<forecast_ts>Close: [" + ", ".join(f"{v:.2f}" for v in fc.close[i]) + "]</forecast_ts>"
+    """The compact layout, whatever the decoder stand-in carries (what the SFT and bench tests tokenise)."""
+    return render_observation(fc, i, error, style="compact")
 
 
 def setup(n: int = 60):
@@ -51,7 +53,7 @@ def setup(n: int = 60):
 def test_traces_use_executed_trajectory_and_filter() -> None:
     w, items, th = setup()
     dec = LinearDecoder()
-    traces, rep = TraceWriter(w, ForecastTool(dec, w, 8, render=render), th, context_fn=context_fn,
+    traces, rep = TraceWriter(w, ForecastTool(dec, w, 8), th, context_fn=context_fn,
                               cfg=TraceConfig(drop_trivial=False)).write(items)
     assert rep.n_items == len(items) and rep.kept == len(traces) > 0
     assert rep.kept + sum(rep.dropped.values()) == len(items)
@@ -79,9 +81,9 @@ def _action(trace):
 
 def test_trivial_filter_and_roundtrip(tmp_path) -> None:
     w, items, th = setup()
-    all_, rep_all = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, context_fn=context_fn,
+    all_, rep_all = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8), th, context_fn=context_fn,
                                 cfg=TraceConfig(drop_trivial=False)).write(items)
-    some, rep = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, context_fn=context_fn).write(items)
+    some, rep = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8), th, context_fn=context_fn).write(items)
     assert rep.dropped["trivial_random_walk"] > 0 and len(some) == len(all_) - rep.dropped["trivial_random_walk"]
     assert load_traces(save_traces(some, tmp_path / "t.jsonl")) == some
 
@@ -96,12 +98,12 @@ def test_openai_teacher_with_injected_client() -> None:
             return "Computed from the trajectory. <answer>Nope</answer>"
         return "Momentum is constructive."
 
-    traces, rep = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, teacher=OpenAITeacher(client),
+    traces, rep = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8), th, teacher=OpenAITeacher(client),
                               context_fn=context_fn, cfg=TraceConfig(drop_trivial=False)).write(items)
     # the fake teacher never gives a valid answer -> every surviving sample is dropped by the filter
     assert traces == [] and rep.dropped["teacher_answer_wrong"] > 0 and seen
     good = TemplateTeacher()
-    traces2, _ = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8, render=render), th, teacher=good, context_fn=context_fn,
+    traces2, _ = TraceWriter(w, ForecastTool(LinearDecoder(), w, 8), th, teacher=good, context_fn=context_fn,
                              cfg=TraceConfig(drop_trivial=False)).write(items)
     assert len(traces2) == rep.dropped["teacher_answer_wrong"]
 

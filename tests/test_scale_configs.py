@@ -14,7 +14,7 @@ import yaml
 
 from forecast_action.train import DECODER_DIR  # what `stockr1 decoder` writes (tests/test_action_train.py)
 from llm.arch import QWEN3_ARCHS, hidden_size, qwen3_config
-from llm.policy import Policy, PolicyConfig
+from llm.policy import LORA_TARGETS, Policy, PolicyConfig
 from tests.test_sft_joint import setup  # noqa: F401 (the shared tiny SFT fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def test_random_init_policy_of_a_local_architecture(tmp_path: Path, tiny_tokeniz
     base = pol.model.get_base_model()
     assert base.config.num_hidden_layers == 1 and base.get_input_embeddings().weight.shape == (512, 32)
     lora = {n.rsplit(".", 1)[-1] for n, m in base.named_modules() if hasattr(m, "lora_A")}
-    assert lora == set(cfg.lora_targets)
+    assert lora == set(pol.lora_target_names) == set(LORA_TARGETS)  # read from the architecture (lora_targets omitted)
     names = [n for n, p in pol.named_parameters() if p.requires_grad and "trainable_tokens" in n]
     assert any("embed_tokens" in n for n in names) and any("lm_head" in n for n in names)
     assert max(pol.tokenizer.convert_tokens_to_ids(t) for t in PROTOCOL_TOKENS) < 512

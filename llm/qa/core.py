@@ -138,6 +138,19 @@ def forecast_path(forecast: Forecast, i: int) -> Path:
     return Path(close=forecast.close[i], high=forecast.high[i], low=forecast.low[i], volume=forecast.volume[i])
 
 
+def observed_path(text: str) -> Path:
+    """The path a ``<forecast_ts>`` observation shows (``forecast_action.render.parse_observation``): what
+    the policy reads, rounded as rendered. Channels the text does not carry (high and low in the compact
+    layout, volume of a close-only stock) are NaN, so an answer that needed one could not come out the
+    same as from the decoded forecast (tests/test_observation_fields.py checks every template)."""
+    from forecast_action.render import parse_observation
+
+    obs = parse_observation(text)
+    nan = np.full_like(obs.close, np.nan)
+    return Path(close=obs.close, high=nan if obs.high is None else obs.high, low=nan if obs.low is None else obs.low,
+                volume=nan if obs.volume is None else obs.volume)
+
+
 def flat_path(decision: Decision, horizon: int) -> Path:
     """The random-walk (no-change) forecast: every future close equals today's close."""
     c = np.full(horizon, decision.last_close)

@@ -144,7 +144,8 @@ def _macro_fields(d: Decision, p: Params) -> dict[str, Any]:
 MACRO_PREFERENCE = ("10Y", "default_spread", "wti", "baa", "core_cpi", "vix")
 
 
-def _pick(names: set[str]) -> str:
+def pick_macro(names: set[str]) -> str:
+    """The headline indicator among ``names``: the first of ``MACRO_PREFERENCE`` present, else the first by name."""
     return next((m for m in MACRO_PREFERENCE if m in names), min(names))
 
 
@@ -153,11 +154,11 @@ def _any_macro_fields(d: Decision, p: Params) -> dict[str, Any]:
     m = d.context.macro
     if {"2Y", "10Y"} <= set(m):
         return {"mdesc": f"10-year vs 2-year Treasury yield spread of {m['10Y'] - m['2Y']:+.2f} pp"}
-    return {"mdesc": d.macro_text(_pick(set(m)))}
+    return {"mdesc": d.macro_text(pick_macro(set(m)))}
 
 
 def _shift_fields(d: Decision, p: Params) -> dict[str, Any]:
-    name = _pick(set(d.context.macro) & set(d.context.macro_prev))
+    name = pick_macro(set(d.context.macro) & set(d.context.macro_prev))
     return {"mdesc": d.macro_text(name), "chg": d.context.macro[name] - d.context.macro_prev[name]}
 
 

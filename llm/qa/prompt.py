@@ -56,13 +56,34 @@ def trim_context(text: str, max_chars: int | None) -> str:
     return text[: cut if cut > 0 else max_chars]
 
 
+def header_fields(item: QAItem) -> dict[str, str]:
+    """The prompt's first line as ``{label: value}``, in order. One place to add a field (e.g. the price
+    frame and the last close): ``header_line`` renders it and ``user_message`` drops the context lines
+    that repeat one of them."""
+    return {"Ticker": item.ticker, "Date": item.date}
+
+
+def header_line(fields: dict[str, str]) -> str:
+    """``{"Ticker": "SP500", "Date": "2009-09-29"}`` -> ``Ticker: SP500  Date: 2009-09-29``."""
+    return "  ".join(f"{k}: {v}" for k, v in fields.items())
+
+
+def drop_repeated(context_text: str, fields: dict[str, str]) -> str:
+    """The context without lines that only repeat a header field (the data layer's block opens with
+    ``Ticker: X`` and ``Date: Y`` lines: ~20 tokens said twice in every prompt)."""
+    repeated = {f"{k}: {v}" for k, v in fields.items()}
+    return "\n".join(ln for ln in context_text.strip().splitlines() if ln.strip() not in repeated)
+
+
 def user_message(item: QAItem, context_text: str = "", ts_placeholder: str = "",
                  max_context_chars: int | None = None) -> str:
-    """context [+ time-series tokens] + question. ``ts_placeholder`` is e.g. ``ts_placeholders(K)``;
-    ``max_context_chars`` trims the context (the tiny CPU configs use it to keep sequences short)."""
-    parts = [f"Ticker: {item.ticker}  Date: {item.date}"]
+    """header + context [+ time-series tokens] + question. ``ts_placeholder`` is e.g. ``ts_placeholders(K)``;
+    ``max_context_chars`` trims the context after the header's repeats are dropped (the CPU configs use it
+    to keep sequences short)."""
+    fields = header_fields(item)
+    parts = [header_line(fields)]
     if context_text:
-        parts.append(trim_context(context_text, max_context_chars))
+        parts.append(trim_context(drop_repeated(context_text, fields), max_context_chars))
     if ts_placeholder:
         parts.append(f"Price history (encoded): {ts_placeholder}")
     parts.append(question_line(item))
