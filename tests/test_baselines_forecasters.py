@@ -214,3 +214,20 @@ def test_patchtst_baseline_runs(rw):
 def test_predict_before_fit_is_a_clear_error(rw):
     with pytest.raises(RuntimeError, match="fit"):
         DLinear().predict(rw.split_of("test"))
+
+
+def test_garch_paths_start_from_the_window_not_an_infinite_unconditional_variance():
+    """A maximum-likelihood fit may be integrated (α + γ/2 + β = 1, as six offline stocks are): the first
+    simulated day's variance is then ω + (α + γ·1[r<0]) r_L² + β v_L with v_L filtered from the window's
+    own mean squared residual, by hand; not ω / 1e-6 decayed by β^L (a daily σ of ~8%)."""
+    from benchmarks.baselines.classical import garch_paths
+
+    rng = np.random.default_rng(0)
+    r = rng.normal(0.0, 1.0, (1, 90))  # daily returns in %, σ = 1
+    p = np.array([[0.0, 0.006, 0.03, 0.0, 0.97, np.inf]])  # integrated: α + β = 1
+    v = np.mean(r[0] ** 2)
+    for x in r[0]:
+        v = 0.006 + 0.03 * x ** 2 + 0.97 * v
+    daily = garch_paths(r, p, 20000, 1, np.random.default_rng(1))
+    assert np.var(daily[0, :, 0]) == pytest.approx(v, rel=0.05)
+    assert 0.5 < v < 2.0  # the window's scale, not the old start's ~60
