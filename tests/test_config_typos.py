@@ -39,6 +39,7 @@ LOADERS: dict[str, Callable[[Path], object]] = {
     "demo.yaml": _typed("stockr1.pipeline.demo_config", "DemoConfig"),
     "forecast_action": _typed("forecast_action.train", "ActionTrainConfig"),
     "grpo": _typed("rl.run_config", "GRPORunConfig"),
+    "grpo_check": _typed("benchmarks.grpo_check", "GRPOCheckConfig"),
     "methods/trading_r1": _typed("rl.methods.trading_r1.curriculum", "CurriculumConfig"),
     "policy": _typed("llm.policy", "PolicyConfig"),
     "sft": _typed("llm.sft_config", "SFTRunConfig"),

@@ -59,6 +59,25 @@ def test_a_back_adjusted_frame_with_actions_is_refused() -> None:
         frame_kind(f)
 
 
+def test_the_last_rows_equal_the_tail_of_the_history_when_the_slice_opens_on_a_dividend() -> None:
+    """``ohlcv_until(last=k)`` reads only k rows; when the first of them is an ex-dividend day the dividend
+    (which adjusts only earlier closes) must neither raise nor change any value: the slice is the tail
+    of the full history in the frame at t."""
+    f = _series()
+    f["dividends"], f["splits"] = 0.0, 0.0
+    t = f.index[150]
+    f.loc[f.index[130], "dividends"] = 0.8   # 21 rows up to t start here
+    f.loc[f.index[140], "dividends"] = 0.5   # inside the slice: must adjust the rows before it
+    store = PointInTimeStore({"X": f})
+    full = store.ohlcv_until("X", t)
+    tail = store.ohlcv_until("X", t, last=21)
+    assert tail.index[0] == f.index[130] and len(tail) == 21
+    np.testing.assert_allclose(tail[["open", "close"]].to_numpy(), full[["open", "close"]].iloc[-21:].to_numpy(),
+                               rtol=1e-12)
+    # the dividend inside the slice did adjust: the close before its ex-day is below the raw close
+    assert tail["close"].iloc[9] < f["close"].iloc[139]
+
+
 @pytest.mark.parametrize("back_adjusted", [True, False])
 def test_a_later_adjustment_changes_nothing_at_t(back_adjusted: bool) -> None:
     """A split or dividend on day D rescales a back-adjusted file's every price before D; an as-traded

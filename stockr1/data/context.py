@@ -106,8 +106,12 @@ class PointInTimeStore:
         100 = the close of t where the source is back-adjusted. Only rows inside the slice are read, so
         ``last`` gives the same values as the tail of the full history."""
         f = self.frames[ticker].loc[: self._shift(ticker, pd.Timestamp(t))]
-        if last is not None:
+        if last is not None and len(f) > last:
             f = f.iloc[-last:]
+            if "dividends" in f and f["dividends"].iloc[0] > 0:
+                # a dividend adjusts only the closes before its ex-day, none of which is in the slice
+                f = f.copy()
+                f.iloc[0, f.columns.get_loc("dividends")] = 0.0
         if not len(f):
             return f
         raw = f[list(CHANNELS)].to_numpy(dtype=np.float64)
