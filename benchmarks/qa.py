@@ -48,8 +48,14 @@ from llm.qa.baselines import (
     qa_resamples,
 )
 from llm.qa.core import FAMILY_TITLES
-from llm.qa.evaluate import failure_kind, failure_kinds, grade_rollouts, item_hits, rollout_items
+from llm.qa.evaluate import failure_kind, failure_kinds, grade_rollouts, item_hits, rollout_items, start_value_read_rate
 from llm.qa.prompt import answer_instruction, question_line
+from llm.qa.tool_reader import (
+    decoder_forecaster,
+    ensemble_forecaster,
+    garch_forecaster,
+    tool_reader_answer_fns,
+)
 from llm.special_tokens import FORECAST_TS_CLOSE
 from stockr1.anonymise import Anonymiser, profile_names
 from stockr1.config import load_yaml
@@ -63,7 +69,8 @@ from stockr1.outdir import command_line, generated_line, output_dir, refuse_exis
 from stockr1.progress import Progress
 
 FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
-EXTRA_COLS = ("action_success_rate", "answer_parse_rate", "action_and_answer_rate", "tokens_per_answer")
+EXTRA_COLS = ("action_success_rate", "answer_parse_rate", "action_and_answer_rate", "start_value_read_rate",
+              "tokens_per_answer")
 
 
 def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int,
@@ -73,9 +80,20 @@ def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int,
     policy = Policy.load(run_dir / "policy").to(device).eval()
     decoder = load_decoder(run_dir / "decoder")
     bar = Progress(len(items), f"[bench qa] {run_dir}", unit="rollout")
-    pairs = rollout_items(policy, decoder, windows, items, max_new_tokens=max_new_tokens,
-                          max_context_chars=max_context_chars, on_batch=bar.advance)
-    return grade_rollouts(pairs), pairs
+    with policy.merged():  # LoRA and protocol rows folded in: same logits, ~3x faster decoding
+        pairs = rollout_items(policy, decoder, windows, items, max_new_tokens=max_new_tokens,
+                              max_context_chars=max_context_chars, on_batch=bar.advance)
+    metrics = grade_rollouts(pairs)
+    metrics["start_value_read_rate"] = start_value_read_rate(pairs, windows)
+    return metrics, pairs
+
+
+def base_model(run_dir: Path) -> str:
+    """The policy's base model as its saved config names it (hub id, local path or package form)."""
+    cfg = json.loads((Path(run_dir) / "policy" / "policy_config.json").read_text())
+    if cfg.get("name_or_path") == "tiny":  # llm.policy's random-init fixture, not a pretrained base
+        return f"random-init tiny Qwen3 (width {cfg.get('tiny_hidden')}, {cfg.get('tiny_layers')} layers)"
+    return str(cfg.get("name_or_path"))
 
 
 def policy_cutoff_line(run_dir: Path, items, allow: bool) -> str:
@@ -138,20 +156,24 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
         f"on {run['threads']} threads. Intervals: 95% percentile intervals over {evaluated['n_boot']} date-block "
         f"resamples (block {evaluated['block']} dates), one set shared by every row and every difference.", "",
         "## Accuracy (%) per family and overall (mean over families)", "",
+        "Rows `tool_reader_*` answer from a forecast distribution alone (`llm.qa.tool_reader`: the answer most "
+        "sampled paths give, numeric: their median): GARCH's, the policy's own decoder with no action, and the "
+        "TS encoder ensemble's where `--tool-reader-ts` names one. They are the ceiling of a policy that passes its "
+        "tool's information faithfully to its answer.", "",
         "| answerer | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|",
     ]
     for name, row in rows.items():
         lines.append(f"| {name} | " + " | ".join(_ci(row[f]) for f in [*fams, "overall"]) + " |")
     lines += ["", "## Policies: protocol and difference to each baseline", "",
-              "| policy | action + answer parse (Wilson 95%) | complete action | answer parses | tokens | "
-              + " | ".join(f"− {b} (points)" for b in evaluated["rows"]) + " |",
-              "|---" * (5 + len(evaluated["rows"])) + "|"]
+              "| policy | base model | action + answer parse (Wilson 95%) | complete action | answer parses | "
+              "start_value = last close (±1%) | tokens | " + " | ".join(f"− {b} (points)" for b in evaluated["rows"]) + " |",
+              "|---" * (7 + len(evaluated["rows"])) + "|"]
     for name, iv in intervals.items():
         m, lo_hi = metrics[name], iv["action_and_answer_wilson"]
         diffs = " | ".join(diff_cell(d) for d in iv["minus"].values())
-        lines.append(f"| {name} | {m['action_and_answer_rate']:.1f} [{lo_hi[0]:.1f}, {lo_hi[1]:.1f}] | "
-                     f"{m['action_success_rate']:.1f} | {m['answer_parse_rate']:.1f} | {m['tokens_per_answer']:.0f} "
-                     f"| {diffs} |")
+        lines.append(f"| {name} | `{m.get('base_model', '?')}` | {m['action_and_answer_rate']:.1f} "
+                     f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}] | {m['action_success_rate']:.1f} | {m['answer_parse_rate']:.1f} "
+                     f"| {m.get('start_value_read_rate', float('nan')):.1f} | {m['tokens_per_answer']:.0f} | {diffs} |")
     paired = [(name, ref, d) for name, iv in intervals.items() for ref, d in iv.get("vs_policy", {}).items()]
     probe = [(name, iv["anonymised"]) for name, iv in intervals.items() if "anonymised" in iv]
     if probe:
@@ -221,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-boot", type=int, default=1000, help="date-block resamples of every interval")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu", help="device of the policy during rollouts (cpu, cuda, cuda:1, ...)")
+    ap.add_argument("--tool-reader-ts", default=None,
+                    help="a saved TS encoder ensemble whose sample paths answer every question (row tool_reader_ts)")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
     refuse_existing(args.out, args.overwrite)  # before any rollout
@@ -246,6 +270,13 @@ def main(argv: list[str] | None = None) -> int:
               for path in (run, args.ablation_checkpoint, args.compare) if path is not None]
     anon = anonymised(data.store, windows, test) if args.anonymise else None
     fns = baseline_answer_fns(train, windows)
+    # tool-readers (llm.qa.tool_reader): answers from a forecast distribution alone, the ceiling of a policy
+    # that passes its tool's information to its answer; each forecasts every test window of the file once
+    readers = {"tool_reader_garch": garch_forecaster(windows),
+               "tool_reader_decoder": decoder_forecaster(load_decoder(run / "decoder"))}
+    if args.tool_reader_ts:
+        readers["tool_reader_ts"] = ensemble_forecaster(args.tool_reader_ts)
+    fns.update(tool_reader_answer_fns(readers, windows, [i for i in items if i.split == "test"]))
     metrics = {k: accuracy_by_family(test, fn) for k, fn in fns.items()}
     all_test = [i for i in items if i.split == "test"]
     baselines = {"evaluated": baseline_report(train, test, windows, answer_fns=fns, n_boot=args.n_boot),
@@ -262,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         metrics[name], pairs = evaluate_run(Path(path), test, windows, args.max_new_tokens,
                                             cfg.get("max_context_chars"), args.device)
+        metrics[name]["base_model"] = base_model(Path(path))
         hits = item_hits(pairs)
         n_ok = int(round(metrics[name]["action_and_answer_rate"] * len(pairs) / 100))
         intervals[name] = {"accuracy": accuracy_intervals(test, hits, resamples),

@@ -65,6 +65,11 @@ def test_name_labels_the_row_and_qa_replaces_the_questions(run) -> None:
     assert "--n 2" in readme and "| stock-r1-sft | 0.0 [0.0, " in readme
     iv = json.loads((root / "default" / "intervals.json").read_text())["stock-r1-sft"]
     assert iv["minus"]["majority"]["diff"] == pytest.approx(-metrics["majority"]["overall"])
+    # tool-readers (GARCH; the run's decoder without an action) are rows beside the baselines, with
+    # differences; no action was written, so no start_value read the prompt; the base model is named
+    assert {"tool_reader_garch", "tool_reader_decoder"} <= set(metrics) and "tool_reader_decoder" in iv["minus"]
+    assert metrics["stock-r1-sft"]["start_value_read_rate"] == 0.0
+    assert metrics["stock-r1-sft"]["base_model"].startswith("random-init tiny Qwen3")
 
     assert main([*args, "--out", str(root / "named"), "--name", "stock-r1-grpo", "--qa", str(root / "other.jsonl"),
                  "--device", "cpu"]) == 0

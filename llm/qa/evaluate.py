@@ -66,6 +66,20 @@ def grade_rollouts(pairs: Sequence[tuple[QAItem, object]]) -> dict[str, float]:
     }
 
 
+def start_value_read_rate(pairs: Sequence[tuple[QAItem, object]], windows, tol: float = 0.01) -> float:
+    """% of rollouts whose action's ``start_value`` is within ``tol`` (relative) of the prompt's last close
+    (``windows.hist[i, -1, CLOSE]``, the close its context states, in the window's price frame): the
+    model read its prompt. A rollout with no action, or no start_value, counts as a miss."""
+    from stockr1.types import CLOSE
+
+    ok = []
+    for it, r in pairs:
+        c = float(windows.hist[it.window, -1, CLOSE])
+        sv = getattr(r.action, "start_value", None) if r.action is not None else None
+        ok.append(sv is not None and abs(float(sv) - c) <= tol * abs(c))
+    return 100.0 * float(np.mean(ok)) if ok else float("nan")
+
+
 def item_hits(pairs: Sequence[tuple[QAItem, object]]) -> np.ndarray:
     """[N] 1.0 where the rollout's parsed answer is correct (an unparseable answer scores 0)."""
     return np.array([float(is_correct(it, normalize_answer(it, r.answer))) for it, r in pairs])
