@@ -48,7 +48,14 @@ from llm.qa.baselines import (
     qa_resamples,
 )
 from llm.qa.core import FAMILY_TITLES
-from llm.qa.evaluate import failure_kind, failure_kinds, grade_rollouts, item_hits, rollout_items, start_value_read_rate
+from llm.qa.evaluate import (
+    failure_kind,
+    failure_kinds,
+    grade_rollouts,
+    item_hits,
+    rollout_items,
+    start_value_read_rate,
+)
 from llm.qa.prompt import answer_instruction, question_line
 from llm.qa.tool_reader import (
     decoder_forecaster,
