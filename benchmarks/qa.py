@@ -57,12 +57,7 @@ from llm.qa.evaluate import (
     start_value_read_rate,
 )
 from llm.qa.prompt import answer_instruction, question_line
-from llm.qa.tool_reader import (
-    decoder_forecaster,
-    ensemble_forecaster,
-    garch_forecaster,
-    tool_reader_answer_fns,
-)
+from llm.qa.tool_reader import Forecaster, decoder_forecaster, ensemble_forecaster, tool_reader_answer_fns
 from llm.special_tokens import FORECAST_TS_CLOSE
 from stockr1.anonymise import Anonymiser, profile_names
 from stockr1.config import load_yaml
@@ -93,6 +88,16 @@ def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int,
     metrics = grade_rollouts(pairs)
     metrics["start_value_read_rate"] = start_value_read_rate(pairs, windows)
     return metrics, pairs
+
+
+def garch_forecaster(windows, n_samples: int = 100, seed: int = 0) -> Forecaster:
+    """GJR-GARCH-t fitted per ticker on the train split of ``windows`` (one fit, train only): the
+    ``tool_reader_garch`` row's forecaster."""
+    from benchmarks.baselines.classical import GJRGARCH
+    from stockr1.types import train_only
+
+    model = GJRGARCH().fit(train_only(windows))
+    return lambda w: model.predict(w, n_samples=n_samples, seed=seed)
 
 
 def base_model(run_dir: Path) -> str:

@@ -114,6 +114,22 @@ def resolve_base(name_or_path: str) -> str:
     return str(ensure_converted(packaged_model(name_or_path)))
 
 
+BASE_RECORD = "base.json"  # written beside a saved policy's config: which pretrained base it needs
+
+
+def base_record(name_or_path: str | None) -> dict | None:
+    """The identity of a policy's pretrained base, saved with the policy (``BASE_RECORD``) so a release
+    can reference the base by hash instead of copying it: the name, and for the offline package form
+    the pinned sha256 of the GGUF and of the wheel, and the hub id. None for the random-init fixture."""
+    if name_or_path in (None, "tiny"):
+        return None
+    rec: dict = {"name_or_path": name_or_path}
+    if is_package_spec(name_or_path):
+        m = packaged_model(name_or_path)
+        rec.update(gguf_sha256=m.gguf_sha256, wheel_sha256=m.wheel_sha256, hub_id=m.hub_id)
+    return rec
+
+
 def _is_done(out: Path, m: PackagedModel) -> bool:
     meta = out / META_FILE
     return meta.is_file() and json.loads(meta.read_text()).get("gguf_sha256") == m.gguf_sha256

@@ -451,6 +451,11 @@ class Policy(nn.Module):
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "policy_config.json").write_text(json.dumps(self.cfg.to_dict(), indent=1))
+        from llm.base_model import BASE_RECORD, base_record
+
+        base = base_record(self.cfg.name_or_path if self.cfg.pretrained else None)
+        if base is not None:  # what a release references instead of copying the base
+            (out / BASE_RECORD).write_text(json.dumps({**base, "lora_r": self.cfg.lora_r}, indent=1))
         self.tokenizer.save_pretrained(out / "tokenizer")
         save_file({k: v.detach().cpu().contiguous() for k, v in self.projector.state_dict().items()},
                   str(out / PROJECTOR_FILE))

