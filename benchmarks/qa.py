@@ -49,6 +49,7 @@ from llm.qa.baselines import (
 )
 from llm.qa.core import FAMILY_TITLES
 from llm.qa.evaluate import (
+    evidence_read_rate,
     failure_kind,
     failure_kinds,
     grade_rollouts,
@@ -72,7 +73,7 @@ from stockr1.progress import Progress
 
 FAMILY_COLS = ("forecast", "event", "fundamental", "news", "multi_signal")
 EXTRA_COLS = ("action_success_rate", "answer_parse_rate", "action_and_answer_rate", "start_value_read_rate",
-              "tokens_per_answer")
+              "evidence_read_rate", "tokens_per_answer")
 
 
 def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int,
@@ -87,6 +88,7 @@ def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int,
                               max_context_chars=max_context_chars, on_batch=bar.advance)
     metrics = grade_rollouts(pairs)
     metrics["start_value_read_rate"] = start_value_read_rate(pairs, windows)
+    metrics["evidence_read_rate"] = evidence_read_rate(pairs, windows)
     return metrics, pairs
 
 
@@ -178,14 +180,20 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
         lines.append(f"| {name} | " + " | ".join(_ci(row[f]) for f in [*fams, "overall"]) + " |")
     lines += ["", "## Policies: protocol and difference to each baseline", "",
               "| policy | base model | action + answer parse (Wilson 95%) | complete action | answer parses | "
-              "start_value = last close (±1%) | tokens | " + " | ".join(f"− {b} (points)" for b in evaluated["rows"]) + " |",
-              "|---" * (7 + len(evaluated["rows"])) + "|"]
+              "start_value = last close (±1%) | price evidence read | tokens | " + " | ".join(f"− {b} (points)" for b in evaluated["rows"]) + " |",
+              "|---" * (8 + len(evaluated["rows"])) + "|"]
     for name, iv in intervals.items():
         m, lo_hi = metrics[name], iv["action_and_answer_wilson"]
         diffs = " | ".join(diff_cell(d) for d in iv["minus"].values())
         lines.append(f"| {name} | `{m.get('base_model', '?')}` | {m['action_and_answer_rate']:.1f} "
                      f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}] | {m['action_success_rate']:.1f} | {m['answer_parse_rate']:.1f} "
-                     f"| {m.get('start_value_read_rate', float('nan')):.1f} | {m['tokens_per_answer']:.0f} | {diffs} |")
+                     f"| {m.get('start_value_read_rate', float('nan')):.1f} | {m.get('evidence_read_rate', float('nan')):.1f} "
+                     f"| {m['tokens_per_answer']:.0f} | {diffs} |")
+    lines += ["", "Two checks that the policy read its prompt: `start_value` within 1% of the prompt's last close, "
+              "and the rationale's price sentence (ticker, date, close, 5- and 20-session returns, 10-session "
+              "volatility) exactly as the window's data give it (`llm.qa.evaluate.evidence_read_rate`). On a rebased "
+              "source (100 = the close of t, `docs/data.md`) every last close is 100, so only the second shows "
+              "reading. Every rollout is in [rollouts.jsonl](rollouts.jsonl)."]
     paired = [(name, ref, d) for name, iv in intervals.items() for ref, d in iv.get("vs_policy", {}).items()]
     probe = [(name, iv["anonymised"]) for name, iv in intervals.items() if "anonymised" in iv]
     if probe:
@@ -297,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     base_hits = {k: np.array([float(is_correct(it, fn(it))) for it in test]) for k, fn in fns.items()}
     intervals: dict[str, dict] = {}
     samples, failures, failed = {}, {}, {}
+    rollouts: list[dict] = []  # every rollout of every policy row, for re-grading without re-decoding
     t0 = time.time()
     policy_hits: dict[str, np.ndarray] = {}
     arms = ((args.name, run), (f"{args.name}-no-ts-tokens", args.ablation_checkpoint), (args.compare_name, args.compare))
@@ -322,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
                                              for it, r in apairs[:5]]
         samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                          for it, r in pairs[:5]]
+        rollouts += [{"policy": name, "id": it.id, "family": it.family, "answer": it.answer, "correct": bool(h),
+                      "completion": r.completion} for (it, r), h in zip(pairs, hits, strict=True)]
         failures[name] = failure_kinds(pairs)
         after, copies, rates = restatement(pairs)
         metrics[name].update(rates)
@@ -333,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
                         if (kind := failure_kind(it, r)) != "ok"]
     eval_s = time.time() - t0
     with output_dir(args.out, args.overwrite) as out:
-        write_outputs(out, metrics, intervals, baselines, samples, failures, failed, {
+        write_outputs(out, metrics, intervals, baselines, samples, failures, failed, rollouts, {
             "command": command_line("stockr1 bench qa", argv),
             "commit": git_commit(), "date": time.strftime("%Y-%m-%d"), "qa_file": str(qa_path),
             "n_train": len(train), "n_test_file": len(all_test), "eval_s": eval_s, "threads": args.threads,
@@ -344,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_outputs(out: Path, metrics: dict, intervals: dict, baselines: dict, samples: dict, failures: dict,
-                  failed: dict, run: dict) -> None:
+                  failed: dict, rollouts: list[dict], run: dict) -> None:
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     (out / "intervals.json").write_text(json.dumps(intervals, indent=1))
     (out / "README.md").write_text(readme(metrics, intervals, baselines["evaluated"], run))
@@ -355,3 +366,4 @@ def write_outputs(out: Path, metrics: dict, intervals: dict, baselines: dict, sa
     (out / "samples.json").write_text(json.dumps(samples, indent=1))
     (out / "failures.json").write_text(json.dumps(failures, indent=1))  # first failure cause per rollout
     (out / "failed_rollouts.json").write_text(json.dumps(failed, indent=1))
+    (out / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))

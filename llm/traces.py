@@ -83,6 +83,17 @@ def _pct(a: float, b: float) -> float:
     return 100.0 * (a / b - 1.0)
 
 
+def price_evidence(d: Decision) -> str:
+    """The rationale's first sentence: ticker, date, last close, 5- and 20-session returns and 10-session
+    volatility, from the price history alone. In a rebased frame (100 = the close of t) the close is a
+    constant, so this sentence, not ``start_value``, is what shows a policy read its prompt
+    (``llm.qa.evaluate.evidence_read_rate``)."""
+    c = d.close
+    return (f"{d.ticker} closed at {d.last_close:.2f} on {d.date}, {_pct(c[-1], c[-6]):+.2f}% over 5 sessions and "
+            f"{_pct(c[-1], c[-21]):+.2f}% over 20; daily volatility over the last 10 sessions was "
+            f"{100 * d.past_vol(10):.2f}%.")
+
+
 def cite_context(d: Decision) -> str:
     """Sentences that cite the decision-time evidence: the close and its recent moves, the headline
     macro indicator (the 10Y-2Y spread where there are yields, else the first of ``MACRO_PREFERENCE``)
@@ -90,12 +101,7 @@ def cite_context(d: Decision) -> str:
 
     One indicator and no headline quote: a pretrained tokenizer spends one token per digit, and three
     macro values plus a quoted headline were ~80 of the rationale's ~180 tokens (``stockr1 bench tokens``)."""
-    c = d.close
-    out = [
-        f"{d.ticker} closed at {d.last_close:.2f} on {d.date}, {_pct(c[-1], c[-6]):+.2f}% over 5 sessions and "
-        f"{_pct(c[-1], c[-21]):+.2f}% over 20; daily volatility over the last 10 sessions was "
-        f"{100 * d.past_vol(10):.2f}%."
-    ]
+    out = [price_evidence(d)]
     m = d.context.macro
     if {"2Y", "10Y"} <= set(m):
         out.append(f"The 10Y-2Y Treasury spread is {m['10Y'] - m['2Y']:+.2f} pp.")

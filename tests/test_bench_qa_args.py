@@ -69,6 +69,10 @@ def test_name_labels_the_row_and_qa_replaces_the_questions(run) -> None:
     # differences; no action was written, so no start_value read the prompt; the base model is named
     assert {"tool_reader_garch", "tool_reader_decoder"} <= set(metrics) and "tool_reader_decoder" in iv["minus"]
     assert metrics["stock-r1-sft"]["start_value_read_rate"] == 0.0
+    assert metrics["stock-r1-sft"]["evidence_read_rate"] == 0.0  # 4 tokens cannot state the price sentence
+    rollouts = [json.loads(line) for line in (root / "default" / "rollouts.jsonl").read_text().splitlines()]
+    assert [(r["policy"], r["id"], r["correct"]) for r in rollouts] == \
+        [("stock-r1-sft", it.id, False) for it in own if it.split == "test"][:2]
     assert metrics["stock-r1-sft"]["base_model"].startswith("random-init tiny Qwen3")
 
     assert main([*args, "--out", str(root / "named"), "--name", "stock-r1-grpo", "--qa", str(root / "other.jsonl"),

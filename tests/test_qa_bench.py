@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -12,14 +14,14 @@ from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig
 from llm.qa import QAConfig, QAGenerator
 from llm.qa.baselines import overall_difference
-from llm.qa.core import QAItem
-from llm.qa.evaluate import failure_kinds, grade_rollouts, item_hits, rollout_items
+from llm.qa.core import QAItem, decision_at
+from llm.qa.evaluate import evidence_read_rate, failure_kinds, grade_rollouts, item_hits, rollout_items
 from llm.qa.prompt import SYSTEM_PROMPT, user_message
 from llm.scripted import ScriptedPolicy
 from llm.special_tokens import ts_placeholders
 from llm.tokenizer import chat_prompt, train_tokenizer
 from llm.tools import ForecastTool
-from llm.traces import TraceConfig, TraceWriter
+from llm.traces import TraceConfig, TraceWriter, price_evidence
 from stockr1.types import train_only
 from tests.test_qa_generator import L, context_fn, make_windows
 from tests.test_qa_traces import LinearDecoder, render
@@ -64,6 +66,14 @@ def test_grade_scripted_rollouts(tmp_path) -> None:
     assert m["correct_of_parsed"] == 100.0  # the scripts copy answers computed from trajectories
     assert item_hits(pairs).tolist() == [0.0, 0.0] + [1.0] * (n - 2)  # unparsed and outside-space score 0
     assert m["tokens_per_answer"] > 10
+    # the scripts for k >= 1 copy the trace's price sentence, built from the window; k = 0 writes none.
+    # One changed digit in that sentence (a misread return) is a miss.
+    assert evidence_read_rate(pairs, w) == pytest.approx(100.0 * (n - 1) / n)
+    it1, r1 = pairs[1]
+    sentence = price_evidence(decision_at(w, it1.window))
+    assert sentence in r1.completion and "% over 5 sessions" in sentence
+    misread = SimpleNamespace(completion=r1.completion.replace(sentence, sentence.replace("% over 5", "1% over 5")))
+    assert evidence_read_rate([(it1, r1), (it1, misread)], w) == 50.0
     assert "| model |" in table({"x": m}) and "Avg." in table({"x": m})
     # the scripts for k >= 2 restate the question line (the trace's own text); k = 0, 1 do not
     after, copies, rates = restatement(pairs)

@@ -9,8 +9,9 @@ import torch
 
 from llm.qa.answers import is_correct, normalize_answer
 from llm.qa.baselines import accuracy_by_family
-from llm.qa.core import QAItem
+from llm.qa.core import QAItem, decision_at
 from llm.qa.prompt import SYSTEM_PROMPT, user_message
+from llm.traces import price_evidence
 
 
 def rollout_items(policy, decoder, windows, items: Sequence[QAItem], max_new_tokens: int = 512,
@@ -77,6 +78,15 @@ def start_value_read_rate(pairs: Sequence[tuple[QAItem, object]], windows, tol: 
         c = float(windows.hist[it.window, -1, CLOSE])
         sv = getattr(r.action, "start_value", None) if r.action is not None else None
         ok.append(sv is not None and abs(float(sv) - c) <= tol * abs(c))
+    return 100.0 * float(np.mean(ok)) if ok else float("nan")
+
+
+def evidence_read_rate(pairs: Sequence[tuple[QAItem, object]], windows) -> float:
+    """% of rollouts whose completion states the window's price evidence exactly as the prompt's data
+    give it (``llm.traces.price_evidence``: ticker, date, close, 5- and 20-session returns, 10-session
+    volatility, to two decimals). Unlike ``start_value_read_rate`` it cannot be met by copying a constant
+    on a rebased source, where every last close is 100."""
+    ok = [price_evidence(decision_at(windows, it.window)) in r.completion for it, r in pairs]
     return 100.0 * float(np.mean(ok)) if ok else float("nan")
 
 
