@@ -31,10 +31,12 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
+from benchmarks.qa_reuse import fingerprint, reused_pairs, rollout_record, write_reuse_index
 from forecast_action.build import load_decoder
 from llm.policy import Policy, PolicyConfig
 from llm.qa import load_items
@@ -76,17 +78,24 @@ EXTRA_COLS = ("action_success_rate", "answer_parse_rate", "action_and_answer_rat
               "evidence_read_rate", "tokens_per_answer")
 
 
-def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int,
-                 max_context_chars: int | None = None, device: str = "cpu") -> tuple[dict[str, float], list]:
-    """Greedy rollouts of the run's policy on ``device`` (the decoder tool stays on cpu), graded."""
-
-    policy = Policy.load(run_dir / "policy").to(device).eval()
-    decoder = load_decoder(run_dir / "decoder")
-    bar = Progress(len(items), f"[bench qa] {run_dir}", unit="rollout")
-    with policy.merged():  # LoRA and protocol rows folded in: same logits, ~3x faster decoding
-        pairs = rollout_items(policy, decoder, windows, items, max_new_tokens=max_new_tokens,
-                              max_context_chars=max_context_chars, on_batch=bar.advance)
-    metrics = grade_rollouts(pairs)
+def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int, max_context_chars: int | None = None,
+                 device: str = "cpu", reuse: tuple[Path, str] | None = None) -> tuple[dict[str, Any], list]:
+    """Greedy rollouts of the run's policy on ``device`` (the decoder tool stays on cpu), graded.
+    ``reuse`` = (an earlier --out, this run's fingerprint): its rollouts when their inputs were identical
+    (``benchmarks.qa_reuse``), else decoded here."""
+    found = reused_pairs(*reuse, items) if reuse is not None else None
+    if found is not None:
+        pairs, source = found
+        print(f"[bench qa] {run_dir}: {len(pairs)} rollouts reused from {reuse[0]} (row {source}: same fingerprint)")
+    else:
+        policy = Policy.load(run_dir / "policy").to(device).eval()
+        decoder = load_decoder(run_dir / "decoder")
+        bar = Progress(len(items), f"[bench qa] {run_dir}", unit="rollout")
+        with policy.merged():  # LoRA and protocol rows folded in: same logits, ~3x faster decoding
+            pairs = rollout_items(policy, decoder, windows, items, max_new_tokens=max_new_tokens,
+                                  max_context_chars=max_context_chars, on_batch=bar.advance)
+    metrics: dict[str, Any] = grade_rollouts(pairs)
+    metrics["reused_from"] = f"{reuse[0]} ({found[1]})" if found is not None else None
     metrics["start_value_read_rate"] = start_value_read_rate(pairs, windows)
     metrics["evidence_read_rate"] = evidence_read_rate(pairs, windows)
     return metrics, pairs
@@ -177,7 +186,9 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
         "| answerer | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|",
     ]
     for name, row in rows.items():
-        lines.append(f"| {name} | " + " | ".join(_ci(row[f]) for f in [*fams, "overall"]) + " |")
+        k = int(metrics.get(name, {}).get("n", evaluated["n"]))  # --compare-n: a policy row on the first k questions
+        label = name if k == evaluated["n"] else f"{name} (first {k} questions)"
+        lines.append(f"| {label} | " + " | ".join(_ci(row[f]) if f in row else "–" for f in [*fams, "overall"]) + " |")
     lines += ["", "## Policies: protocol and difference to each baseline", "",
               "| policy | base model | action + answer parse (Wilson 95%) | complete action | answer parses | "
               "start_value = last close (±1%) | price evidence read | tokens | " + " | ".join(f"− {b} (points)" for b in evaluated["rows"]) + " |",
@@ -194,6 +205,14 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
               "volatility) exactly as the window's data give it (`llm.qa.evaluate.evidence_read_rate`). On a rebased "
               "source (100 = the close of t, `docs/data.md`) every last close is 100, so only the second shows "
               "reading. Every rollout is in [rollouts.jsonl](rollouts.jsonl)."]
+    reused = [f"`{name}` from {m['reused_from']}" for name, m in metrics.items() if m.get("reused_from")]
+    if reused:
+        lines += ["", "Rollouts reused, not decoded here (`--reuse`: same policy and decoder files, QA file, data and "
+                  "decoding settings, same batches; `benchmarks.qa_reuse`): " + "; ".join(reused) + "."]
+    short = [f"`{n}` on the first {int(metrics[n]['n'])}" for n in intervals if int(metrics[n]["n"]) < evaluated["n"]]
+    if short:
+        lines += ["", "Rows on fewer questions (`--compare-n`): " + "; ".join(short) + "; their accuracy, differences to "
+                  "the baselines and to the first policy are paired on those questions alone."]
     paired = [(name, ref, d) for name, iv in intervals.items() for ref, d in iv.get("vs_policy", {}).items()]
     probe = [(name, iv["anonymised"]) for name, iv in intervals.items() if "anonymised" in iv]
     if probe:
@@ -265,8 +284,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu", help="device of the policy during rollouts (cpu, cuda, cuda:1, ...)")
     ap.add_argument("--tool-reader-ts", default=None,
                     help="a saved TS encoder ensemble whose sample paths answer every question (row tool_reader_ts)")
+    ap.add_argument("--compare-n", type=int, default=None, metavar="K",
+                    help="evaluate --compare on the first K of the --n questions only (a decoding budget); its "
+                         "accuracy and paired differences are then on those K")
+    ap.add_argument("--reuse", default=None, metavar="DIR",
+                    help="an earlier bench qa --out: a policy row whose fingerprint (policy and decoder files, QA "
+                         "file, data, decoding settings) matches takes its rollouts from there instead of decoding")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
+    if args.compare_n is not None and not (args.compare and 0 < args.compare_n <= args.n):
+        ap.error(f"--compare-n {args.compare_n}: needs --compare and 1 <= K <= --n ({args.n})")
     refuse_existing(args.out, args.overwrite)  # before any rollout
     torch.set_num_threads(args.threads)
     run = Path(args.checkpoint)
@@ -306,33 +333,39 @@ def main(argv: list[str] | None = None) -> int:
     intervals: dict[str, dict] = {}
     samples, failures, failed = {}, {}, {}
     rollouts: list[dict] = []  # every rollout of every policy row, for re-grading without re-decoding
+    fingerprints: dict[str, str] = {}
+    settings = {"data": cfg.get("data", {}), "max_new_tokens": args.max_new_tokens, "threads": args.threads,
+                "max_context_chars": cfg.get("max_context_chars"), "device": args.device}
     t0 = time.time()
     policy_hits: dict[str, np.ndarray] = {}
-    arms = ((args.name, run), (f"{args.name}-no-ts-tokens", args.ablation_checkpoint), (args.compare_name, args.compare))
-    for name, path in arms:
+    arms = ((args.name, run, args.n), (f"{args.name}-no-ts-tokens", args.ablation_checkpoint, args.n),
+            (args.compare_name, args.compare, args.compare_n or args.n))
+    for name, path, k in arms:
         if path is None:
             continue
-        metrics[name], pairs = evaluate_run(Path(path), test, windows, args.max_new_tokens,
-                                            cfg.get("max_context_chars"), args.device)
+        qs = test[:k]  # --compare-n: the compare row on the first K questions, paired on those K
+        rs = resamples if k == len(test) else qa_resamples(qs, windows, args.n_boot)[0]
+        fingerprints[name] = fingerprint(Path(path), qa_path, settings)
+        metrics[name], pairs = evaluate_run(Path(path), qs, windows, args.max_new_tokens, cfg.get("max_context_chars"),
+                                            args.device, None if args.reuse is None else (Path(args.reuse), fingerprints[name]))
         metrics[name]["base_model"] = base_model(Path(path))
         hits = item_hits(pairs)
         n_ok = int(round(metrics[name]["action_and_answer_rate"] * len(pairs) / 100))
-        intervals[name] = {"accuracy": accuracy_intervals(test, hits, resamples),
+        intervals[name] = {"accuracy": accuracy_intervals(qs, hits, rs),
                            "action_and_answer_wilson": [100 * v for v in wilson_interval(n_ok, len(pairs))],
-                           "minus": {k: overall_difference(test, hits, h, resamples) for k, h in base_hits.items()}}
+                           "minus": {b: overall_difference(qs, hits, h[:k], rs) for b, h in base_hits.items()}}
         if policy_hits:  # paired against the first policy (--checkpoint), on the same questions and resamples
-            intervals[name]["vs_policy"] = {args.name: overall_difference(test, hits, policy_hits[args.name], resamples)}
+            intervals[name]["vs_policy"] = {args.name: overall_difference(qs, hits, policy_hits[args.name][:k], rs)}
         policy_hits[name] = hits
         if anon is not None:  # the same run on the anonymised questions, paired on the same resamples
-            metrics[f"{name}-anonymised"], apairs = evaluate_run(Path(path), anon[1], anon[0], args.max_new_tokens,
+            metrics[f"{name}-anonymised"], apairs = evaluate_run(Path(path), anon[1][:k], anon[0], args.max_new_tokens,
                                                                  cfg.get("max_context_chars"), args.device)
-            intervals[name]["anonymised"] = overall_difference(test, hits, item_hits(apairs), resamples)
+            intervals[name]["anonymised"] = overall_difference(qs, hits, item_hits(apairs), rs)
             samples[f"{name}-anonymised"] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                                              for it, r in apairs[:5]]
         samples[name] = [{"question": it.question, "answer": it.answer, "completion": r.completion}
                          for it, r in pairs[:5]]
-        rollouts += [{"policy": name, "id": it.id, "family": it.family, "answer": it.answer, "correct": bool(h),
-                      "completion": r.completion} for (it, r), h in zip(pairs, hits, strict=True)]
+        rollouts += [rollout_record(name, it, r, h) for (it, r), h in zip(pairs, hits, strict=True)]
         failures[name] = failure_kinds(pairs)
         after, copies, rates = restatement(pairs)
         metrics[name].update(rates)
@@ -348,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
             "command": command_line("stockr1 bench qa", argv),
             "commit": git_commit(), "date": time.strftime("%Y-%m-%d"), "qa_file": str(qa_path),
             "n_train": len(train), "n_test_file": len(all_test), "eval_s": eval_s, "threads": args.threads,
-            "max_new_tokens": args.max_new_tokens, "cutoff": list(dict.fromkeys(cutoff))})
+            "max_new_tokens": args.max_new_tokens, "cutoff": list(dict.fromkeys(cutoff)),
+            "fingerprints": fingerprints})
     print(table(metrics))
     print(f"wrote {args.out}")
     return 0
@@ -367,3 +401,4 @@ def write_outputs(out: Path, metrics: dict, intervals: dict, baselines: dict, sa
     (out / "failures.json").write_text(json.dumps(failures, indent=1))  # first failure cause per rollout
     (out / "failed_rollouts.json").write_text(json.dumps(failed, indent=1))
     (out / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
+    write_reuse_index(out, run["fingerprints"])

@@ -126,3 +126,56 @@ def test_anonymise_evaluates_the_same_questions_without_names_or_dates(run) -> N
     gap = json.loads((out / "intervals.json").read_text())["stock-r1-sft"]["anonymised"]
     assert gap["diff"] == 0.0 and gap["verdict"] == "tie"  # 4 tokens: neither run answers anything
     assert "Memorisation probe" in (out / "README.md").read_text()
+
+
+def rollouts_of(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+
+
+def test_reuse_takes_rollouts_only_where_every_input_is_identical(run) -> None:
+    run_dir, _, _, root = run
+    base = ["--checkpoint", str(run_dir), "--threads", "1", "--n", "3"]
+    first, again = root / "reuse_first", root / "reuse_again"
+    assert main([*base, "--max-new-tokens", "24", "--out", str(first)]) == 0
+    assert main([*base, "--max-new-tokens", "24", "--reuse", str(first), "--out", str(again)]) == 0
+    m1, m2 = (json.loads((d / "metrics.json").read_text())["stock-r1-sft"] for d in (first, again))
+    assert m1.pop("reused_from") is None and m2.pop("reused_from").startswith(f"{first} (stock-r1-sft)")
+    assert m1 == m2 and rollouts_of(again) == rollouts_of(first)  # graded from storage exactly as decoded
+    assert "Rollouts reused, not decoded here" in (again / "README.md").read_text()
+    # another decoding budget changes the fingerprint; 2 of 3 stored questions is not a whole rollout batch
+    for extra, out in ((["--max-new-tokens", "20"], root / "reuse_budget"), (["--n", "2"], root / "reuse_prefix")):
+        assert main([*base, "--max-new-tokens", "24", *extra, "--reuse", str(first), "--out", str(out)]) == 0
+        assert json.loads((out / "metrics.json").read_text())["stock-r1-sft"]["reused_from"] is None
+
+
+def test_compare_n_evaluates_the_second_policy_on_a_prefix_paired_on_it(run) -> None:
+    run_dir, own, _, root = run
+    out = root / "compare_n"
+    assert main(["--checkpoint", str(run_dir), "--compare", str(run_dir), "--compare-name", "again", "--n", "3",
+                 "--compare-n", "1", "--max-new-tokens", "4", "--threads", "1", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert (metrics["stock-r1-sft"]["n"], metrics["again"]["n"]) == (3, 1)
+    d = json.loads((out / "intervals.json").read_text())["again"]["vs_policy"]["stock-r1-sft"]
+    assert d["diff"] == 0.0  # the same weights on the same first question
+    readme = (out / "README.md").read_text()
+    assert "| again (first 1 questions) |" in readme and "`again` on the first 1" in readme
+    with pytest.raises(SystemExit):
+        main(["--checkpoint", str(run_dir), "--compare-n", "1", "--out", str(root / "x")])  # no --compare
+
+
+def test_a_stored_rollout_grades_as_the_rollout_it_records() -> None:
+    from types import SimpleNamespace
+
+    from benchmarks.qa_reuse import rollout_record, stored_rollout
+    from forecast_action.schema import ForecastAction
+    from llm.qa.core import QAItem
+    from llm.qa.evaluate import failure_kind
+
+    item = QAItem(id="q1", family="forecast", template="direction", question="Up or down?", answer="up",
+                  answer_type="choice", window=0, ticker="X", date="2020-01-02", split="test", choices=("up", "down"))
+    partial = ForecastAction(start_value=100.0, direction="up")  # an incomplete action stays incomplete
+    for action, answer in ((partial, "up"), (None, None), (partial, "sideways")):
+        r = SimpleNamespace(action=action, answer=answer, completion="text", n_generated=7)
+        s = stored_rollout(json.loads(json.dumps(rollout_record("p", item, r, False))))
+        assert (s.action, s.answer, s.completion, s.n_generated) == (action, answer, "text", 7)
+        assert failure_kind(item, s) == failure_kind(item, r)
