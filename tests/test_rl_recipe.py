@@ -176,8 +176,7 @@ def test_grpo_raises_a_reward_the_policy_can_control(tok_dir, tmp_path) -> None:
 
 def test_variance_shares_by_hand() -> None:
     """Two groups of 2: R = r_ans + 0.5 r_prec; r_ans differs within each group, r_prec does not."""
-    from rl.rewards import variance_shares
-    from rl.rewards import RewardWeights
+    from rl.rewards import RewardWeights, variance_shares
 
     comps = {"r_ans": np.array([1.0, 0.0, 0.0, 1.0]), "r_prec": np.array([0.2, 0.2, 0.6, 0.6])}
     total = comps["r_ans"] + 0.5 * comps["r_prec"]

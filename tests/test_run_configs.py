@@ -35,9 +35,11 @@ def test_every_shipped_grpo_config_is_valid(path: Path) -> None:
 
 
 def test_the_demo_and_ablation_overrides_merge_into_valid_configs() -> None:
-    demo = load_yaml(ROOT / "configs" / "demo.yaml")
-    SFTRunConfig.from_dict(deep_update(load_yaml(ROOT / demo["sft"]["config"]), demo["sft"]["overrides"]))
-    GRPORunConfig.from_dict(deep_update(load_yaml(ROOT / demo["grpo"]["config"]), demo["grpo"]["overrides"]))
+    for name in ("demo.yaml", "demo_tiny.yaml"):
+        demo = load_yaml(ROOT / "configs" / name)
+        if "sft" in demo:  # --from-scratch's tiny SFT (configs/demo_tiny.yaml)
+            SFTRunConfig.from_dict(deep_update(load_yaml(ROOT / demo["sft"]["config"]), demo["sft"]["overrides"]))
+        GRPORunConfig.from_dict(deep_update(load_yaml(ROOT / demo["grpo"]["config"]), demo["grpo"]["overrides"]))
     abl = AblationConfig.from_dict(load_yaml(ROOT / "configs" / "ablation" / "demo.yaml"))
     sft_cfg = SFTRunConfig.from_dict(resolved_sft(abl, 0, None))
     for variant in VARIANTS[1:]:  # every GRPO row's switches on top of the shared budget

@@ -37,13 +37,13 @@ from stockr1.data.dataset_io import (
     write_store,
 )
 from stockr1.data.membership import Membership, read_tickers_file
+from stockr1.data.price_frame import AS_TRADED, BACK_ADJUSTED, frame_kinds, mark_back_adjusted
 from stockr1.data.quality import check_frames
 from stockr1.data.sources import load_source
 from stockr1.data.sources.frames import trading_calendar
 from stockr1.data.splits import source_split
 from stockr1.data.windows import build_windows, split_counts
 from stockr1.outdir import output_dir, refuse_existing
-from stockr1.data.price_frame import AS_TRADED, BACK_ADJUSTED, frame_kinds, mark_back_adjusted
 from stockr1.types import AS_OF_T, SPLITS, Windows
 
 ARRAYS = ("x", "y", "hist", "future")

@@ -2,13 +2,14 @@
 [--fresh] [--config FILE]``.
 
 The whole offline pipeline into one run directory: data -> TS encoder -> action-conditioned decoder ->
-SFT policy -> u-GRPO -> benchmarks -> ``report.md``. By default the TS encoder and the SFT run
-(tokenizer, policy, its decoder with its fitted statistics, QA items) are the shipped, validation-picked
-ones in ``release/tiny`` (hashes checked), so the demo trains only GRPO and takes minutes
-(``runs/demo-<seed>/``); ``--from-scratch`` trains the TS encoder, a standalone decoder, the tokenizer
-and the SFT run too (``runs/demo-scratch-<seed>/``), and with ``--release DIR`` packs the encoder and
-the SFT run as the new release. Budgets and settings of every stage are in ``configs/demo.yaml``; docs/pipeline.md
-describes the stages, the run layout and resuming.
+SFT policy -> u-GRPO -> benchmarks -> ``report.md``. By default (``configs/demo.yaml``) the SFT run is the
+shipped pretrained small policy of ``release/smollm2-135m`` (LoRA on SmolLM2-135M-Instruct, its decoder,
+fitted statistics and QA items; hashes checked) and the TS encoder that of ``release/tiny``, so the demo
+trains only a few GRPO steps (``runs/demo-<seed>/``); ``--config configs/demo_tiny.yaml`` runs the same
+pipeline on the random-init tiny policy. ``--from-scratch`` (default config ``configs/demo_tiny.yaml``)
+trains the TS encoder, a standalone decoder, the tokenizer and the tiny SFT run too
+(``runs/demo-scratch-<seed>/``), and with ``--release DIR`` packs the encoder and the SFT run as the new
+release. docs/pipeline.md describes the stages, the run layout and resuming.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from stockr1.pipeline.demo_config import REPO, DemoConfig, resolve
 __all__ = ["REPO", "DemoConfig", "main", "stage_configs"]
 from stockr1.pipeline.runner import Stage, StageInputError, StageRunner, select, stage_timings
 
-DEFAULT_CONFIG = "configs/demo.yaml"
+DEFAULT_CONFIG = "configs/demo.yaml"  # from the small pretrained release
+SCRATCH_CONFIG = "configs/demo_tiny.yaml"  # the tiny policy: what --from-scratch trains in about an hour
 
 
 def stage_configs(cfg: DemoConfig, stages: Sequence[Stage], from_scratch: bool = False) -> dict[str, dict[str, Any]]:
@@ -76,9 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--only", choices=names, default=None, help="run this one stage (its inputs must exist)")
     which.add_argument("--from", dest="start", choices=names, default=None, help="rerun this stage and all later ones")
     ap.add_argument("--fresh", action="store_true", help="rerun the selected stages from scratch (no resume)")
-    ap.add_argument("--config", default=DEFAULT_CONFIG, help=f"pipeline config (default {DEFAULT_CONFIG})")
+    ap.add_argument("--config", default=SCRATCH_CONFIG if scratch else DEFAULT_CONFIG,
+                    help=f"pipeline config (default {DEFAULT_CONFIG}; with --from-scratch {SCRATCH_CONFIG})")
     ap.add_argument("--from-scratch", action="store_true",
-                    help="train the TS encoder, decoder, tokenizer and SFT run too instead of starting from release/tiny")
+                    help="train the TS encoder, decoder, tokenizer and the tiny SFT run too instead of starting from a release")
     ap.add_argument("--release", default=None, metavar="DIR",
                     help="with --from-scratch: afterwards, pack the run's TS encoder and SFT run as the release in DIR")
     ap.add_argument("--export", default=None, metavar="DIR",

@@ -52,6 +52,7 @@ class ConfigStage:
 @dataclass(frozen=True)
 class ReleaseStage:
     dir: str = DEFAULT_RELEASE  # the shipped SFT run the demo starts from
+    ts: str | None = None  # the release whose TS encoder the benches use (default: ``dir``'s)
 
 
 @dataclass(frozen=True)

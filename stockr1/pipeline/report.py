@@ -115,10 +115,51 @@ def decoder_lines(am: dict[str, Any]) -> list[str]:
     return out
 
 
+def qa_lines(run_dir: Path) -> list[str]:
+    """The policy lines of the report's opening: the SFT policy against majority and the tool-reader
+    ceiling (the best ``tool_reader_*`` row), then u-GRPO − SFT, each read from its interval."""
+    iv = _json(run_dir / "bench_qa" / "intervals.json") or {}
+    qm = _json(run_dir / "bench_qa" / "metrics.json") or {}
+    out: list[str] = []
+    if QA_MODEL in iv:
+        sft, m = iv[QA_MODEL], qm[QA_MODEL]
+        acc, lo_hi = sft["accuracy"]["overall"], sft["action_and_answer_wilson"]
+        reused = f"; rollouts reused from {m['reused_from']}" if m.get("reused_from") else ""
+        out.append(f"- **SFT policy** (`{m.get('base_model', '?')}`) on {int(m['n'])} held-out questions{reused}: "
+                   f"accuracy {acc['acc']:.1f}% [{acc['ci_lo']:.1f}, {acc['ci_hi']:.1f}] (mean over families); "
+                   f"a complete action and a parseable answer in {m['action_and_answer_rate']:.1f}% "
+                   f"[{lo_hi[0]:.1f}, {lo_hi[1]:.1f}] of rollouts" + (
+                       f"; its rationale states the prompt's price evidence exactly in {m['evidence_read_rate']:.1f}%"
+                       if "evidence_read_rate" in m else "") + ".")
+        vs = sft["minus"]
+        verdicts = {b: verdict(d["diff"], d["ci_lo"], d["ci_hi"]) for b, d in vs.items()}
+        readers = {b: qm[b]["overall"] for b in vs if b.startswith("tool_reader") and b in qm}
+        if "majority" in vs:
+            out.append(f"  Against majority: {_ci(vs['majority'])} points, {verdicts['majority']}.")
+        if readers:
+            best = max(readers, key=readers.get)
+            out.append(f"  Against the tool-reader ceiling ({best}, {readers[best]:.1f}%: the answer its forecast "
+                       f"distribution gives alone): {_ci(vs[best])} points, {verdicts[best]}.")
+        beaten = [b for b, v in verdicts.items() if v == HOLDS]
+        rest = ", ".join(f"{b} {_ci(d)} {verdicts[b]}" for b, d in vs.items())
+        out.append(f"  Every baseline (points): {rest}. " + (
+            f"It beats {', '.join(beaten)} beyond the interval." if beaten else
+            "**It beats none of them** beyond the interval."))
+    if QA_GRPO in iv and "vs_policy" in iv[QA_GRPO]:
+        d = iv[QA_GRPO]["vs_policy"][QA_MODEL]
+        g = _json(run_dir / "grpo" / "summary.json") or {}
+        k = int(qm[QA_GRPO]["n"])
+        where = "the same questions" if QA_MODEL not in qm or k == int(qm[QA_MODEL]["n"]) else f"the first {k} of them"
+        out.append(f"- **u-GRPO** ({g.get('steps', '?')} steps) − SFT on {where}: {_ci(d)} points "
+                   f"({verdict(d['diff'], d['ci_lo'], d['ci_hi'])}); protocol rate "
+                   f"{qm[QA_GRPO]['action_and_answer_rate']:.1f}%.")
+    return out
+
+
 def learned(run_dir: Path) -> list[str]:
-    """The report's opening: what the run learned, each claim with its interval, and where a tiny model
-    does not beat a baseline, a plain sentence saying so. Reads only the benches' own files."""
-    out = ["## What was learned", ""]
+    """The report's opening: what the run learned, each claim with its interval, and where a model does not
+    beat a baseline, a plain sentence saying so; the policy first. Reads only the benches' own files."""
+    out = ["## What was learned", "", *qa_lines(run_dir)]
     diffs = _json(run_dir / "bench_forecast" / "differences.json")
     fm = _json(run_dir / "bench_forecast" / "metrics.json") or {}
     if isinstance(diffs, list) and "stockr1_ts" in fm:
@@ -134,27 +175,6 @@ def learned(run_dir: Path) -> list[str]:
     am = _json(run_dir / "bench_action" / "metrics.json") or {}
     if "oracle_full" in am:
         out += decoder_lines(am)
-    iv = _json(run_dir / "bench_qa" / "intervals.json") or {}
-    qm = _json(run_dir / "bench_qa" / "metrics.json") or {}
-    if QA_MODEL in iv:
-        sft, n = iv[QA_MODEL], sum(f.get("n", 0) for k, f in iv[QA_MODEL]["accuracy"].items() if k != "overall")
-        acc, lo_hi = sft["accuracy"]["overall"], sft["action_and_answer_wilson"]
-        out.append(f"- **SFT policy** on {n} held-out questions: writes a complete action and a parseable answer in "
-                   f"{qm[QA_MODEL]['action_and_answer_rate']:.1f}% [{lo_hi[0]:.1f}, {lo_hi[1]:.1f}] of rollouts; "
-                   f"accuracy {acc['acc']:.1f}% [{acc['ci_lo']:.1f}, {acc['ci_hi']:.1f}] (mean over families).")
-        vs = sft["minus"]
-        verdicts = {b: verdict(d["diff"], d["ci_lo"], d["ci_hi"]) for b, d in vs.items()}
-        beaten = [b for b, v in verdicts.items() if v == HOLDS]
-        rest = ", ".join(f"{b} {_ci(d)} {verdicts[b]}" for b, d in vs.items())
-        out.append(f"  Against the baselines (points): {rest}. " + (
-            f"It beats {', '.join(beaten)} beyond the interval." if beaten else
-            "**It beats none of them** beyond the interval."))
-    if QA_GRPO in iv and "vs_policy" in iv[QA_GRPO]:
-        d = iv[QA_GRPO]["vs_policy"][QA_MODEL]
-        g = _json(run_dir / "grpo" / "summary.json") or {}
-        out.append(f"- **u-GRPO** ({g.get('steps', '?')} steps) − SFT on the same questions: {_ci(d)} points "
-                   f"({verdict(d['diff'], d['ci_lo'], d['ci_hi'])}); protocol rate "
-                   f"{qm[QA_GRPO]['action_and_answer_rate']:.1f}%.")
     man = _json(run_dir / "manifest.json") or {}
     if man.get("total_wall_s") is not None:
         out.append(f"- This run: {man['total_wall_s'] / 60:.1f} min wall over its finished stages "
@@ -254,6 +274,19 @@ def _training_section(run_dir: Path) -> list[str]:
     return out
 
 
+def models_line(run_dir: Path, man: dict[str, Any]) -> str:
+    """Which models the run started from (the release stage's manifest) and its config: small models on
+    CPU budgets, not the paper's scale."""
+    rel = _json(run_dir / "release" / "manifest.json")
+    cfg = " ".join(man.get("command") or []) or "stockr1 demo"
+    if rel is None:
+        return f"Every model trained in this run (`{cfg}`): small models on CPU budgets, not the paper's scale."
+    base = (rel.get("base") or {}).get("name_or_path") or "the random-init tiny Qwen3 (no pretrained base)"
+    return (f"Started from the shipped SFT run of `{rel.get('command', '?')}` (policy base: `{base}`) and the TS encoder "
+            f"of `{rel.get('ts_release') or 'the same release'}` (`{cfg}`): small models on CPU budgets, not the "
+            f"paper's scale.")
+
+
 def write_report(run_dir: str | Path, stages: Sequence[Stage]) -> Path:
     run_dir = Path(run_dir)
     man = _json(run_dir / "manifest.json") or {}
@@ -263,7 +296,7 @@ def write_report(run_dir: str | Path, stages: Sequence[Stage]) -> Path:
         f"# stockr1 demo report — seed {man.get('seed', '?')}", "",
         f"Generated {time.strftime('%Y-%m-%d %H:%M')} by `stockr1 demo`; git commit `{man.get('git_commit', '?')}`; "
         f"data hash `{data.get('content_hash', '?')[:16]}`; [manifest.json](manifest.json).", "",
-        "Tiny models on 2 CPU cores with demo budgets (configs/demo.yaml), not the paper's scale.", "",
+        models_line(run_dir, man), "",
         *learned(run_dir),
         "## Stages", "", _table(timing_rows(run_dir, stages), ["stage", "what", "status", "wall s", "CPU s"]),
         "## Data", "",

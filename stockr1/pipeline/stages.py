@@ -140,19 +140,28 @@ def run_sft(ctx: StageContext) -> list[str]:
 
 
 def run_release(ctx: StageContext) -> list[str]:
-    """The shipped artefacts (``release/tiny``, hashes checked): the SFT run copied to ``<run>/sft``, where
-    GRPO, ``bench qa`` and ``bench action`` read it, and the TS encoder to ``<run>/ts/checkpoints/pretrained``,
+    """The shipped artefacts (``dir``, hashes checked): the SFT run copied to ``<run>/sft``, where
+    GRPO, ``bench qa`` and ``bench action`` read it, and the TS encoder (of ``ts``, default ``dir``) to
+    ``<run>/ts/checkpoints/pretrained``,
     where the ts stage would have written it (``bench forecast`` / ``bench backtest``); ``--release``
     after ``--from-scratch`` packs a fresh one instead."""
     from stockr1.release import install
 
-    src = ctx.cfg.get("dir", DEFAULT_RELEASE)
-    src = src if Path(src).is_absolute() else str(REPO / src)
-    man = install(src, ctx.path(SFT), ctx.path(TS_MODEL))
-    (ctx.stage_dir / "manifest.json").write_text(json.dumps({k: v for k, v in man.items() if k != "files"}, indent=1))
+    src, ts_src = (_repo_path(ctx.cfg.get(k) or ctx.cfg.get("dir", DEFAULT_RELEASE)) for k in ("dir", "ts"))
+    if ts_src == src:
+        man = ts_man = install(src, ctx.path(SFT), ctx.path(TS_MODEL))
+    else:  # a release without a TS encoder (the small policy's) beside the one whose encoder the benches use
+        man, ts_man = install(src, ctx.path(SFT)), install(ts_src, None, ctx.path(TS_MODEL))
+    keep = {k: v for k, v in man.items() if k != "files"}
+    (ctx.stage_dir / "manifest.json").write_text(json.dumps({**keep, "ts_release": ts_src, "ts": ts_man.get("ts")}, indent=1))
     ctx.log(f"[release] {src}: SFT run of commit {man['git_commit'][:10]} ({man['created']}), {man['sft_steps']} steps; "
-            f"TS encoder: {(man.get('ts') or {}).get('command')}")
-    return ["(stockr1.release.install)", src, str(ctx.path(SFT)), str(ctx.path(TS_MODEL))]
+            f"TS encoder ({ts_src}): {(ts_man.get('ts') or {}).get('command')}")
+    return ["(stockr1.release.install)", src, str(ctx.path(SFT)), ts_src, str(ctx.path(TS_MODEL))]
+
+
+def _repo_path(path: str) -> str:
+    """A configured path as given when absolute, else relative to the repository root (not the cwd)."""
+    return path if Path(path).is_absolute() else str(REPO / path)
 
 
 def run_grpo(ctx: StageContext) -> list[str]:
@@ -188,10 +197,14 @@ def run_bench_action(ctx: StageContext) -> list[str]:
 
 def run_bench_qa(ctx: StageContext) -> list[str]:
     """The SFT and the u-GRPO policy on the same held-out questions in one ``bench qa`` call, so the
-    baselines, the resamples and the paired u-GRPO − SFT difference are shared."""
+    baselines, the resamples and the paired u-GRPO − SFT difference are shared. ``reuse`` (a path in the
+    repository): the SFT row's rollouts come from the release's own evaluation when nothing differs."""
+    args = dict(ctx.cfg.get("args") or {})
+    if args.get("reuse"):  # an earlier bench qa --out in the repository (results/qa), wherever the demo runs from
+        args["reuse"] = _repo_path(str(args["reuse"]))
     return _cli(ctx, ["bench", "qa", "--checkpoint", ctx.path(SFT), "--compare", ctx.path(GRPO), "--compare-name",
                       "stock-r1-grpo", "--config", ctx.path(SFT) / "config.yaml", "--out", ctx.stage_dir,
-                      "--threads", ctx.cfg.get("threads", 2), *flags(ctx.cfg.get("args"))], owns_out=True)
+                      "--threads", ctx.cfg.get("threads", 2), *flags(args)], owns_out=True)
 
 
 def run_bench_backtest(ctx: StageContext) -> list[str]:
@@ -225,7 +238,7 @@ _AFTER_SFT: tuple[Stage, ...] = (
 # shipped release; nothing is pretrained here
 DEMO_STAGES: tuple[Stage, ...] = (
     DATA_STAGE,
-    Stage("release", run_release, (), (*_SFT_OUT, TS_MODEL), "the shipped TS encoder and SFT run (release/tiny)"),
+    Stage("release", run_release, (), (*_SFT_OUT, TS_MODEL), "the shipped SFT run and TS encoder (configs/demo.yaml: release)"),
     *_AFTER_SFT,
 )
 # `stockr1 demo --from-scratch`: every model trained here (what `--release DIR` packs: ts + sft)
