@@ -158,7 +158,8 @@ def perturb_after_train(windows: Windows, seed: int = 0, splits: tuple[str, ...]
     m = np.isin(windows.split, splits)
     n = int(m.sum())
     # order="K": the copies keep the arrays' memory layout, which float32 reductions depend on
-    out = {k: getattr(windows, k).copy(order="K") for k in ("x", "y", "hist", "future", "context")}
+    out = {k: getattr(windows, k).copy(order="K") for k in ("x", "y", "hist", "future")}
+    out["context"] = np.array(windows.context, dtype=object)  # a LazyContext renders every row here
     names = ("y", "future") if labels_only else ("x", "y", "hist", "future")
     for name in names:
         a = out[name]

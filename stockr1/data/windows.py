@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from stockr1.data.adjust import action_log_factors, window_prices
+from stockr1.data.lazy_context import LazyContext
 from stockr1.data.price_frame import frame_kind, rebase
 from stockr1.data.returns import log_returns
 from stockr1.data.sources.frames import present_channels, trading_calendar
@@ -54,7 +55,8 @@ def build_windows(
     ``start``/``end`` restrict the decision days (inclusive); ``membership`` keeps only decision days
     on which the ticker was an index member (stockr1.data.membership; the split calendar stays the
     union of all frames, so membership never moves a split boundary). ``context`` fills ``Windows.context``
-    with ``context.render_context(ticker, t)`` (a tqdm bar with rate and ETA if ``progress``). ``leak_days`` is a debug hook and must stay 0: it
+    with ``context.render_context(ticker, t)``: every row now with a tqdm bar if ``progress``, else each row
+    when first read (``stockr1.data.lazy_context.LazyContext``). ``leak_days`` is a debug hook and must stay 0: it
     moves the inputs (x, hist) ``leak_days`` rows into the future while keeping t, so tests can show
     that the point-in-time invariance check catches a one-day look-ahead.
     """
@@ -100,13 +102,15 @@ def build_windows(
     cat = {k: np.concatenate(v) for k, v in parts.items()}
     split_names = assign_splits(cat["date"], calendar, split, max(horizon, label_lookahead))
     keep = split_names != ""
-    ctx = np.full(int(keep.sum()), "", dtype=object)
-    if context is not None:
+    ctx: np.ndarray | LazyContext = np.full(int(keep.sum()), "", dtype=object)
+    if context is not None and progress:  # stockr1 data build writes every context: render them now, with a bar
         from tqdm.auto import tqdm
 
         pairs = tqdm(zip(cat["ticker"][keep], cat["date"][keep], strict=True), desc="context", total=len(ctx),
-                     unit="window", disable=not progress, mininterval=2.0)
+                     unit="window", mininterval=2.0)
         ctx = np.array([context.render_context(tk, pd.Timestamp(d)) for tk, d in pairs], dtype=object)
+    elif context is not None:  # rendered when first read: a run reads the few thousand its questions use
+        ctx = LazyContext(context.render_context, cat["ticker"][keep], cat["date"][keep])
     return Windows(
         ticker=cat["ticker"][keep],
         date=cat["date"][keep],

@@ -160,8 +160,9 @@ def run_release(ctx: StageContext) -> list[str]:
 
 
 def _repo_path(path: str) -> str:
-    """A configured path as given when absolute, else relative to the repository root (not the cwd)."""
-    return path if Path(path).is_absolute() else str(REPO / path)
+    """A configured path as given where it exists from here (so reports show ``results/qa``, not an absolute
+    path), else relative to the repository root: the demo may run from another directory."""
+    return path if Path(path).is_absolute() or Path(path).exists() else str(REPO / path)
 
 
 def run_grpo(ctx: StageContext) -> list[str]:
