@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.qa_reuse import fingerprint, reused_pairs, rollout_record, write_reuse_index
+from benchmarks.qa_reuse import ROLLOUT_BATCH, fingerprint, reused_pairs, rollout_record, write_reuse_index
 from forecast_action.build import load_decoder
 from llm.policy import Policy, PolicyConfig
 from llm.qa import load_items
@@ -79,23 +79,28 @@ EXTRA_COLS = ("action_success_rate", "answer_parse_rate", "action_and_answer_rat
 
 
 def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int, max_context_chars: int | None = None,
-                 device: str = "cpu", reuse: tuple[Path, str] | None = None) -> tuple[dict[str, Any], list]:
+                 device: str = "cpu", reuse: tuple[Path, str] | None = None,
+                 batch_size: int = ROLLOUT_BATCH) -> tuple[dict[str, Any], list]:
     """Greedy rollouts of the run's policy on ``device`` (the decoder tool stays on cpu), graded.
     ``reuse`` = (an earlier --out, this run's fingerprint): its rollouts when their inputs were identical
     (``benchmarks.qa_reuse``), else decoded here."""
-    found = reused_pairs(*reuse, items) if reuse is not None else None
+    found = reused_pairs(*reuse, items, batch_size) if reuse is not None else None
+    pairs = [] if found is None else list(found[0])
+    n_reused = len(pairs)
     if found is not None:
-        pairs, source = found
-        print(f"[bench qa] {run_dir}: {len(pairs)} rollouts reused from {reuse[0]} (row {source}: same fingerprint)")
-    else:
+        print(f"[bench qa] {run_dir}: {len(pairs)} of {len(items)} rollouts reused from {reuse[0]} "
+              f"(row {found[1]}: same fingerprint)")
+    if len(pairs) < len(items):  # the rest, in batches aligned as a fresh run's (benchmarks.qa_reuse)
+        rest = items[len(pairs):]
         policy = Policy.load(run_dir / "policy").to(device).eval()
         decoder = load_decoder(run_dir / "decoder")
-        bar = Progress(len(items), f"[bench qa] {run_dir}", unit="rollout")
+        bar = Progress(len(rest), f"[bench qa] {run_dir}", unit="rollout")
         with policy.merged():  # LoRA and protocol rows folded in: same logits, ~3x faster decoding
-            pairs = rollout_items(policy, decoder, windows, items, max_new_tokens=max_new_tokens,
-                                  max_context_chars=max_context_chars, on_batch=bar.advance)
+            pairs += rollout_items(policy, decoder, windows, rest, max_new_tokens=max_new_tokens,
+                                   max_context_chars=max_context_chars, batch_size=batch_size,
+                                   on_batch=bar.advance)
     metrics: dict[str, Any] = grade_rollouts(pairs)
-    metrics["reused_from"] = f"{reuse[0]} ({found[1]})" if found is not None else None
+    metrics["reused_from"] = None if found is None else f"{reuse[0]} ({found[1]}: {n_reused} of {len(items)})"
     metrics["start_value_read_rate"] = start_value_read_rate(pairs, windows)
     metrics["evidence_read_rate"] = evidence_read_rate(pairs, windows)
     return metrics, pairs

@@ -7,10 +7,13 @@ rollout differs:
 
 - the fingerprint: sha256 over every file of the run's ``policy/`` and ``decoder/``, the QA file's bytes,
   the data section, ``max_new_tokens``, ``max_context_chars``, threads and device (reduction order);
-- the questions: the same ids in the same order, or a prefix of the stored ones whose length is a
-  multiple of the rollout batch, so that every batch (and so its left padding) is the one decoded then.
+- the questions: the leading questions both runs share, in the same order, all of them when the two
+  lists are equal, else down to a whole number of rollout batches, so that every reused batch (and so
+  its left padding) is the one decoded then.
 
-Anything else is decoded afresh, and the README says which rows were reused and from where.
+The questions after that prefix are decoded, in batches that start where a fresh run's would, so an
+extended run (``--n 480`` reusing a ``--n 100`` one) writes what a fresh run would have written. The
+README says which rows were reused, how many of their rollouts, and from where.
 """
 
 from __future__ import annotations
@@ -72,9 +75,10 @@ def write_reuse_index(out: Path, fingerprints: Mapping[str, str]) -> None:
     (out / RUN_FILE).write_text(json.dumps({"fingerprints": dict(fingerprints)}, indent=1))
 
 
-def reused_pairs(reuse_dir: Path, fp: str, items: Sequence[QAItem]) -> tuple[list, str] | None:
-    """(pairs, source row name) from ``reuse_dir`` when a row there has fingerprint ``fp`` and decoded
-    ``items`` in the same batches; None otherwise (decode afresh)."""
+def reused_pairs(reuse_dir: Path, fp: str, items: Sequence[QAItem],
+                 batch: int = ROLLOUT_BATCH) -> tuple[list, str] | None:
+    """(pairs for the leading items that can be reused, source row name) from ``reuse_dir`` when a row
+    there has fingerprint ``fp``; None when none can (decode all). The caller decodes the rest."""
     index = Path(reuse_dir) / RUN_FILE
     if not index.exists():
         return None
@@ -83,7 +87,20 @@ def reused_pairs(reuse_dir: Path, fp: str, items: Sequence[QAItem]) -> tuple[lis
         return None
     recs = [r for line in (Path(reuse_dir) / "rollouts.jsonl").read_text().splitlines()
             if (r := json.loads(line))["policy"] == names[0]]
-    ids, want = [r["id"] for r in recs], [it.id for it in items]
-    if not (ids == want or (ids[: len(want)] == want and len(want) % ROLLOUT_BATCH == 0)):
+    k = reusable_prefix([r["id"] for r in recs], [it.id for it in items], batch)
+    if k == 0:
         return None
-    return [(it, stored_rollout(r)) for it, r in zip(items, recs, strict=False)], names[0]
+    return [(it, stored_rollout(r)) for it, r in zip(items[:k], recs[:k], strict=True)], names[0]
+
+
+def reusable_prefix(stored: Sequence[str], wanted: Sequence[str], batch: int = ROLLOUT_BATCH) -> int:
+    """How many leading ``wanted`` questions take their stored rollout: all when the lists are equal, else
+    the shared prefix cut down to whole batches (a partial last batch was left-padded with other rows)."""
+    if list(stored) == list(wanted):
+        return len(wanted)
+    shared = 0
+    for a, b in zip(stored, wanted, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return shared // batch * batch

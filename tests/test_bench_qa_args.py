@@ -139,13 +139,47 @@ def test_reuse_takes_rollouts_only_where_every_input_is_identical(run) -> None:
     assert main([*base, "--max-new-tokens", "24", "--out", str(first)]) == 0
     assert main([*base, "--max-new-tokens", "24", "--reuse", str(first), "--out", str(again)]) == 0
     m1, m2 = (json.loads((d / "metrics.json").read_text())["stock-r1-sft"] for d in (first, again))
-    assert m1.pop("reused_from") is None and m2.pop("reused_from").startswith(f"{first} (stock-r1-sft)")
+    assert m1.pop("reused_from") is None and m2.pop("reused_from") == f"{first} (stock-r1-sft: 3 of 3)"
     assert m1 == m2 and rollouts_of(again) == rollouts_of(first)  # graded from storage exactly as decoded
     assert "Rollouts reused, not decoded here" in (again / "README.md").read_text()
     # another decoding budget changes the fingerprint; 2 of 3 stored questions is not a whole rollout batch
     for extra, out in ((["--max-new-tokens", "20"], root / "reuse_budget"), (["--n", "2"], root / "reuse_prefix")):
         assert main([*base, "--max-new-tokens", "24", *extra, "--reuse", str(first), "--out", str(out)]) == 0
         assert json.loads((out / "metrics.json").read_text())["stock-r1-sft"]["reused_from"] is None
+
+
+def test_reusable_prefix_is_every_question_or_whole_batches_of_the_shared_prefix() -> None:
+    from benchmarks.qa_reuse import reusable_prefix
+
+    assert reusable_prefix(list("abc"), list("abc"), batch=2) == 3  # identical: the partial last batch too
+    assert reusable_prefix(list("abc"), list("abcdef"), batch=2) == 2  # c was decoded in a batch of one
+    assert reusable_prefix(list("abcd"), list("abcdef"), batch=2) == 4
+    assert reusable_prefix(list("abcdef"), list("abc"), batch=2) == 2
+    assert reusable_prefix(list("abxd"), list("abcd"), batch=2) == 2
+    assert reusable_prefix(list("xbcd"), list("abcd"), batch=2) == 0
+
+
+def test_an_extended_run_reuses_whole_batches_and_decodes_the_rest_as_a_fresh_run(run) -> None:
+    """--n 6 reusing an --n 3 run (batches of 2): 2 rollouts reused, 4 decoded, all equal to a fresh --n 6."""
+    from benchmarks.qa import evaluate_run
+    from benchmarks.qa_reuse import rollout_record, write_reuse_index
+
+    run_dir, own, _, root = run
+    windows, _ = load_data(DATA)
+    items = own[:6]
+    short = root / "extend_short"
+    short.mkdir()
+    _, pairs = evaluate_run(run_dir, items[:3], windows, 24, 200, batch_size=2)
+    (short / "rollouts.jsonl").write_text("".join(json.dumps(rollout_record("p", it, r, False)) + "\n"
+                                                  for it, r in pairs))
+    write_reuse_index(short, {"p": "fp"})
+    fresh_m, fresh = evaluate_run(run_dir, items, windows, 24, 200, batch_size=2)
+    ext_m, ext = evaluate_run(run_dir, items, windows, 24, 200, reuse=(short, "fp"), batch_size=2)
+    assert ext_m.pop("reused_from") == f"{short} (p: 2 of 6)" and fresh_m.pop("reused_from") is None
+    assert [(it.id, r.completion, r.answer) for it, r in ext] == [(it.id, r.completion, r.answer) for it, r in fresh]
+    assert ext_m == fresh_m
+    other_m, _ = evaluate_run(run_dir, items, windows, 24, 200, reuse=(short, "another"), batch_size=2)
+    assert other_m["reused_from"] is None  # another fingerprint: nothing reused
 
 
 def test_compare_n_evaluates_the_second_policy_on_a_prefix_paired_on_it(run) -> None:
