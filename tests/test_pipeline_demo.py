@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from benchmarks.qa_reuse import ROLLOUT_BATCH
 from stockr1.config import as_plain, deep_update, load_yaml
 from stockr1.pipeline.demo import REPO, DemoConfig, main, stage_configs
 from stockr1.pipeline.invoke import StageFailed, run_command
@@ -57,6 +58,9 @@ def test_the_default_demo_starts_from_the_small_release_and_from_scratch_from_th
     assert (REPO / typed.release.ts / "ts").is_dir()  # the encoder benches need one; the small release has none
     qa = typed.bench_qa.args
     assert (REPO / qa["reuse"] / "reuse.json").exists() and qa["compare-n"] <= qa["n"]
+    # every SFT rollout the demo asks for is stored in whole batches: none is decoded again
+    stored = [json.loads(line) for line in (REPO / qa["reuse"] / "rollouts.jsonl").read_text().splitlines()]
+    assert qa["n"] % ROLLOUT_BATCH == 0 and qa["n"] <= sum(r["policy"] == stored[0]["policy"] for r in stored)
     assert DemoConfig.from_yaml(SCRATCH_CONFIG).release.dir == "release/tiny"
 
 
