@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.qa_answers import answer_spread, spread_md
 from benchmarks.qa_reuse import ROLLOUT_BATCH, fingerprint, reused_pairs, rollout_record, write_reuse_index
 from forecast_action.build import load_decoder
 from llm.policy import Policy, PolicyConfig
@@ -169,7 +170,7 @@ def diff_cell(d: dict) -> str:
     return f"{d['diff']:+.1f} [{d['ci_lo']:+.1f}, {d['ci_hi']:+.1f}] {verdict(d['diff'], d['ci_lo'], d['ci_hi'])}"
 
 
-def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
+def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict, spreads: dict | None = None) -> str:
     """results/<out>/README.md from the numbers this run just produced (never edited by hand)."""
     fams = [f for f in FAMILY_COLS if f in evaluated["counts"]]
     head = [f"{FAMILY_TITLES[f]} (n={evaluated['counts'][f]})" for f in fams] + [f"Avg. (n={evaluated['n']})"]
@@ -218,6 +219,8 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
     if short:
         lines += ["", "Rows on fewer questions (`--compare-n`): " + "; ".join(short) + "; their accuracy, differences to "
                   "the baselines and to the first policy are paired on those questions alone."]
+    for name, rows in (spreads or {}).items():
+        lines += spread_md(name, rows)
     paired = [(name, ref, d) for name, iv in intervals.items() for ref, d in iv.get("vs_policy", {}).items()]
     probe = [(name, iv["anonymised"]) for name, iv in intervals.items() if "anonymised" in iv]
     if probe:
@@ -233,7 +236,8 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict) -> str:
               "tie where it contains 0, worse where it excludes 0 on the other side. Files: [table.md](table.md) (the Table 1",
               "layout and the baselines on every test question of the file), [metrics.json](metrics.json),",
               "[intervals.json](intervals.json), [baselines.json](baselines.json), [samples.json](samples.json),",
-              "[failures.json](failures.json), [failed_rollouts.json](failed_rollouts.json).", ""]
+              "[failures.json](failures.json), [failed_rollouts.json](failed_rollouts.json), "
+              "[answer_spread.json](answer_spread.json).", ""]
     return "\n".join(lines)
 
 
@@ -337,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     base_hits = {k: np.array([float(is_correct(it, fn(it))) for it in test]) for k, fn in fns.items()}
     intervals: dict[str, dict] = {}
     samples, failures, failed = {}, {}, {}
+    spreads: dict[str, list[dict]] = {}
     rollouts: list[dict] = []  # every rollout of every policy row, for re-grading without re-decoding
     fingerprints: dict[str, str] = {}
     settings = {"data": cfg.get("data", {}), "max_new_tokens": args.max_new_tokens, "threads": args.threads,
@@ -362,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         if policy_hits:  # paired against the first policy (--checkpoint), on the same questions and resamples
             intervals[name]["vs_policy"] = {args.name: overall_difference(qs, hits, policy_hits[args.name][:k], rs)}
         policy_hits[name] = hits
+        if name == args.name:  # the first policy's answers per template: do they depend on the prompt?
+            spreads[name] = answer_spread(pairs, fns.get("majority"))
+            metrics[name]["constant_answer_templates"] = [sum(r["constant"] for r in spreads[name]), len(spreads[name])]
         if anon is not None:  # the same run on the anonymised questions, paired on the same resamples
             metrics[f"{name}-anonymised"], apairs = evaluate_run(Path(path), anon[1][:k], anon[0], args.max_new_tokens,
                                                                  cfg.get("max_context_chars"), args.device)
@@ -382,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
                         if (kind := failure_kind(it, r)) != "ok"]
     eval_s = time.time() - t0
     with output_dir(args.out, args.overwrite) as out:
-        write_outputs(out, metrics, intervals, baselines, samples, failures, failed, rollouts, {
+        write_outputs(out, metrics, intervals, baselines, samples, failures, failed, rollouts, spreads, {
             "command": command_line("stockr1 bench qa", argv),
             "commit": git_commit(), "date": time.strftime("%Y-%m-%d"), "qa_file": str(qa_path),
             "n_train": len(train), "n_test_file": len(all_test), "eval_s": eval_s, "threads": args.threads,
@@ -394,10 +402,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_outputs(out: Path, metrics: dict, intervals: dict, baselines: dict, samples: dict, failures: dict,
-                  failed: dict, rollouts: list[dict], run: dict) -> None:
+                  failed: dict, rollouts: list[dict], spreads: dict, run: dict) -> None:
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     (out / "intervals.json").write_text(json.dumps(intervals, indent=1))
-    (out / "README.md").write_text(readme(metrics, intervals, baselines["evaluated"], run))
+    (out / "README.md").write_text(readme(metrics, intervals, baselines["evaluated"], run, spreads))
+    (out / "answer_spread.json").write_text(json.dumps(spreads, indent=1))
     (out / "table.md").write_text(table(metrics) + "\n## Baselines with 95% intervals\n\nEvaluated questions:\n\n"
                                   + interval_table(baselines["evaluated"]) + "\nAll test questions of the file:\n\n"
                                   + interval_table(baselines["all_test"]))

@@ -128,6 +128,12 @@ def test_anonymise_evaluates_the_same_questions_without_names_or_dates(run) -> N
     assert "Memorisation probe" in (out / "README.md").read_text()
 
 
+def qa_test(run_dir) -> list:
+    from llm.qa import load_items
+
+    return [it for it in load_items(run_dir / "qa.jsonl") if it.split == "test"]
+
+
 def rollouts_of(out) -> list[dict]:
     return [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
 
@@ -142,6 +148,9 @@ def test_reuse_takes_rollouts_only_where_every_input_is_identical(run) -> None:
     assert m1.pop("reused_from") is None and m2.pop("reused_from") == f"{first} (stock-r1-sft: 3 of 3)"
     assert m1 == m2 and rollouts_of(again) == rollouts_of(first)  # graded from storage exactly as decoded
     assert "Rollouts reused, not decoded here" in (again / "README.md").read_text()
+    spread = json.loads((first / "answer_spread.json").read_text())["stock-r1-sft"]  # the first policy's answers
+    assert m1["constant_answer_templates"] == [sum(r["constant"] for r in spread), len(spread)]
+    assert sum(r["n"] for r in spread) == sum(it.answer_type == "choice" for it in qa_test(run_dir)[:3])
     # another decoding budget changes the fingerprint; 2 of 3 stored questions is not a whole rollout batch
     for extra, out in ((["--max-new-tokens", "20"], root / "reuse_budget"), (["--n", "2"], root / "reuse_prefix")):
         assert main([*base, "--max-new-tokens", "24", *extra, "--reuse", str(first), "--out", str(out)]) == 0
