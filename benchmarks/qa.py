@@ -181,7 +181,7 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict, spreads: 
         generated_line(run["command"], run["commit"], run["date"]),
         "", f"Questions: the first {evaluated['n']} of the family-balanced test split of `{run['qa_file']}` "
         f"({run['n_test_file']} test, {run['n_train']} train questions; baselines are fitted on train). "
-        f"Greedy rollouts, up to {run['max_new_tokens']} new tokens, {run['eval_s']:.0f} s for all policy rows "
+        f"Greedy rollouts, up to {run['max_new_tokens']} new tokens, {run['eval_s']:.0f} s decoding every policy row's rollouts that were not reused "
         f"on {run['threads']} threads. Intervals: 95% percentile intervals over {evaluated['n_boot']} date-block "
         f"resamples (block {evaluated['block']} dates), one set shared by every row and every difference.", "",
         "## Accuracy (%) per family and overall (mean over families)", "",
