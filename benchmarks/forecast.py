@@ -139,7 +139,9 @@ def run_forecasters(
 def differences(
     parts: dict[str, dict[str, np.ndarray]], reference: str, test: Windows, n_boot: int, seed: int
 ) -> list[dict]:
-    """Paired block-bootstrap CI of ``metric(reference) - metric(other)`` for every other forecaster."""
+    """Paired block-bootstrap CI of ``metric(reference) - metric(other)`` for every other forecaster. A
+    metric no window observes (the high / low pinball on close-only series) has no difference: left out,
+    shown as '–' in the verdict matrix."""
     resamples = block_resamples(test.date, horizon=test.future.shape[1], n_boot=n_boot, seed=seed)
     rows = []
     for other in parts:
@@ -149,6 +151,8 @@ def differences(
             if m not in parts[reference]:
                 continue
             a, b = parts[reference][m], parts[other][m]
+            if np.isnan(REDUCERS[m](a)) or np.isnan(REDUCERS[m](b)):
+                continue
             r = paired_bootstrap(
                 a, b, stat=REDUCERS[m], higher_is_better=HIGHER_IS_BETTER.get(m, False), resamples=resamples
             )

@@ -205,3 +205,20 @@ def test_readme_states_each_target_and_its_shortfall():
         ("garch11", 0.0099, 0.0100, -0.0002, -0.00001, "tie"), ("ewma", 0.0099, 0.0101, -0.0003, -0.0001, "tie")])))
     assert "below all 2 baselines beyond the 95% interval; closest: garch11 1.0000" in met
     assert "| 90.0% | yes (point estimate) |" in met and "| no" not in met
+
+
+def test_a_metric_no_window_observes_gets_no_difference_and_the_others_do():
+    """Close-only series (the stocks held out of the cross-section split): the high / low pinball is NaN
+    on every window, so it has no paired difference; CRPS still does, computed by hand here."""
+    from types import SimpleNamespace
+
+    from benchmarks.forecast import differences
+
+    n = 40
+    test = SimpleNamespace(date=np.arange("2020-01-01", n, dtype="datetime64[D]"), future=np.zeros((n, 10, 5)))
+    crps_ref, crps_other = np.full(n, 1.0), np.full(n, 3.0)
+    parts = {"model": {"crps": crps_ref, "pinball": np.full(n, np.nan)},
+             "rw": {"crps": crps_other, "pinball": np.full(n, np.nan)}}
+    rows = differences(parts, "model", test, n_boot=50, seed=0)
+    assert [r["metric"] for r in rows] == ["crps"]
+    assert rows[0]["diff"] == pytest.approx(-2.0) and rows[0]["verdict"] == "holds"
