@@ -72,14 +72,15 @@ def _best(metrics: dict[str, dict[str, float]], m: str) -> str | None:
 
 
 def table_md(metrics: dict[str, dict[str, float]], columns: tuple = TABLE_COLUMNS) -> str:
-    """Markdown table of ``columns`` (default: Stock-R1 Table 2 + probabilistic columns); best in bold."""
+    """Markdown table of ``columns`` (default: Stock-R1 Table 2 + probabilistic columns); best in bold; '–'
+    where a metric was not scored or no window observes its channel (volume on close-only series)."""
     head = "| Model | " + " | ".join(h for h, *_ in columns) + " |"
     lines = [head, "|" + "---|" * (len(columns) + 1)]
     best = {m: _best(metrics, m) for _, m, _, _ in columns}
     for name, vals in metrics.items():
         cells = []
         for _, m, scale, dec in columns:
-            if m not in vals:
+            if m not in vals or vals[m] != vals[m]:  # not scored, or NaN: no window has the channel
                 cells.append("–")
                 continue
             cell = f"{vals[m] * scale:.{dec}f}"

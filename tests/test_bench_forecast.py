@@ -70,6 +70,8 @@ def test_table_bolds_best_and_nominal_closest():
     row_a = next(r for r in t.splitlines() if r.startswith("| a |"))
     row_b = next(r for r in t.splitlines() if r.startswith("| b |"))
     assert "**1.000**" in row_a and "**91.0**" in row_b and "**80.0**" not in row_a
+    close_only = table_md({"a": {"crps": 0.01, "vol_mape": float("nan")}})  # no window has volume
+    assert "nan" not in close_only and "| a | – | – | – |" in close_only
 
 
 def test_bad_data_and_unknown_baseline_are_clear_errors(tmp_path):
