@@ -17,12 +17,12 @@ from llm.qa.core import QAItem
 
 def answer_spread(pairs: Sequence[tuple[QAItem, Any]], reference: Callable[[QAItem], Any] | None = None
                   ) -> list[dict[str, Any]]:
-    """One row per choice template (numeric answers are left out): gold and policy answer counts, whether
-    the policy gave one answer to every question (``constant``), and ``reference``'s answer per question
-    (the majority baseline's, fitted on train) counted the same way."""
+    """One row per categorical template (yes / no and choice; numeric ones are left out): gold and policy
+    answer counts, whether the policy gave one answer to every question (``constant``), and
+    ``reference``'s answer per question (the majority baseline's, fitted on train) counted the same way."""
     by: dict[str, list[tuple[QAItem, Any]]] = {}
     for item, rollout in pairs:
-        if item.answer_type == "choice":
+        if item.answer_type != "numeric":
             by.setdefault(item.template, []).append((item, rollout))
     rows = []
     for template, group in sorted(by.items()):
@@ -41,14 +41,14 @@ def _counts(c: dict[str, int] | None) -> str:
 
 
 def spread_md(name: str, rows: list[dict[str, Any]]) -> list[str]:
-    """README lines: how many choice templates got one answer throughout, then the per-template table."""
+    """README lines: how many categorical templates got one answer throughout, then the per-template table."""
     if not rows:
         return []
     const = [r for r in rows if r["constant"]]
     off = [r for r in const if r["reference"] is not None and next(iter(r["policy"])) not in r["reference"]]
     n_q = sum(r["n"] for r in const)
-    lines = ["", f"## Answers per template: `{name}` on the choice questions", "",
-             f"In {len(const)} of {len(rows)} choice templates ({n_q} of {sum(r['n'] for r in rows)} questions) "
+    lines = ["", f"## Answers per template: `{name}` on the yes / no and choice questions", "",
+             f"In {len(const)} of {len(rows)} such templates ({n_q} of {sum(r['n'] for r in rows)} questions) "
              f"`{name}` gave one answer to every question: there its answer does not depend on the prompt, and "
              f"its accuracy is that answer's share of the gold labels. In {len(off)} of them that answer is never "
              "the majority baseline's (the train split's most common answer).", "",

@@ -8,10 +8,10 @@ from benchmarks.qa_answers import answer_spread, spread_md
 from llm.qa.core import QAItem
 
 
-def item(i: int, template: str, answer: str, answer_type: str = "choice") -> QAItem:
+def item(i: int, template: str, answer: str, answer_type: str = "yes_no") -> QAItem:
     return QAItem(id=f"q{i}", family="event", template=template, question="?", answer=answer,
                   answer_type=answer_type, window=0, ticker="X", date="2020-01-02", split="test",
-                  choices=("Yes", "No") if answer_type == "choice" else ())
+                  choices=("Yes", "No") if answer_type != "numeric" else ())
 
 
 def test_a_constant_minority_answer_is_named_and_a_varying_one_is_not() -> None:
@@ -28,7 +28,7 @@ def test_a_constant_minority_answer_is_named_and_a_varying_one_is_not() -> None:
     assert varies["policy"] == {"Yes": 2, "No": 1} and not varies["constant"]
     assert always["reference"] == {"No": 3}
     text = "\n".join(spread_md("p", rows))
-    assert "In 1 of 2 choice templates (3 of 6 questions) `p` gave one answer" in text
+    assert "In 1 of 2 such templates (3 of 6 questions) `p` gave one answer" in text
     assert "In 1 of them that answer is never the majority baseline's" in text
     assert "| always_yes (one answer) | event | 3 | No 2, Yes 1 | Yes 3 | No 3 |" in text
     # the constant answer is the majority's: not counted as off the majority
