@@ -19,8 +19,8 @@ def answer_spread(pairs: Sequence[tuple[QAItem, Any]], reference: Callable[[QAIt
                   ) -> list[dict[str, Any]]:
     """One row per categorical template (yes / no and choice; numeric ones are left out): gold and policy
     answer counts, whether the policy gave one answer to every question (``constant``), and
-    ``reference``'s answer per question (the majority baseline's: the train split's mode per template and question parameter) counted the
-    same way."""
+    ``reference``'s answer per question (the majority baseline's: the train split's mode per template
+    and question parameter) counted the same way."""
     by: dict[str, list[tuple[QAItem, Any]]] = {}
     for item, rollout in pairs:
         if item.answer_type != "numeric":
