@@ -19,7 +19,8 @@ def answer_spread(pairs: Sequence[tuple[QAItem, Any]], reference: Callable[[QAIt
                   ) -> list[dict[str, Any]]:
     """One row per categorical template (yes / no and choice; numeric ones are left out): gold and policy
     answer counts, whether the policy gave one answer to every question (``constant``), and
-    ``reference``'s answer per question (the majority baseline's, fitted on train) counted the same way."""
+    ``reference``'s answer per question (the majority baseline's: the train split's mode per template
+    and question parameter) counted the same way."""
     by: dict[str, list[tuple[QAItem, Any]]] = {}
     for item, rollout in pairs:
         if item.answer_type != "numeric":
@@ -51,7 +52,8 @@ def spread_md(name: str, rows: list[dict[str, Any]]) -> list[str]:
              f"In {len(const)} of {len(rows)} such templates ({n_q} of {sum(r['n'] for r in rows)} questions) "
              f"`{name}` gave one answer to every question: there its answer does not depend on the prompt, and "
              f"its accuracy is that answer's share of the gold labels. In {len(off)} of them that answer is never "
-             "the majority baseline's (the train split's most common answer).", "",
+             "the majority baseline's (the train split's most common answer for the template and the question's "
+             "parameter, so it may vary within a template).", "",
              "| template | family | n | gold answers | policy answers | majority baseline's answers |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {r['template']}{' (one answer)' if r['constant'] else ''} | {r['family']} | {r['n']} | "
