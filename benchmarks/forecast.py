@@ -151,14 +151,15 @@ def differences(
             if m not in parts[reference]:
                 continue
             a, b = parts[reference][m], parts[other][m]
-            if np.isnan(REDUCERS[m](a)) or np.isnan(REDUCERS[m](b)):
+            value_a, value_b = REDUCERS[m](a), REDUCERS[m](b)
+            if np.isnan(value_a) or np.isnan(value_b):
                 continue
             r = paired_bootstrap(
                 a, b, stat=REDUCERS[m], higher_is_better=HIGHER_IS_BETTER.get(m, False), resamples=resamples
             )
             rows.append({
                 "reference": reference, "baseline": other, "metric": m,
-                "reference_value": REDUCERS[m](a), "baseline_value": REDUCERS[m](b),
+                "reference_value": value_a, "baseline_value": value_b,
                 "diff": r.diff, "ci_lo": r.lo, "ci_hi": r.hi, "verdict": r.verdict, "block": r.block,
             })
     return rows

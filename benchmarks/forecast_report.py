@@ -80,7 +80,7 @@ def table_md(metrics: dict[str, dict[str, float]], columns: tuple = TABLE_COLUMN
     for name, vals in metrics.items():
         cells = []
         for _, m, scale, dec in columns:
-            if m not in vals or vals[m] != vals[m]:  # not scored, or NaN: no window has the channel
+            if m not in vals or np.isnan(vals[m]):  # not scored, or no window has the channel
                 cells.append("–")
                 continue
             cell = f"{vals[m] * scale:.{dec}f}"

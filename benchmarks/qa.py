@@ -213,7 +213,7 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict, spreads: 
               "reading. Every rollout is in [rollouts.jsonl](rollouts.jsonl)."]
     reused = [f"`{name}` from {m['reused_from']}" for name, m in metrics.items() if m.get("reused_from")]
     if reused:
-        lines += ["", "Rollouts reused, not decoded here (`--reuse`: same policy and decoder files, QA file, data and "
+        lines += ["", "Rollouts reused, not decoded here; the rest of each row was decoded (`--reuse`: same policy and decoder files, QA file, data and "
                   "decoding settings, same batches; `benchmarks.qa_reuse`): " + "; ".join(reused) + "."]
     short = [f"`{n}` on the first {int(metrics[n]['n'])}" for n in intervals if int(metrics[n]["n"]) < evaluated["n"]]
     if short:
