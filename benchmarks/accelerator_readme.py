@@ -195,7 +195,41 @@ def gpu_section(out: Path, rs: dict[str, dict] | None = None) -> list[str]:
     if rs is not None and steps_path.exists():
         steps = [json.loads(line) for line in steps_path.read_text().splitlines() if line.strip()]
         lines += measured_vs_model(s, steps, rs[s.get("args", {}).get("scale", "4b").upper()])
-    return lines
+    return lines + decode_section(out)
+
+
+def decode_section(out: Path) -> list[str]:
+    """``stockr1 bench decode_profile``'s decode steps (``decode_profile.json``), where it has run."""
+    f = out / "decode_profile.json"
+    if not f.exists():
+        return []
+    d = json.loads(f.read_text())
+    rows = [[str(p["rows"]), "on" if p["adapter"] else "off", f"{p['prefill_s']:.2f}", f"{1e3 * p['decode_step_s']:.0f}"]
+            for p in d["phases"]]
+    lines = [f"### Why generation is slow: `stockr1 bench decode_profile` on {d['device']} ({d['scale']}, "
+             "`decode_profile.json`)", "",
+             f"The rollout engine's decode loop (`llm.hf_backend`) on random {d['phases'][0]['prompt']}-token prompts, "
+             f"{d['phases'][0]['new']} greedy steps, bf16 autocast; the LoRA adapter on, then off (peft's "
+             "`disable_adapter`):", ""] + table(["rows", "LoRA adapter", "prefill s", "ms a decode step"], rows)
+    by = {(p["rows"], p["adapter"]): p["decode_step_s"] for p in d["phases"]}
+    rs = sorted({p["rows"] for p in d["phases"]})
+    if len(rs) >= 2 and all((r, a) in by for r in rs for a in (True, False)):
+        lo, hi = rs[0], rs[-1]
+        lines += [f"A decode step takes about as long for {lo} rows as for {hi} "
+                  f"({1e3 * by[(lo, True)]:.0f} and {1e3 * by[(hi, True)]:.0f} ms), so it is not bound by bytes "
+                  f"or FLOPs; the unmerged adapter makes it {by[(hi, True)] / by[(hi, False)]:.1f}x as long as the "
+                  "base model alone."]
+    prof = d.get("profile", {})
+    if prof.get("kernels"):
+        n_fwd = 3 + prof["steps"] - 1  # the profiled phase: two prefill-only phases, then a prefill and the steps
+        lines += [f"The profiled phase ({prof['rows']} rows) launched {prof['kernels']:,} device kernels over "
+                  f"{n_fwd} forwards, about {prof['kernels'] / n_fwd:,.0f} a forward. Its largest host-side costs are "
+                  + ", ".join(f"`{o['op']}` {o['self_cpu_s']:.2f} s" for o in prof["top_host_ops"][:3])
+                  + " (`Command Buffer Full`: the host waiting on a full launch queue"
+                  + "). So a step costs the sum of thousands of tiny kernels. Generating from weights with the "
+                  "adapter merged (what the vLLM backend is sent) or replaying the step as a CUDA graph would "
+                  "cut their number; neither is measured here."]
+    return lines + [""]
 
 
 def _median(xs: list[float]) -> float:
@@ -240,9 +274,9 @@ def measured_vs_model(s: dict, steps: list[dict], r: dict) -> list[str]:
     if grpo:
         lines += [f"Generation is {100 * gen_share:.0f}% of a u-GRPO step: {gen_rate:,.0f} generated tokens/s over "
                   f"{rows_} rows, about {rows_ / gen_rate * 1e3:.0f} ms a decode step, against a bandwidth bound of "
-                  f"{dec / new * 1e3:.1f} ms. The likely cause, not profiled: the reference backend (`llm.hf_backend`) "
-                  "steps the rows in Python with the LoRA adapter unmerged, so a decode step is thousands of small "
-                  "kernel launches, which the cost model does not count. That is why real runs generate with vLLM (docs/scale.md "
+                  f"{dec / new * 1e3:.1f} ms. The reference backend (`llm.hf_backend`) steps the rows one token at a time "
+                  "with the LoRA adapter unmerged, and the cost model counts bytes and FLOPs, not kernels (the "
+                  "decode profile below measures that, where it has run). That is why real runs generate with vLLM (docs/scale.md "
                   "\"Rollout backends\", unverified here). The random-init policy's rewards do not vary inside a "
                   "group, so its advantages and loss are ~0: this check times the step, it does not test learning.",
                   ""]
