@@ -38,7 +38,7 @@ import torch
 
 from benchmarks.qa_answers import answer_spread, spread_md
 from benchmarks.qa_reuse import ROLLOUT_BATCH, fingerprint, reused_pairs, rollout_record, write_reuse_index
-from benchmarks.qa_targets import READER, family_comparisons, targets, targets_md
+from benchmarks.qa_targets import READER, family_comparisons, own_trajectory, targets, targets_md
 from forecast_action.build import load_decoder
 from llm.policy import Policy, PolicyConfig
 from llm.qa import load_items
@@ -377,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
             comp = family_comparisons(qs, hits, base_hits, rs)  # issue 31's targets, per family
             comp["reader_accuracy"] = {b: intervals_acc["overall"]["acc"] for b, intervals_acc in
                                        baselines["evaluated"]["rows"].items() if b.startswith(READER)}
+            comp["own_trajectory"] = own_trajectory(qs, pairs, hits, windows, rs)
+            metrics[name]["own_trajectory_follows_rate"] = comp["own_trajectory"]["follows_rate"]
             intervals[name]["targets"] = {"rows": targets(metrics[name], intervals[name]["accuracy"], comp),
                                           "comparisons": comp}
             metrics[name]["constant_answer_templates"] = [sum(r["constant"] for r in spreads[name]), len(spreads[name])]

@@ -17,8 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from llm.qa.baselines import family_differences
+from benchmarks.qa_answers import follows_rate, own_trajectory_answers
+from llm.qa.answers import is_correct
+from llm.qa.baselines import accuracy_intervals, family_differences, overall_difference
 from llm.qa.core import FAMILY_TITLES, QAItem
+from stockr1.types import Windows
 
 READER = "tool_reader_"
 PROTOCOL_MIN, START_VALUE_MIN, READER_GAP = 95.0, 90.0, 3.0
@@ -39,6 +42,18 @@ def family_comparisons(items: list[QAItem], hits: np.ndarray, base_hits: dict[st
             out["reader_minus_majority"][r] = family_differences(items, base_hits[r][:k], base_hits["majority"][:k],
                                                                  resamples)
     return out
+
+
+def own_trajectory(items: list[QAItem], pairs: list[tuple[QAItem, Any]], hits: np.ndarray, windows: Windows,
+                   resamples: list[np.ndarray]) -> dict[str, Any]:
+    """Does the policy answer what its own trajectory says? Per rollout the answer its observed
+    ``<forecast_ts>`` path implies (``own_trajectory_answers``): how often the policy gave it, the accuracy
+    of always giving it (overall, mean over families, with its interval), and policy − that, paired."""
+    implied = own_trajectory_answers(pairs, windows)
+    own = np.array([float(a is not None and is_correct(it, a)) for (it, _), a in zip(pairs, implied, strict=True)])
+    return {"readable": sum(a is not None for a in implied), "n": len(implied),
+            "follows_rate": follows_rate(pairs, implied), "accuracy": accuracy_intervals(items, own, resamples)["overall"],
+            "policy_minus": overall_difference(items, hits, own, resamples)}
 
 
 def _cell(d: dict[str, float]) -> str:
@@ -88,6 +103,15 @@ def targets_md(name: str, rows: list[dict[str, str]], comp: dict[str, dict], spr
         return []
     lines = ["", f"## Targets for `{name}` (issue 31)", "", "| target | measured | met |", "|---|---|---|"]
     lines += [f"| {r['target']} | {r['measured']} | {r['met']} |" for r in rows]
+    own = comp.get("own_trajectory")
+    if own:
+        a = own["accuracy"]
+        lines += ["", f"Its own trajectory: in {own['follows_rate']:.1f}% of the {own['readable']} rollouts with a "
+                  "readable observation the policy's answer is the one the `<forecast_ts>` path it read implies (the "
+                  "template's answer function on that path; numeric: within the tolerance). Always answering that "
+                  f"would score {a['acc']:.1f} [{a['ci_lo']:.1f}, {a['ci_hi']:.1f}]; the policy − that: "
+                  f"{_cell(own['policy_minus'])}. Below 100% the answer step does not pass on what the policy's "
+                  "own tool returned; the rest of the gap to a tool-reader is in the action it wrote."]
     maj = comp["policy_minus"].get("majority", {})
     readers = comp["reader_minus_majority"]
     lines += ["", "Per family, the policy − majority (points), the tool-readers − majority, and the yes / no and "

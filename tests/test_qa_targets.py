@@ -72,3 +72,16 @@ def test_no_family_to_meet_when_no_reader_beats_majority() -> None:
     assert rows[0]["met"] == "no" and rows[1]["met"] == "yes"
     assert rows[3]["met"] == "nothing to meet"
     assert rows[4]["met"] == "yes (point estimate)"  # +25 above the reader
+
+
+def test_own_trajectory_paragraph_says_how_often_the_answer_follows_it() -> None:
+    items = [item(i, "event") for i in range(4)]
+    rs = [np.arange(4)] * 3
+    comp = _comp(items, np.array([1, 0, 0, 0]), {"majority": np.array([1, 1, 0, 0])}, rs)
+    comp["own_trajectory"] = {"readable": 4, "n": 4, "follows_rate": 50.0,
+                              "accuracy": {"acc": 75.0, "ci_lo": 70.0, "ci_hi": 80.0},
+                              "policy_minus": {"diff": -50.0, "ci_lo": -60.0, "ci_hi": -40.0, "verdict": "worse"}}
+    text = "\n".join(targets_md("p", targets({"action_and_answer_rate": 100.0, "start_value_read_rate": 100.0}, {},
+                                             comp), comp, [], {"event": 4}))
+    assert "in 50.0% of the 4 rollouts with a readable observation" in text
+    assert "would score 75.0 [70.0, 80.0]; the policy − that: -50.0 [-60.0, -40.0] worse" in text
