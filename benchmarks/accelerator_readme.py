@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -175,17 +176,111 @@ def smoke_section(smoke_dir: Path | None, out: Path) -> list[str]:
         ["quantity", "smoke (measured)", "cost model", "ratio / agreement"], rows)
 
 
-def gpu_section(out: Path) -> list[str]:
+def gpu_section(out: Path, rs: dict[str, dict] | None = None) -> list[str]:
     s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     if s.get("gpu_check_has_run_on") != "cuda" or s.get("status") != "ok":
         return ["**The GPU check has not run yet** (`bash benchmarks/gpu_check.sh` on a GPU machine, "
                 "docs/scale.md \"The prepared GPU check\"): every number below is the cost model's, none is a GPU "
                 "measurement.", ""]
+    env = s["environment"]
     rows = [[ph, str(s[ph]["steps_done"]), s[ph]["stop_reason"], f"{s[ph].get('median_step_s', 0):.2f}",
              f"{s[ph].get('median_tokens_per_s', 0):,.0f}", f"{s[ph].get('peak_memory_gib', 0):.1f}",
              f"{s[ph].get('median_mfu') or float('nan'):.3f}"] for ph in ("sft", "grpo") if ph in s]
-    return [f"The GPU check ran on {s['environment'].get('device_name')} (`steps.jsonl`, `summary.json`):", ""] + table(
+    lines = [f"The GPU check ran on {env.get('device_name')} (torch {env.get('torch')}, transformers "
+             f"{env.get('transformers')}, peft {env.get('peft')}; `steps.jsonl`, `summary.json`, `log.txt`, "
+             f"`nvidia-smi.txt`), {s.get('args', {}).get('scale')} at full shape, random init, "
+             f"{s.get('precision')}:", ""] + table(
         ["phase", "steps", "stop", "median s/step", "tokens/s", "peak GiB", "MFU"], rows)
+    steps_path = out / "steps.jsonl"
+    if rs is not None and steps_path.exists():
+        steps = [json.loads(line) for line in steps_path.read_text().splitlines() if line.strip()]
+        lines += measured_vs_model(s, steps, rs[s.get("args", {}).get("scale", "4b").upper()])
+    return lines + decode_section(out)
+
+
+def decode_section(out: Path) -> list[str]:
+    """``stockr1 bench decode_profile``'s decode steps (``decode_profile.json``), where it has run."""
+    f = out / "decode_profile.json"
+    if not f.exists():
+        return []
+    d = json.loads(f.read_text())
+    rows = [[str(p["rows"]), "on" if p["adapter"] else "off", f"{p['prefill_s']:.2f}", f"{1e3 * p['decode_step_s']:.0f}"]
+            for p in d["phases"]]
+    lines = [f"### Why generation is slow: `stockr1 bench decode_profile` on {d['device']} ({d['scale']}, "
+             "`decode_profile.json`)", "",
+             f"The rollout engine's decode loop (`llm.hf_backend`) on random {d['phases'][0]['prompt']}-token prompts, "
+             f"{d['phases'][0]['new']} greedy steps, bf16 autocast; the LoRA adapter on, then off (peft's "
+             "`disable_adapter`):", ""] + table(["rows", "LoRA adapter", "prefill s", "ms a decode step"], rows)
+    by = {(p["rows"], p["adapter"]): p["decode_step_s"] for p in d["phases"]}
+    rs = sorted({p["rows"] for p in d["phases"]})
+    if len(rs) >= 2 and all((r, a) in by for r in rs for a in (True, False)):
+        lo, hi = rs[0], rs[-1]
+        lines += [f"A decode step takes about as long for {lo} rows as for {hi} "
+                  f"({1e3 * by[(lo, True)]:.0f} and {1e3 * by[(hi, True)]:.0f} ms), so it is not bound by bytes "
+                  f"or FLOPs; the unmerged adapter makes it {by[(hi, True)] / by[(hi, False)]:.1f}x as long as the "
+                  "base model alone."]
+    prof = d.get("profile", {})
+    if prof.get("kernels"):
+        n_fwd = 3 + prof["steps"] - 1  # the profiled phase: two prefill-only phases, then a prefill and the steps
+        lines += [f"The profiled phase ({prof['rows']} rows) launched {prof['kernels']:,} device kernels over "
+                  f"{n_fwd} forwards, about {prof['kernels'] / n_fwd:,.0f} a forward. Its largest host-side costs are "
+                  + ", ".join(f"`{o['op']}` {o['self_cpu_s']:.2f} s" for o in prof["top_host_ops"][:3])
+                  + " (`Command Buffer Full`: the host waiting on a full launch queue"
+                  + "). So a step costs the sum of thousands of tiny kernels. Generating from weights with the "
+                  "adapter merged (what the vLLM backend is sent) or replaying the step as a CUDA graph would "
+                  "cut their number; neither is measured here."]
+    return lines + [""]
+
+
+def _median(xs: list[float]) -> float:
+    return float(statistics.median(xs)) if xs else float("nan")
+
+
+def measured_vs_model(s: dict, steps: list[dict], r: dict) -> list[str]:
+    """The check's measured steps beside what the cost model predicts for the same shapes (each step's own
+    token counts): compute at 40% MFU, decode at HBM bandwidth, peak memory."""
+    a, ad = r["arch"], r["ad"]
+    sft = [x for x in steps if x.get("phase") == "sft"][1:]  # the first step pays the warm-up
+    grpo = [x for x in steps if x.get("phase") == "grpo"]
+    out_rows = []
+    if sft:
+        want = _median([x["model_flops"] / (0.4 * H200 * 1e12) for x in sft])
+        got = _median([x["seconds"] for x in sft])
+        out_rows.append(["SFT step, s (model: model FLOPs at 40% MFU)", f"{got:.2f}", f"{want:.2f}", f"{got / want:.1f}x"])
+        mem = s.get("cost_model_sft_gib", {}).get("total")
+        if mem:
+            got = max(x["peak_memory_gib"] for x in sft)
+            out_rows.append(["SFT peak GiB (model: the check's own estimate)", f"{got:.1f}", f"{mem:.1f}", f"{got / mem:.2f}x"])
+    if grpo:
+        t = s["grpo"]
+        rows_, mb = int(grpo[0]["rows"]), int(t.get("micro_batch", 2))
+        prompt = round(_median([x["prompt_tokens_mean"] for x in grpo]))
+        new = round(_median([x["gen_tokens"] / x["rows"] for x in grpo]))
+        dec = cm.decode_seconds_lower_bound(a, ad, rows_, prompt, new, H200_HBM)
+        got = _median([x["rollout_s"] for x in grpo])
+        out_rows.append([f"u-GRPO generation, s ({rows_} rows, {prompt} prompt + {new} new tokens a row; model: "
+                         "bytes over HBM bandwidth)", f"{got:.1f}", f"{dec:.2f}", f"{got / dec:.0f}x"])
+        fl = cm.grpo_step_flops(a, ad, rows_, prompt, new, int(t.get("num_iterations", 1)), bool(t.get("kl_reference")))
+        want = (fl["model"] - fl["generation"]) / (0.4 * H200 * 1e12)
+        got = _median([x["seconds"] - x["rollout_s"] for x in grpo])
+        out_rows.append(["u-GRPO loss passes, s (model: at 40% MFU)", f"{got:.1f}", f"{want:.2f}", f"{got / want:.1f}x"])
+        mem = cm.grpo_memory(a, ad, rows_, prompt, new, mb)["peak"] / 2**30
+        got = max(x["peak_memory_gib"] for x in grpo)
+        out_rows.append(["u-GRPO peak GiB", f"{got:.1f}", f"{mem:.1f}", f"{got / mem:.2f}x"])
+        gen_share = _median([x["rollout_s"] / x["seconds"] for x in grpo])
+        gen_rate = _median([x["gen_tokens_per_s"] for x in grpo])
+    lines = ["### Measured against the cost model, same shapes", ""] + table(
+        ["quantity", "measured (median)", "cost model", "measured / model"], out_rows)
+    if grpo:
+        lines += [f"Generation is {100 * gen_share:.0f}% of a u-GRPO step: {gen_rate:,.0f} generated tokens/s over "
+                  f"{rows_} rows, about {rows_ / gen_rate * 1e3:.0f} ms a decode step, against a bandwidth bound of "
+                  f"{dec / new * 1e3:.1f} ms. The reference backend (`llm.hf_backend`) steps the rows one token at a time "
+                  "with the LoRA adapter unmerged, and the cost model counts bytes and FLOPs, not kernels (the "
+                  "decode profile below measures that, where it has run). That is why real runs generate with vLLM (docs/scale.md "
+                  "\"Rollout backends\", unverified here). The random-init policy's rewards do not vary inside a "
+                  "group, so its advantages and loss are ~0: this check times the step, it does not test learning.",
+                  ""]
+    return lines
 
 
 def write_readme(out: Path, smoke_dir: Path | None, command: str = "stockr1 bench cost_model --out results/accelerator "
@@ -194,7 +289,7 @@ def write_readme(out: Path, smoke_dir: Path | None, command: str = "stockr1 benc
     rs = {k: recipe(v) for k, v in RECIPES.items()}
     lines = ["# Accelerator: cost model of the 4B and 8B recipes", "",
              generated_line(command) + " (benchmarks/accelerator_readme.py, from benchmarks/cost_model.py)", ""]
-    lines += gpu_section(out) + params_section(rs) + flops_section(rs) + memory_section(rs) + check_section(rs)
+    lines += gpu_section(out, rs) + params_section(rs) + flops_section(rs) + memory_section(rs) + check_section(rs)
     lines += smoke_section(smoke_dir, out)
     lines += ["Activations, logits and the KV cache are estimates (the tensors each op saves); weights, adapter, "
               "gradients and optimiser states are exact byte counts. MFU counts model FLOPs only (no recompute, no "

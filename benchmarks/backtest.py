@@ -24,41 +24,62 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from stockr1.backtest import BacktestConfig, backtest, buy_and_hold, prices_from_windows, zscore_signals
+from stockr1.backtest import (
+    BacktestConfig,
+    BacktestResult,
+    backtest,
+    bootstrap_intervals,
+    buy_and_hold,
+    prices_from_windows,
+    zscore_signals,
+)
 from stockr1.cutoff import cutoff_line
 from stockr1.metrics.trading import TRADING_METRICS
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 from stockr1.progress import Progress
 from stockr1.types import CLOSE, Forecast, Windows, train_only
 
+BUY_AND_HOLD, TS_ENCODER, ORACLE = "buy_and_hold", "Stock-R1 TS encoder", "oracle (perfect foresight)"
+
 
 def run_models(
     forecasts: dict[str, Forecast], windows: Windows, cfg: BacktestConfig, benchmark_ticker: str | None = None
-) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]], dict[str, pd.Series]]:
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict[str, float]]], dict[str, pd.Series],
+           dict[str, dict[str, BacktestResult]]]:
     """Backtest every model and buy-and-hold on every ticker of ``windows``.
 
-    Returns (mean metrics per model, per-ticker metrics per model, mean equity curve per model).
+    Returns (mean metrics per model, per-ticker metrics per model, mean equity curve per model, the
+    simulator's results per model and ticker, which ``stockr1.backtest.bootstrap_intervals`` resamples).
     """
     tickers = sorted(set(windows.ticker.tolist()))
     prices = {t: prices_from_windows(windows, t, cfg.holding) for t in tickers}
     bench = prices.get(benchmark_ticker) if benchmark_ticker else None
     per: dict[str, dict[str, dict[str, float]]] = {}
     curves: dict[str, pd.Series] = {}
-    all_models = {"buy_and_hold": None, **forecasts}
+    results: dict[str, dict[str, BacktestResult]] = {}
+    all_models = {BUY_AND_HOLD: None, **forecasts}
     for name, fc in all_models.items():
         z = None if fc is None else zscore_signals(fc, windows, cfg)
-        per[name], eq = {}, []
+        per[name], results[name], eq = {}, {}, []
         for t in tickers:
             if z is None:
                 res = buy_and_hold(prices[t], cfg, bench)
             else:
                 idx = np.flatnonzero(windows.ticker == t)
                 res = backtest(pd.Series(z[idx], pd.DatetimeIndex(windows.date[idx])).sort_index(), prices[t], cfg, bench)
-            per[name][t] = res.metrics
+            per[name][t], results[name][t] = res.metrics, res
             eq.append(res.equity.reset_index(drop=True))
         curves[name] = pd.concat(eq, axis=1).mean(axis=1)
     mean = {m: {k: _mean_finite([per[m][t][k] for t in tickers]) for k in TRADING_METRICS} for m in per}
-    return mean, per, curves
+    return mean, per, curves, results
+
+
+def interval_pairs(names: list[str]) -> list[tuple[str, str]]:
+    """The paired differences the README reports: the TS encoder (else each model) against buy-and-hold and
+    each baseline; never the oracle's."""
+    models = [n for n in names if n not in (BUY_AND_HOLD, ORACLE)]
+    first = [n for n in models if n == TS_ENCODER] or models
+    return [(a, b) for a in first for b in [BUY_AND_HOLD, *models] if b != a]
 
 
 def _mean_finite(values: list[float]) -> float:
@@ -104,8 +125,8 @@ def _model_forecasts(
     if checkpoint:
         from forecast_action.forecaster import Forecaster
 
-        out["Stock-R1 TS encoder"] = Forecaster.load(checkpoint).forecast_windows(test, n_samples=n_samples)
-    out["oracle (perfect foresight)"] = _oracle(test)
+        out[TS_ENCODER] = Forecaster.load(checkpoint).forecast_windows(test, n_samples=n_samples)
+    out[ORACLE] = _oracle(test)
     return out
 
 
@@ -146,7 +167,7 @@ def checkpoint_cutoff_line(checkpoint: str | None, dates, allow: bool) -> str:
     return cutoff_line(True, str(checkpoint), declared, dates, allow)
 
 
-def readme(table: str, run: dict, command: str) -> str:
+def readme(table: str, run: dict, command: str, intervals: str = "") -> str:
     """results/<out>/README.md from this run's table (never edited by hand); first line under the title: the cutoff check."""
     return "\n".join([
         "# Backtest: z-score signal of every forecaster (Stock-R1 App. C.5, Table 6 layout; `stockr1 bench backtest`)", "",
@@ -157,8 +178,14 @@ def readme(table: str, run: dict, command: str) -> str:
         f"{run['allocation']}, {run['cost_bps']} bps per side, volatility look-back {run['vol_lookback']}. "
         "Metrics are means over the tickers (per ticker: [per_ticker.json](per_ticker.json)).", "",
         table,
+        *(["## Intervals over dates and tickers", "",
+           f"95% percentile intervals of {run.get('n_boot', 1000)} circular block-bootstrap resamples of the trading "
+           f"days (block {run.get('block', '?')} days; all tickers of a drawn day together, so every metric stays "
+           "a mean over the tickers; `stockr1.backtest.bootstrap_intervals`). The differences are paired on the "
+           "same resamples; a difference holds only where its interval excludes 0, else it is a tie "
+           "(`stockr1.metrics.verdict`).", "", intervals] if intervals else []),
         "Files: [metrics.json](metrics.json), [table.md](table.md), [config.json](config.json), "
-        "[equity.png](equity.png).", ""])
+        "[intervals.json](intervals.json), [equity.png](equity.png).", ""])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-before-cutoff", action="store_true",
                     help="evaluate a pretrained --checkpoint on days on or before its knowledge cutoff (said in the README)")
     ap.add_argument("--baselines", nargs="*", default=None, help="subset of benchmarks.baselines.BASELINES")
+    ap.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples of the intervals")
     for f in BacktestConfig.__dataclass_fields__.values():
         ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
     argv = [] if argv is None else list(argv)
@@ -180,21 +208,29 @@ def main(argv: list[str] | None = None) -> int:
     refuse_existing(a.out, a.overwrite)  # before any work
     cfg = BacktestConfig(a.threshold, a.holding, a.allocation, a.cost_bps, a.vol_lookback)
     import stockr1.data as data
+    from benchmarks.forecast import load_data
 
-    windows = data.sample_windows() if a.data == "sample" else data.load_windows(a.data)
+    # sample: the cached preset (the same windows); universe / stocks / a CSV / a built dataset: bench forecast's loader
+    windows = data.sample_windows() if a.data == "sample" else load_data(a.data, 90, 10)
     train, val, test = train_only(windows), windows.split_of("val"), windows.split_of(a.split)
     cutoff = checkpoint_cutoff_line(a.checkpoint, test.date, a.allow_before_cutoff)  # before any fitting
     forecasts = _model_forecasts(train, val, test, a.checkpoint, a.n_samples, a.baselines)
-    mean, per, curves = run_models(forecasts, test, cfg, a.benchmark)
+    mean, per, curves, results = run_models(forecasts, test, cfg, a.benchmark)
+    iv = bootstrap_intervals({k: v for k, v in results.items() if k != ORACLE}, interval_pairs(list(results)),
+                             cfg.holding, n_boot=a.n_boot)
     run = {**asdict(cfg), "data": a.data, "split": a.split, "n_windows": len(test), "cutoff": cutoff,
+           "tickers": sorted(set(test.ticker.tolist())), "block": iv["block"], "n_boot": iv["n_boot"],
            "period": [str(test.date.min())[:10], str(test.date.max())[:10]]}
     table = table_md(mean)
+    from benchmarks.compare_plots import interval_table  # lazy: compare_plots imports this module
     with output_dir(a.out, a.overwrite) as out:
         (out / "metrics.json").write_text(json.dumps(json_clean(mean), indent=2))
         (out / "per_ticker.json").write_text(json.dumps(json_clean(per), indent=2))
         (out / "config.json").write_text(json.dumps(run, indent=2))
         (out / "table.md").write_text(table)
-        (out / "README.md").write_text(readme(table, run, command_line("stockr1 bench backtest", argv)))
+        (out / "intervals.json").write_text(json.dumps(json_clean(iv), indent=1))
+        (out / "README.md").write_text(readme(table, run, command_line("stockr1 bench backtest", argv),
+                                              interval_table(iv)))
         _plot(curves, out / "equity.png")
     print(table)
     print(f"wrote {a.out}")

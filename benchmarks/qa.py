@@ -38,6 +38,7 @@ import torch
 
 from benchmarks.qa_answers import answer_spread, spread_md
 from benchmarks.qa_reuse import ROLLOUT_BATCH, fingerprint, reused_pairs, rollout_record, write_reuse_index
+from benchmarks.qa_targets import READER, family_comparisons, own_trajectory, targets, targets_md
 from forecast_action.build import load_decoder
 from llm.policy import Policy, PolicyConfig
 from llm.qa import load_items
@@ -219,6 +220,10 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict, spreads: 
     if short:
         lines += ["", "Rows on fewer questions (`--compare-n`): " + "; ".join(short) + "; their accuracy, differences to "
                   "the baselines and to the first policy are paired on those questions alone."]
+    for name, iv in intervals.items():
+        if "targets" in iv:
+            lines += targets_md(name, iv["targets"]["rows"], iv["targets"]["comparisons"], (spreads or {}).get(name),
+                                evaluated["counts"])
     for name, rows in (spreads or {}).items():
         lines += spread_md(name, rows)
     paired = [(name, ref, d) for name, iv in intervals.items() for ref, d in iv.get("vs_policy", {}).items()]
@@ -369,6 +374,13 @@ def main(argv: list[str] | None = None) -> int:
         policy_hits[name] = hits
         if name == args.name:  # the first policy's answers per template: do they depend on the prompt?
             spreads[name] = answer_spread(pairs, fns.get("majority"))
+            comp = family_comparisons(qs, hits, base_hits, rs)  # issue 31's targets, per family
+            comp["reader_accuracy"] = {b: intervals_acc["overall"]["acc"] for b, intervals_acc in
+                                       baselines["evaluated"]["rows"].items() if b.startswith(READER)}
+            comp["own_trajectory"] = own_trajectory(qs, pairs, hits, windows, rs)
+            metrics[name]["own_trajectory_follows_rate"] = comp["own_trajectory"]["follows_rate"]
+            intervals[name]["targets"] = {"rows": targets(metrics[name], intervals[name]["accuracy"], comp),
+                                          "comparisons": comp}
             metrics[name]["constant_answer_templates"] = [sum(r["constant"] for r in spreads[name]), len(spreads[name])]
         if anon is not None:  # the same run on the anonymised questions, paired on the same resamples
             metrics[f"{name}-anonymised"], apairs = evaluate_run(Path(path), anon[1][:k], anon[0], args.max_new_tokens,

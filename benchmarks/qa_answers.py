@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from llm.qa.core import QAItem
+from llm.qa.answers import is_correct
+from llm.qa.core import QAItem, observed_path
+from llm.qa.tool_reader import read_answer
+from llm.special_tokens import FORECAST_TS_CLOSE, FORECAST_TS_OPEN
+from stockr1.types import Windows
 
 
 def answer_spread(pairs: Sequence[tuple[QAItem, Any]], reference: Callable[[QAItem], Any] | None = None
@@ -59,3 +64,32 @@ def spread_md(name: str, rows: list[dict[str, Any]]) -> list[str]:
     lines += [f"| {r['template']}{' (one answer)' if r['constant'] else ''} | {r['family']} | {r['n']} | "
               f"{_counts(r['gold'])} | {_counts(r['policy'])} | {_counts(r['reference'])} |" for r in rows]
     return lines
+
+
+def observation_block(completion: str) -> str | None:
+    """The first ``<forecast_ts>…</forecast_ts>`` block of a completion (what the tool returned), or None."""
+    i = completion.find(FORECAST_TS_OPEN)
+    j = completion.find(FORECAST_TS_CLOSE, i + 1) if i >= 0 else -1
+    return completion[i : j + len(FORECAST_TS_CLOSE)] if j >= 0 else None
+
+
+def own_trajectory_answers(pairs: Sequence[tuple[QAItem, Any]], windows: Windows) -> list[str | None]:
+    """Per rollout, the answer its own observed trajectory implies: the template's answer function on the
+    ``<forecast_ts>`` path the policy read (``observed_path``, rounded as rendered), as a tool-reader of that
+    one path. None where the rollout has no readable observation (no tool call, a tool error)."""
+    out: list[str | None] = []
+    for item, rollout in pairs:
+        block = observation_block(rollout.completion or "")
+        try:
+            out.append(None if block is None else read_answer(item, windows, [observed_path(block)]))
+        except ValueError:  # an error observation, or a layout the parser does not know
+            out.append(None)
+    return out
+
+
+def follows_rate(pairs: Sequence[tuple[QAItem, Any]], implied: Sequence[str | None]) -> float:
+    """% of rollouts with a readable observation whose answer is the one their trajectory implies (numeric:
+    within the question's tolerance of it)."""
+    ok = [is_correct(replace(item, answer=a), rollout.answer) for (item, rollout), a in zip(pairs, implied, strict=True)
+          if a is not None]
+    return 100.0 * sum(ok) / len(ok) if ok else float("nan")

@@ -14,7 +14,7 @@
 and the command that made each part (``command`` for the SFT run, ``ts.command`` for the encoder).
 
     stockr1 release pack --sft RUN [--ts DIR] --out release/tiny --command "..."   # package a run
-    stockr1 release add-ts --ts DIR --command "..." [--dir release/tiny]          # replace the encoder only
+    stockr1 release add-ts --ts DIR --command "..." [--dir release/tiny] [--selected-by "..."]  # the encoder only
     stockr1 release verify [--dir release/tiny]                                   # check hashes
     stockr1 demo --from-scratch --release release/tiny                            # regenerate both
 
@@ -205,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--ts", required=True, help="saved TS encoder directory (`stockr1 ts fit`'s pretrained/)")
     t.add_argument("--command", required=True, help="the command that trained it (recorded in the manifest)")
     t.add_argument("--dir", default=DEFAULT_DIR)
+    t.add_argument("--selected-by", default=None, help="how it was chosen, e.g. the forecast_search run (manifest)")
+    t.add_argument("--max-mb", type=float, default=MAX_MB, help="refuse a release larger than this (MB)")
     v = sub.add_parser("verify", help="check every file of a release against its manifest")
     v.add_argument("--dir", default=DEFAULT_DIR)
     a = ap.parse_args(argv)
@@ -212,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         man = pack(a.sft, a.out, a.command, a.data_hash, max_mb=a.max_mb, ts_dir=a.ts, ts_command=a.ts_command)
         print(f"wrote {len(man['files'])} files ({man['total_mb']} MB) and {MANIFEST} to {a.out}")
     elif a.cmd == "add-ts":
-        man = add_ts(a.dir, a.ts, a.command)
+        man = add_ts(a.dir, a.ts, a.command, {"selected_by": a.selected_by} if a.selected_by else None, a.max_mb)
         print(f"{a.dir}: TS encoder from {a.ts}; {len(man['files'])} files ({man['total_mb']} MB)")
     else:
         man = verify(a.dir)

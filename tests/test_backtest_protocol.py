@@ -116,7 +116,7 @@ def test_prices_from_windows_and_run_models(tmp_path):
     gap = w.select(np.r_[0:10, 11:40])
     with pytest.raises(ValueError, match="not consecutive"):
         bt.prices_from_windows(gap, "A", holding=10)
-    mean, per, curves = bench.run_models({"oracle": bench._oracle(w)}, w, bt.BacktestConfig(threshold=0.25))
+    mean, per, curves, results = bench.run_models({"oracle": bench._oracle(w)}, w, bt.BacktestConfig(threshold=0.25))
     assert set(mean) == {"buy_and_hold", "oracle"}
     assert mean["oracle"]["hit_rate"] == 1.0  # perfect foresight never calls the wrong side
     assert mean["oracle"]["win_rate"] > 0.8
@@ -124,6 +124,18 @@ def test_prices_from_windows_and_run_models(tmp_path):
     table = bench.table_md(mean)
     assert table.count("\n") == 4 and "| oracle |" in table
     assert json.loads(json.dumps(bench.json_clean(mean)))
+    # the simulator's results feed the README's intervals; at the full sample they are the table's numbers
+    iv = bt.bootstrap_intervals(results, bench.interval_pairs(list(results)), holding=10, n_boot=50)
+    assert iv["metrics"]["oracle"]["hit_rate"]["value"] == pytest.approx(mean["oracle"]["hit_rate"])
+    assert iv["metrics"]["oracle"]["cumulative_return"]["value"] == pytest.approx(mean["oracle"]["cumulative_return"])
+    assert set(iv["differences"]) == {"oracle - buy_and_hold"}
+
+
+def test_interval_pairs_put_the_encoder_against_every_other_strategy_but_the_oracle():
+    names = ["buy_and_hold", "drift", bench.TS_ENCODER, bench.ORACLE]
+    assert bench.interval_pairs(names) == [(bench.TS_ENCODER, "buy_and_hold"), (bench.TS_ENCODER, "drift")]
+    assert bench.interval_pairs(["buy_and_hold", "a", "b"]) == [("a", "buy_and_hold"), ("a", "b"), ("b", "buy_and_hold"),
+                                                              ("b", "a")]
 
 
 def test_days_past_the_last_decision_day_are_the_exchanges_realised_sessions():

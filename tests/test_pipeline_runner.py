@@ -145,3 +145,13 @@ def test_manifest_content(tmp_path: Path) -> None:
     assert {"torch", "python"} <= set(on_disk["versions"]) and on_disk["git_commit"]
     assert set(on_disk["stages"]) == {"a", "b", "c"}
     assert on_disk["total_wall_s"] == pytest.approx(sum(s["wall_s"] for s in on_disk["stages"].values()), abs=0.2)
+
+
+@pytest.mark.parametrize(("wall_s", "words"), [(540.0, "9.0 min wall"), (720.0, "2.0 min over it")])
+def test_report_states_the_demo_time_against_its_target(tmp_path: Path, wall_s: float, words: str) -> None:
+    from stockr1.pipeline.report import learned
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"total_wall_s": wall_s, "stages": {"a": {}, "b": {}}}))
+    text = "\n".join(learned(tmp_path))
+    assert words in text and "The target for the default demo is 10 min on 2 idle cores" in text
+    assert ("within it" in text) == (wall_s <= 600)

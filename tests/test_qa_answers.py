@@ -33,3 +33,30 @@ def test_a_constant_minority_answer_is_named_and_a_varying_one_is_not() -> None:
     assert "| always_yes (one answer) | event | 3 | No 2, Yes 1 | Yes 3 | No 3 |" in text
     # the constant answer is the majority's: not counted as off the majority
     assert "In 0 of them" in "\n".join(spread_md("p", answer_spread(pairs, reference=lambda it: "Yes")))
+
+
+def test_own_trajectory_reads_the_observation_the_policy_was_shown() -> None:
+    """The answer a rollout's own ``<forecast_ts>`` path implies, and whether the policy gave it."""
+    import numpy as np
+
+    from benchmarks.qa_answers import follows_rate, own_trajectory_answers
+    from forecast_action.render import render_observation
+    from llm.qa import TEMPLATES_BY_KEY, QAGenerator
+    from stockr1.types import CLOSE, VOLUME, Forecast
+    from tests.test_qa_generator import context_fn, fixed_windows
+
+    w = fixed_windows()
+    pct = QAGenerator(w, context_fn).make_item(0, TEMPLATES_BY_KEY["fq_pct_change_paper"], {"x": 3}, "test", "b")
+    fut = w.future[:1, :, CLOSE]  # 99 97 101 ... from today's close 100: the 3-day change is +1.00%
+    fc = Forecast(close=fut, close_samples=fut[:, None], high=fut, low=fut, volume=w.future[:1, :, VOLUME])
+    obs = render_observation(fc, 0)
+    said = lambda answer, text=obs: SimpleNamespace(completion=f"rationale <forecast_action>{{}}</forecast_action>\n"  # noqa: E731
+                                                    f"{text}\nreasoning <answer>{answer}</answer>", answer=answer)
+    pairs = [(pct, said("1.00")), (pct, said("-3.00")), (pct, SimpleNamespace(completion="no tool call", answer="1.00"))]
+    implied = own_trajectory_answers(pairs, w)
+    assert implied == ["1.00", "1.00", None]
+    assert follows_rate(pairs, implied) == 50.0  # of the two rollouts with an observation, one answered it
+    # a different observed path implies a different answer: it is read from the text, not from the data
+    up = fut * np.linspace(1.0, 1.1, fut.shape[1])
+    fc_up = Forecast(close=up, close_samples=up[:, None], high=up, low=up, volume=w.future[:1, :, VOLUME])
+    assert own_trajectory_answers([(pct, said("x", render_observation(fc_up, 0)))], w) != ["1.00"]

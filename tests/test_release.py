@@ -89,6 +89,14 @@ def test_add_ts_replaces_the_encoder_and_keeps_the_sft_record(tmp_path: Path) ->
     with pytest.raises(ReleaseError, match="is not a saved TS encoder"):
         add_ts(tmp_path / "rel", tmp_path / "junk", "x")
     assert verify(tmp_path / "rel") == man  # the refused call left the release as it was
+    # the CLI records how the encoder was chosen, and refuses a release over --max-mb
+    from stockr1.release import main
+
+    assert main(["add-ts", "--ts", str(tmp_path / "ts"), "--command", "stockr1 ts fit", "--dir", str(tmp_path / "rel"),
+                 "--selected-by", "forecast_search on validation"]) == 0
+    assert verify(tmp_path / "rel")["ts"]["selected_by"] == "forecast_search on validation"
+    with pytest.raises(ReleaseError):
+        main(["add-ts", "--ts", str(tmp_path / "ts"), "--command", "x", "--dir", str(tmp_path / "rel"), "--max-mb", "0"])
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -158,16 +166,18 @@ def test_the_shipped_small_policy_verifies_references_its_base_and_loads(smollm2
     assert got["type"] == "LlamaForCausalLM" and got["lora"] and got["fitted"]
 
 
-def test_the_shipped_ts_encoder_forecasts_through_the_cli(tmp_path: Path) -> None:
-    """``stockr1 forecast --checkpoint release/tiny/ts`` in a fresh process: the encoder the demo's
-    ``bench forecast`` scores, with its fitted uncertainty normaliser."""
+@pytest.mark.parametrize("release", ["tiny", "smollm2-135m"])
+def test_the_shipped_ts_encoder_forecasts_through_the_cli(tmp_path: Path, release: str) -> None:
+    """``stockr1 forecast --checkpoint release/<r>/ts`` in a fresh process: release/smollm2-135m/ts is the
+    encoder the README and the demo's ``bench forecast`` use, release/tiny/ts the indices-only one; both with
+    their fitted uncertainty normaliser."""
     import pandas as pd
 
     from tests.test_forecaster import random_walk
 
     random_walk(120, seed=3).to_csv(tmp_path / "prices.csv", index=False)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "stockr1.cli", "forecast", "--checkpoint", str(SHIPPED / "ts"),
+    proc = subprocess.run([sys.executable, "-m", "stockr1.cli", "forecast", "--checkpoint", str(ROOT / "release" / release / "ts"),
                            "--data", str(tmp_path / "prices.csv"), "--horizon", "10", "--out", str(tmp_path / "f.csv")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

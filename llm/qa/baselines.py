@@ -156,6 +156,29 @@ def overall_difference(items: list[QAItem], hits_a: np.ndarray, hits_b: np.ndarr
     return {"diff": d, "ci_lo": lo, "ci_hi": hi, "verdict": verdict(d, lo, hi)}
 
 
+def family_differences(items: list[QAItem], hits_a: np.ndarray, hits_b: np.ndarray,
+                       resamples: list[np.ndarray], level: float = 0.95) -> dict[str, dict[str, float]]:
+    """Paired difference (points) of two answerers per family and overall (as ``overall_difference``), each
+    with its percentile interval over the shared date-block ``resamples``. A family absent from a resample
+    does not enter that family's interval."""
+    fams = np.array([it.family for it in items])
+    a, b = np.asarray(hits_a, float), np.asarray(hits_b, float)
+
+    def diffs(idx: np.ndarray) -> dict[str, float]:
+        ma, mb = _family_means(fams, a, idx), _family_means(fams, b, idx)
+        return {f: ma[f] - mb[f] for f in ma}
+
+    full = diffs(np.arange(len(items)))
+    boots = [diffs(r) for r in resamples]
+    q = [(1 - level) / 2, (1 + level) / 2]
+    out: dict[str, dict[str, float]] = {}
+    for f, d in full.items():
+        vals = [x[f] for x in boots if f in x] or [float("nan")]
+        lo, hi = (100 * float(v) for v in np.quantile(vals, q))
+        out[f] = {"diff": 100 * d, "ci_lo": lo, "ci_hi": hi, "verdict": verdict(100 * d, lo, hi)}
+    return out
+
+
 def baseline_report(
     train: Iterable[QAItem], evaluate: list[QAItem], windows: Windows, n_boot: int = 1000, seed: int = 0,
     answer_fns: Mapping[str, AnswerFn] | None = None,
