@@ -69,3 +69,15 @@ def test_each_window_is_forecast_once_from_its_own_rows() -> None:
     shuffled = Windows(w.ticker, w.date, w.x, w.y, w.hist, w.future[perm], w.split, w.context)
     other = ToolReader(_oracle, shuffled, items)
     assert any(other.answer(it) != reader.answer(it) for it in items)
+
+
+def test_the_ts_reader_takes_a_single_saved_encoder_as_shipped() -> None:
+    """``--tool-reader-ts release/smollm2-135m/ts``: a plain saved encoder (not an ensemble) is read too."""
+    from pathlib import Path
+
+    from llm.qa.tool_reader import ensemble_forecaster
+    from stockr1.data import sample_windows
+
+    w = sample_windows().select(np.arange(3))
+    fc = ensemble_forecaster(str(Path(__file__).resolve().parents[1] / "release" / "tiny" / "ts"), n_samples=5)(w)
+    assert fc.close_samples.shape == (3, 5, w.future.shape[1]) and np.isfinite(fc.close_samples).all()

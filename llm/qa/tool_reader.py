@@ -72,11 +72,12 @@ class ToolReader:
 
 
 def ensemble_forecaster(path: str, n_samples: int = 100, seed: int = 0) -> Forecaster:
-    """A saved TS encoder ensemble (``stockr1 bench forecast_search --save``) or single encoder."""
-    from ts_encoder.ensemble import EncoderEnsemble
+    """A saved TS encoder (``ts fit``'s ``pretrained/``, e.g. ``release/smollm2-135m/ts``) or a saved ensemble
+    (``stockr1 bench forecast_search --save``): ``Forecaster.load`` reads both."""
+    from forecast_action.forecaster import Forecaster as TSForecaster
 
-    ens = EncoderEnsemble.from_pretrained(path)
-    return lambda w: ens.forecast_windows(w, n_samples=n_samples, seed=seed)
+    fc = TSForecaster.load(path)
+    return lambda w: fc.forecast_windows(w, n_samples=n_samples, seed=seed)
 
 
 def decoder_forecaster(decoder, seed: int = 0) -> Forecaster:
