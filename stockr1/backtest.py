@@ -145,24 +145,34 @@ def buy_and_hold(prices: pd.Series, cfg: BacktestConfig = BacktestConfig(), benc
 def prices_from_windows(windows: Windows, ticker: str, holding: int, exchange: str = "auto") -> pd.Series:
     """Daily closes of one ticker over its decision days plus ``holding`` days after the last one.
 
-    Needs consecutive (stride-1) windows; checked by the overlap of consecutive histories. The
-    dates after the last decision day are not in ``Windows``; they are labelled with the trading days
-    of ``exchange`` (``stockr1.data.calendar``; ``auto``: inferred from the decision days themselves,
-    else weekdays), ad hoc closures included: these closes happened, so they get the days they traded.
+    Needs consecutive (stride-1) windows; checked by the overlap of consecutive histories. Each window
+    may carry its own price frame (a rebased source: 100 = the close of its decision day, docs/data.md),
+    so two windows overlap when one is the other times a constant; the series is then chained from the
+    daily returns, in the first window's frame (returns, and so every backtest metric, do not depend on
+    the frame). The dates after the last decision day are not in ``Windows``; they are labelled with the
+    trading days of ``exchange`` (``stockr1.data.calendar``; ``auto``: inferred from the decision days
+    themselves, else weekdays), ad hoc closures included: these closes happened, so they get the days they
+    traded.
     """
     w = windows.select(np.flatnonzero(windows.ticker == ticker))
     order = np.argsort(w.date)
     w = w.select(order)
     if len(w) == 0:
         raise ValueError(f"no windows for ticker {ticker!r}")
-    closes = w.hist[:, -1, CLOSE]
-    if len(w) > 1 and not np.allclose(w.hist[1:, -2, CLOSE], closes[:-1], rtol=1e-9):
-        bad = int(np.flatnonzero(~np.isclose(w.hist[1:, -2, CLOSE], closes[:-1], rtol=1e-9))[0])
-        raise ValueError(
-            f"windows of {ticker!r} are not consecutive trading days (gap after {pd.Timestamp(w.date[bad]).date()}); "
-            "pass daily prices instead"
-        )
-    extra = w.future[-1, :holding, CLOSE]
+    hist = w.hist[:, :, CLOSE]
+    closes = hist[:, -1]
+    if len(w) > 1:
+        factor = hist[1:, -2] / closes[:-1]  # window t+1's frame over window t's (1 where levels are as of t)
+        overlap = np.isclose(hist[1:, :-1], factor[:, None] * hist[:-1, 1:], rtol=1e-6).all(axis=1)
+        if not overlap.all():
+            bad = int(np.flatnonzero(~overlap)[0])
+            raise ValueError(
+                f"windows of {ticker!r} are not consecutive trading days (gap after {pd.Timestamp(w.date[bad]).date()}); "
+                "pass daily prices instead"
+            )
+        if not np.all(factor == 1.0):  # rebased windows: chain the daily returns into one series
+            closes = closes[0] * np.concatenate([[1.0], np.cumprod(closes[1:] / hist[1:, -2])])
+    extra = w.future[-1, :holding, CLOSE] * (closes[-1] / hist[-1, -1])
     last = pd.Timestamp(w.date[-1])
     cal = calendar_for(pd.DatetimeIndex(w.date), exchange)
     dates = pd.DatetimeIndex(w.date).append(cal.days_after(last, len(extra), realised=True))

@@ -158,3 +158,24 @@ def test_days_past_the_last_decision_day_are_the_exchanges_realised_sessions():
     np.testing.assert_allclose(p.to_numpy(), closes[lookback - 1:lookback - 1 + n_win + horizon])
     weekdays = bt.prices_from_windows(w, "A", holding=horizon, exchange="weekdays").index[n_win:]
     assert weekdays[0] == pd.Timestamp("2012-10-29")  # what the old business-day labels said
+
+
+def test_rebased_windows_give_the_same_daily_returns_and_backtest():
+    """A rebased source (each window in its own frame, 100 = its decision day's close) is chained into one
+    series whose returns, and so every backtest metric, equal the as-of-t levels'; a gap is still refused."""
+    rng = np.random.default_rng(1)
+    closes = 100 * np.exp(np.cumsum(rng.normal(0, 0.01, 80)))
+    w = _windows(closes, n_win=40, lookback=30, horizon=10)
+    scale = 100.0 / w.hist[:, -1, 3]
+    rebased = Windows(w.ticker, w.date, w.x, w.y, w.hist * scale[:, None, None], w.future * scale[:, None, None],
+                      w.split)
+    p, q = bt.prices_from_windows(w, "A", holding=10), bt.prices_from_windows(rebased, "A", holding=10)
+    assert q.iloc[0] == pytest.approx(100.0) and (q.index == p.index).all()
+    np.testing.assert_allclose(q.pct_change().to_numpy()[1:], p.pct_change().to_numpy()[1:], rtol=1e-9)
+    fc = bench._oracle(w)
+    mine = bench.run_models({"oracle": fc}, w, bt.BacktestConfig(threshold=0.25))[0]
+    theirs = bench.run_models({"oracle": bench._oracle(rebased)}, rebased, bt.BacktestConfig(threshold=0.25))[0]
+    for k in ("cumulative_return", "sharpe", "hit_rate", "max_drawdown"):
+        assert theirs["oracle"][k] == pytest.approx(mine["oracle"][k], rel=1e-9), k
+    with pytest.raises(ValueError, match="not consecutive"):
+        bt.prices_from_windows(rebased.select(np.r_[0:10, 11:40]), "A", holding=10)
