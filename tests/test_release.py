@@ -218,3 +218,14 @@ def test_from_scratch_reproduces_the_shipped_encoder_and_tokenizer(tmp_path: Pat
         return sorted(t["content"] for t in json.loads(raw)["added_tokens"])
 
     assert added(built) == added((SHIPPED / "sft" / "policy" / "tokenizer" / tok).read_bytes())
+
+
+def test_record_adds_fields_to_the_manifest_and_keeps_every_file(tmp_path: Path) -> None:
+    from stockr1.release import record
+
+    pack(_fake_run(tmp_path / "run"), tmp_path / "rel", "stockr1 sft --config x.yaml")
+    before = verify(tmp_path / "rel")
+    man = record(tmp_path / "rel", {"validation": {"n_questions": 40, "overall": 41.0}, "data_hash": "h"})
+    assert man["validation"]["overall"] == 41.0 and man["data_hash"] == "h" and man["files"] == before["files"]
+    assert {k: man[k] for k in ("command", "git_commit", "created")} == {k: before[k] for k in ("command", "git_commit", "created")}
+    assert verify(tmp_path / "rel") == man
