@@ -23,6 +23,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "sft_speed": ("benchmarks.sft_speed:main", "joint SFT s/step: 1 thread vs 2 threads vs 2 DDP processes"),
     "accelerator": ("benchmarks.accelerator:main", "TS encoder, SFT, rollout and GRPO steps at 4B scale (needs arch)"),
     "gpu_check": ("benchmarks.gpu_check:main", "the prepared GPU check: 4B on the GPU, ~300 SFT + 3 u-GRPO steps in 9 min"),
+    "release_check": ("benchmarks.release_check:main", "grade a release's SFT run on validation questions, record it in its manifest"),
     "decode_profile": ("benchmarks.decode_profile:main", "where a decode step of the reference rollout backend spends its time (GPU)"),
     "cost_model": ("benchmarks.accelerator_readme:main", "results/accelerator/README.md: FLOPs and memory of the 4B/8B recipes"),
 }

@@ -16,7 +16,7 @@ and the command that made each part (``command`` for the SFT run, ``ts.command``
     stockr1 release pack --sft RUN [--ts DIR] --out release/tiny --command "..."   # package a run
     stockr1 release add-ts --ts DIR --command "..." [--dir release/tiny] [--selected-by "..."]  # the encoder only
     stockr1 release verify [--dir release/tiny]                                   # check hashes
-    stockr1 release validate [--dir release/tiny] [--n 40]                        # record a validation check
+    stockr1 bench release_check [--dir release/tiny] [--n 40]                     # record a validation check
     stockr1 demo --from-scratch --release release/tiny                            # regenerate both
 
 ``install(release_dir, sft_dir, ts_dir)`` checks every hash and copies the parts into place; a changed
@@ -219,11 +219,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--dir", default=DEFAULT_DIR)
     t.add_argument("--selected-by", default=None, help="how it was chosen, e.g. the forecast_search run (manifest)")
     t.add_argument("--max-mb", type=float, default=MAX_MB, help="refuse a release larger than this (MB)")
-    c = sub.add_parser("validate", help="grade the release's SFT run on validation questions (never test) and "
-                                        "record it, with the data's content hash, in the manifest")
-    c.add_argument("--dir", default=DEFAULT_DIR)
-    c.add_argument("--n", type=int, default=40, help="family-balanced validation questions of the run's QA file")
-    c.add_argument("--max-mb", type=float, default=MAX_MB, help="refuse a release larger than this (MB)")
     v = sub.add_parser("verify", help="check every file of a release against its manifest")
     v.add_argument("--dir", default=DEFAULT_DIR)
     a = ap.parse_args(argv)
@@ -233,13 +228,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif a.cmd == "add-ts":
         man = add_ts(a.dir, a.ts, a.command, {"selected_by": a.selected_by} if a.selected_by else None, a.max_mb)
         print(f"{a.dir}: TS encoder from {a.ts}; {len(man['files'])} files ({man['total_mb']} MB)")
-    elif a.cmd == "validate":
-        from benchmarks.release_check import validation_metrics  # lazy: the benches sit above this module
-
-        verify(a.dir)  # before spending the rollouts
-        check = validation_metrics(Path(a.dir) / "sft", a.n)
-        man = record(a.dir, check, a.max_mb)
-        print(f"{a.dir}: validation {man['validation']} recorded in {MANIFEST}")
     else:
         man = verify(a.dir)
         print(f"{a.dir}: {len(man['files'])} files match {MANIFEST} (commit {man['git_commit'][:10]}, {man['created']})")
