@@ -176,7 +176,7 @@ def smoke_section(smoke_dir: Path | None, out: Path) -> list[str]:
         ["quantity", "smoke (measured)", "cost model", "ratio / agreement"], rows)
 
 
-def gpu_section(out: Path, rs: dict[str, dict] | None = None) -> list[str]:
+def gpu_section(out: Path, rs: dict[str, dict]) -> list[str]:
     s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     if s.get("gpu_check_has_run_on") != "cuda" or s.get("status") != "ok":
         return ["**The GPU check has not run yet** (`bash benchmarks/gpu_check.sh` on a GPU machine, "
@@ -192,7 +192,7 @@ def gpu_section(out: Path, rs: dict[str, dict] | None = None) -> list[str]:
              f"{s.get('precision')}:", ""] + table(
         ["phase", "steps", "stop", "median s/step", "tokens/s", "peak GiB", "MFU"], rows)
     steps_path = out / "steps.jsonl"
-    if rs is not None and steps_path.exists():
+    if steps_path.exists():
         steps = [json.loads(line) for line in steps_path.read_text().splitlines() if line.strip()]
         lines += measured_vs_model(s, steps, rs[s.get("args", {}).get("scale", "4b").upper()])
     return lines + decode_section(out)
@@ -215,20 +215,24 @@ def decode_section(out: Path) -> list[str]:
     rs = sorted({p["rows"] for p in d["phases"]})
     if len(rs) >= 2 and all((r, a) in by for r in rs for a in (True, False)):
         lo, hi = rs[0], rs[-1]
-        lines += [f"A decode step takes about as long for {lo} rows as for {hi} "
-                  f"({1e3 * by[(lo, True)]:.0f} and {1e3 * by[(hi, True)]:.0f} ms), so it is not bound by bytes "
-                  f"or FLOPs; the unmerged adapter makes it {by[(hi, True)] / by[(hi, False)]:.1f}x as long as the "
-                  "base model alone."]
+        grow = by[(hi, True)] / by[(lo, True)]
+        rows_say = (f"about as long for {lo} rows as for {hi} ({1e3 * by[(lo, True)]:.0f} and "
+                    f"{1e3 * by[(hi, True)]:.0f} ms), so it is not bound by bytes or FLOPs" if grow < 1.25 else
+                    f"{grow:.1f}x as long for {hi} rows as for {lo} ({1e3 * by[(hi, True)]:.0f} and "
+                    f"{1e3 * by[(lo, True)]:.0f} ms)")
+        lines += [f"A decode step takes {rows_say}; the unmerged adapter makes it "
+                  f"{by[(hi, True)] / by[(hi, False)]:.1f}x as long as the base model alone."]
     prof = d.get("profile", {})
     if prof.get("kernels"):
         n_fwd = 3 + prof["steps"] - 1  # the profiled phase: two prefill-only phases, then a prefill and the steps
+        top = prof["top_host_ops"][:3]
         lines += [f"The profiled phase ({prof['rows']} rows) launched {prof['kernels']:,} device kernels over "
                   f"{n_fwd} forwards, about {prof['kernels'] / n_fwd:,.0f} a forward. Its largest host-side costs are "
-                  + ", ".join(f"`{o['op']}` {o['self_cpu_s']:.2f} s" for o in prof["top_host_ops"][:3])
-                  + " (`Command Buffer Full`: the host waiting on a full launch queue"
-                  + "). So a step costs the sum of thousands of tiny kernels. Generating from weights with the "
-                  "adapter merged (what the vLLM backend is sent) or replaying the step as a CUDA graph would "
-                  "cut their number; neither is measured here."]
+                  + ", ".join(f"`{o['op']}` {o['self_cpu_s']:.2f} s" for o in top)
+                  + (" (`Command Buffer Full`: the host waiting on a full launch queue)"
+                     if any(o["op"] == "Command Buffer Full" for o in top) else "")
+                  + ". Generating from weights with the adapter merged (what the vLLM backend is sent) or replaying "
+                  "the step as a CUDA graph would cut the number of kernels; neither is measured here."]
     return lines + [""]
 
 
@@ -277,9 +281,11 @@ def measured_vs_model(s: dict, steps: list[dict], r: dict) -> list[str]:
                   f"{dec / new * 1e3:.1f} ms. The reference backend (`llm.hf_backend`) steps the rows one token at a time "
                   "with the LoRA adapter unmerged, and the cost model counts bytes and FLOPs, not kernels (the "
                   "decode profile below measures that, where it has run). That is why real runs generate with vLLM (docs/scale.md "
-                  "\"Rollout backends\", unverified here). The random-init policy's rewards do not vary inside a "
-                  "group, so its advantages and loss are ~0: this check times the step, it does not test learning.",
-                  ""]
+                  "\"Rollout backends\", unverified here)."
+                  + (f" Its u-GRPO loss stayed at {max(abs(x.get('loss', 0.0)) for x in grpo):.0e} or less: the "
+                     "random-init policy's rewards do not vary inside a group, so its advantages are ~0; this check "
+                     "times the step, it does not test learning." if max(abs(x.get("loss", 0.0)) for x in grpo) < 1e-4
+                     else " This check times the step; it does not test learning."), ""]
     return lines
 
 

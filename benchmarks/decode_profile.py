@@ -104,7 +104,7 @@ def profile_steps(policy, rows: int, prompt: int, steps: int, device: str) -> di
         if device == "cuda" else 0
     device_us = sum(getattr(e, dev_attr, 0) for e in events) if device == "cuda" else 0.0
     top = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:12]
-    # the profiled phase runs 3 prefills (warm-up, timed, and the decode phase's own) and `steps` decode steps
+    # the profiled call runs 3 prefills (warm-up, timed, and the decode phase's own) and `steps` - 1 decode forwards
     return {"rows": rows, "steps": steps, "wall_s": wall, "kernels": int(kernels), "device_s": device_us / 1e6,
             "top_host_ops": [{"op": e.key, "calls": int(e.count), "self_cpu_s": e.self_cpu_time_total / 1e6}
                              for e in top]}

@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                                        baselines["evaluated"]["rows"].items() if b.startswith(READER)}
             comp["own_trajectory"] = own_trajectory(qs, pairs, hits, windows, rs)
             metrics[name]["own_trajectory_follows_rate"] = comp["own_trajectory"]["follows_rate"]
-            intervals[name]["targets"] = {"rows": targets(metrics[name], intervals[name]["accuracy"], comp),
+            intervals[name]["targets"] = {"rows": targets(metrics[name], comp),
                                           "comparisons": comp}
             metrics[name]["constant_answer_templates"] = [sum(r["constant"] for r in spreads[name]), len(spreads[name])]
         if anon is not None:  # the same run on the anonymised questions, paired on the same resamples

@@ -60,10 +60,9 @@ def _cell(d: dict[str, float]) -> str:
     return f"{d['diff']:+.1f} [{d['ci_lo']:+.1f}, {d['ci_hi']:+.1f}] {d['verdict']}"
 
 
-def targets(metrics: dict[str, Any], accuracy: dict[str, dict], comp: dict[str, dict]) -> list[dict[str, str]]:
-    """Rows ``{target, measured, met}`` for one policy row: ``metrics`` its metrics.json entry, ``accuracy``
-    its per-family accuracy intervals (``accuracy['overall']['acc']``), ``comp`` from ``family_comparisons``
-    plus the tool-readers' overall accuracy under ``comp['reader_accuracy']``."""
+def targets(metrics: dict[str, Any], comp: dict[str, dict]) -> list[dict[str, str]]:
+    """Rows ``{target, measured, met}`` for one policy row: ``metrics`` its metrics.json entry, ``comp`` from
+    ``family_comparisons`` plus the tool-readers' overall accuracy under ``comp['reader_accuracy']``."""
     rows = []
     proto = metrics["action_and_answer_rate"]
     rows.append({"target": f"protocol (complete action and parseable answer) on >= {PROTOCOL_MIN:.0f}%",

@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -137,25 +137,27 @@ def add_ts(release: str | Path, ts_dir: str | Path, command: str, extra: dict[st
     """Put the saved TS encoder ``ts_dir`` into an existing (verified) release as ``ts/``, replacing any
     there, and record ``command`` (+ ``extra``) as ``ts`` in its manifest; the SFT part and its record
     stay as they are. Returns the new manifest."""
-    root = Path(release)
-    man = verify(root)
     _check_ts(Path(ts_dir))
-    tmp = root.with_name(root.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(root, tmp, ignore=shutil.ignore_patterns(MANIFEST))
-    shutil.rmtree(tmp / TS_DIR, ignore_errors=True)
-    shutil.copytree(ts_dir, tmp / TS_DIR)
-    return _finish(tmp, root, {**man, "ts": _ts_record(command, extra)}, max_mb)
+
+    def put_ts(tmp: Path) -> None:
+        shutil.rmtree(tmp / TS_DIR, ignore_errors=True)
+        shutil.copytree(ts_dir, tmp / TS_DIR)
+
+    return record(release, {"ts": _ts_record(command, extra)}, max_mb, put_ts)
 
 
-def record(release: str | Path, fields: dict[str, Any], max_mb: float = MAX_MB) -> dict[str, Any]:
-    """Add ``fields`` to a verified release's manifest (e.g. the validation check of its SFT run); its
-    files stay as they are. Returns the new manifest."""
+def record(release: str | Path, fields: dict[str, Any], max_mb: float = MAX_MB,
+           edit: Callable[[Path], None] | None = None) -> dict[str, Any]:
+    """Add ``fields`` to a verified release's manifest (e.g. the validation check of its SFT run), after
+    ``edit`` (if given) changed a copy of its files; the release is replaced as a whole, so a failure leaves
+    the old one. Returns the new manifest."""
     root = Path(release)
     man = verify(root)
     tmp = root.with_name(root.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(root, tmp, ignore=shutil.ignore_patterns(MANIFEST))
+    if edit is not None:
+        edit(tmp)
     return _finish(tmp, root, {**man, **fields}, max_mb)
 
 

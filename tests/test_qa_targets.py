@@ -48,7 +48,7 @@ def test_targets_name_the_families_a_reader_beats_and_the_policy_misses() -> Non
     pol = np.array([0, 0, 0, 0, 1, 1, 1, 0])  # ties majority on event, beats it on news
     comp = _comp(items, pol, base, rs)
     metrics = {"action_and_answer_rate": 96.0, "start_value_read_rate": 80.0}
-    rows = {r["target"].split(" (")[0].split(" on >=")[0]: r for r in targets(metrics, {}, comp)}
+    rows = {r["target"].split(" (")[0].split(" on >=")[0]: r for r in targets(metrics, comp)}
     assert rows["protocol"]["met"] == "yes"
     assert rows["`start_value` = last close"]["met"] == "no"
     assert rows["above majority overall, beyond the interval"]["met"] == "yes"  # +12.5 with a point interval
@@ -58,7 +58,7 @@ def test_targets_name_the_families_a_reader_beats_and_the_policy_misses() -> Non
     assert "tool_reader_a" in best["target"] and best["met"] == "no"  # policy 37.5 vs reader 62.5: -25
     spread = [{"template": "t", "family": "event", "n": 4, "constant": True, "policy": {"Yes": 4}},
               {"template": "u", "family": "news", "n": 2, "constant": False, "policy": {"Yes": 1, "No": 1}}]
-    text = "\n".join(targets_md("p", targets(metrics, {}, comp), comp, spread, {"event": 4, "news": 4}))
+    text = "\n".join(targets_md("p", targets(metrics, comp), comp, spread, {"event": 4, "news": 4}))
     assert "- Event Detection: +0.0 [+0.0, +0.0] tie" in text and "t: always Yes" in text
     assert "- News Analysis: +25.0" in text and "2 numeric questions" in text
 
@@ -68,7 +68,7 @@ def test_no_family_to_meet_when_no_reader_beats_majority() -> None:
     rs = [np.arange(4)] * 3
     base = {"majority": np.array([1, 1, 0, 0]), "tool_reader_a": np.array([1, 0, 1, 0])}
     comp = _comp(items, np.array([1, 1, 1, 0]), base, rs)
-    rows = targets({"action_and_answer_rate": 90.0, "start_value_read_rate": 95.0}, {}, comp)
+    rows = targets({"action_and_answer_rate": 90.0, "start_value_read_rate": 95.0}, comp)
     assert rows[0]["met"] == "no" and rows[1]["met"] == "yes"
     assert rows[3]["met"] == "nothing to meet"
     assert rows[4]["met"] == "yes (point estimate)"  # +25 above the reader
@@ -81,7 +81,7 @@ def test_own_trajectory_paragraph_says_how_often_the_answer_follows_it() -> None
     comp["own_trajectory"] = {"readable": 4, "n": 4, "follows_rate": 50.0,
                               "accuracy": {"acc": 75.0, "ci_lo": 70.0, "ci_hi": 80.0},
                               "policy_minus": {"diff": -50.0, "ci_lo": -60.0, "ci_hi": -40.0, "verdict": "worse"}}
-    text = "\n".join(targets_md("p", targets({"action_and_answer_rate": 100.0, "start_value_read_rate": 100.0}, {},
-                                             comp), comp, [], {"event": 4}))
+    rows = targets({"action_and_answer_rate": 100.0, "start_value_read_rate": 100.0}, comp)
+    text = "\n".join(targets_md("p", rows, comp, [], {"event": 4}))
     assert "in 50.0% of the 4 rollouts with a readable observation" in text
     assert "would score 75.0 [70.0, 80.0]; the policy − that: -50.0 [-60.0, -40.0] worse" in text

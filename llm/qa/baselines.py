@@ -144,23 +144,14 @@ def overall_difference(items: list[QAItem], hits_a: np.ndarray, hits_b: np.ndarr
                        resamples: list[np.ndarray], level: float = 0.95) -> dict[str, float]:
     """Paired difference (points) of the overall accuracy (mean over families) of two answerers on the
     same ``items``, with its percentile interval over the shared date-block ``resamples``."""
-    fams = np.array([it.family for it in items])
-    a, b = np.asarray(hits_a, float), np.asarray(hits_b, float)
-
-    def diff(idx: np.ndarray) -> float:
-        return _family_means(fams, a, idx)["overall"] - _family_means(fams, b, idx)["overall"]
-
-    boots = [diff(r) for r in resamples]
-    lo, hi = (100 * float(v) for v in np.quantile(boots, [(1 - level) / 2, (1 + level) / 2]))
-    d = 100 * diff(np.arange(len(items)))
-    return {"diff": d, "ci_lo": lo, "ci_hi": hi, "verdict": verdict(d, lo, hi)}
+    return family_differences(items, hits_a, hits_b, resamples, level)["overall"]
 
 
 def family_differences(items: list[QAItem], hits_a: np.ndarray, hits_b: np.ndarray,
                        resamples: list[np.ndarray], level: float = 0.95) -> dict[str, dict[str, float]]:
-    """Paired difference (points) of two answerers per family and overall (as ``overall_difference``), each
-    with its percentile interval over the shared date-block ``resamples``. A family absent from a resample
-    does not enter that family's interval."""
+    """Paired difference (points) of two answerers on the same ``items``, per family and overall (the mean
+    over families), each with its percentile interval over the shared date-block ``resamples``. A family
+    absent from a resample does not enter that family's interval."""
     fams = np.array([it.family for it in items])
     a, b = np.asarray(hits_a, float), np.asarray(hits_b, float)
 
