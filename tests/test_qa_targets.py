@@ -29,6 +29,10 @@ def test_family_differences_by_hand_and_their_verdicts() -> None:
     only_news = [np.array([4, 5, 4, 5])] * 2 + [np.arange(6)]
     d2 = family_differences(items, pol, maj, only_news)
     assert d2["event"]["ci_lo"] == pytest.approx(50.0) and d2["event"]["ci_hi"] == pytest.approx(50.0)
+    # a family no resample draws has no interval: undecided, and the overall difference still gets one
+    never = family_differences(items, pol, maj, [np.array([4, 5])] * 3)
+    assert never["event"]["verdict"] == "undecided" and np.isnan(never["event"]["ci_lo"])
+    assert never["overall"]["verdict"] in {"holds", "tie", "worse"}
     # swapping the answerers flips every sign and the verdict
     assert family_differences(items, maj, pol, ident)["event"]["verdict"] == "worse"
 

@@ -151,7 +151,8 @@ def family_differences(items: list[QAItem], hits_a: np.ndarray, hits_b: np.ndarr
                        resamples: list[np.ndarray], level: float = 0.95) -> dict[str, dict[str, float]]:
     """Paired difference (points) of two answerers on the same ``items``, per family and overall (the mean
     over families), each with its percentile interval over the shared date-block ``resamples``. A family
-    absent from a resample does not enter that family's interval."""
+    absent from a resample does not enter that family's interval; one absent from every resample has no
+    interval (NaN) and the verdict "undecided"."""
     fams = np.array([it.family for it in items])
     a, b = np.asarray(hits_a, float), np.asarray(hits_b, float)
 
@@ -166,7 +167,8 @@ def family_differences(items: list[QAItem], hits_a: np.ndarray, hits_b: np.ndarr
     for f, d in full.items():
         vals = [x[f] for x in boots if f in x] or [float("nan")]
         lo, hi = (100 * float(v) for v in np.quantile(vals, q))
-        out[f] = {"diff": 100 * d, "ci_lo": lo, "ci_hi": hi, "verdict": verdict(100 * d, lo, hi)}
+        decided = np.isfinite(lo) and np.isfinite(hi)
+        out[f] = {"diff": 100 * d, "ci_lo": lo, "ci_hi": hi, "verdict": verdict(100 * d, lo, hi) if decided else "undecided"}
     return out
 
 
