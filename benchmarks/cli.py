@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "accelerator": ("benchmarks.accelerator:main", "TS encoder, SFT, rollout and GRPO steps at 4B scale (needs arch)"),
     "gpu_check": ("benchmarks.gpu_check:main", "the prepared GPU check: 4B on the GPU, ~300 SFT + 3 u-GRPO steps in 9 min"),
     "release_check": ("benchmarks.release_check:main", "grade a release's SFT run on validation questions, record it in its manifest"),
+    "select_sft": ("benchmarks.select_sft:main", "the checkpoint of an SFT run to ship: its snapshots graded on validation"),
     "decode_profile": ("benchmarks.decode_profile:main", "where a decode step of the reference rollout backend spends its time (GPU)"),
     "cost_model": ("benchmarks.accelerator_readme:main", "results/accelerator/README.md: FLOPs and memory of the 4B/8B recipes"),
 }

@@ -21,6 +21,7 @@ ends with the weights of the uninterrupted run, bit for bit on CPU (``tests/test
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -28,7 +29,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -306,12 +307,13 @@ class SFTTrainer:
         return {name: float(torch.nn.utils.clip_grad_norm_(group["params"], cfg.grad_clip, error_if_nonfinite=True))
                 for name, group in zip(("grad_norm_policy", "grad_norm_decoder"), self.opt.param_groups, strict=True)}
 
-    def fit(self, data: SFTData) -> list[dict[str, float]]:
+    def fit(self, data: SFTData, on_snapshot: Callable[[int], None] | None = None) -> list[dict[str, float]]:
         """Train to ``cfg.max_steps``; one JSON line per step (step, loss, l_sft, l_ts, l_ts_weighted =
         lambda_ts * l_ts, lr, sec, and the pre-clip gradient norm(s) ``grad_norm*``) is appended
         to ``run_dir/metrics.jsonl``. Lines past the step this run starts from (written after the last
         checkpoint of an interrupted run, or a torn last line) are dropped first, so a resumed run keeps
-        one continuous file; ``sec`` continues from the restored history."""
+        one continuous file; ``sec`` continues from the restored history. ``on_snapshot(step)`` runs on
+        rank 0 every ``cfg.snapshot_every`` steps before the last (``run_sft``: a loadable copy of the run)."""
         cfg, fab = self.cfg, self.fabric
         t0 = time.time() - (self.history[-1]["sec"] if self.history else 0.0)
         mpath = self.run_dir / "metrics.jsonl"
@@ -344,6 +346,9 @@ class SFTTrainer:
                           f"{progress(self.step, cfg.max_steps, time.time() - t_run, self.step - first)}", flush=True)
             if self.step % cfg.ckpt_every == 0 or self.step == cfg.max_steps:
                 self.save()
+            if (on_snapshot is not None and cfg.snapshot_every and self.step % cfg.snapshot_every == 0
+                    and self.step < cfg.max_steps and fab.is_global_zero):
+                on_snapshot(self.step)
         return self.history
 
     def _trim_metrics(self, mpath: Path) -> None:
@@ -474,8 +479,7 @@ def prepare(cfg: dict[str, Any], run_dir: Path):
         tool = ForecastTool(decoder, windows)
         writer = TraceWriter(windows, tool, thresholds, context_fn=context_fn,
                              ts_placeholder=ts_placeholders(decoder.ts_cfg.n_tokens),
-                             cfg=TraceConfig(drop_trivial=bool(tcfg.get("drop_trivial", True)),
-                                             max_context_chars=cfg.get("max_context_chars")))
+                             cfg=from_dict(TraceConfig, {**tcfg, "max_context_chars": cfg.get("max_context_chars")}))
         traces, rep = writer.write([it for it in items if it.split == "train"])
         save_traces(traces, tr_path)
         (run_dir / "trace_report.json").write_text(json.dumps(rep.as_dict(), indent=1))
@@ -553,22 +557,46 @@ def run_sft(config: str | Path, run: str | None = None, max_steps: int | None = 
     resumed = trainer.maybe_resume()
     fabric.print(f"SFT {run}: {len(data)} traces ({data.n_too_long} too long) on {fabric.world_size} rank(s), "
                  f"{'resumed at step ' + str(trainer.step) if resumed else 'fresh start'}", flush=True)
-    history = trainer.fit(data)
-    summary = {"run": run, "run_dir": str(run_dir), "steps": trainer.step, "n_traces": len(data),
-               "world_size": fabric.world_size, "rank": fabric.global_rank, "final": history[-1] if history else None}
+
+    def summary_at(step: int) -> dict[str, Any]:
+        final = next((r for r in reversed(trainer.history) if r["step"] == step), None)
+        return {"run": run, "run_dir": str(run_dir), "steps": step, "n_traces": len(data),
+                "world_size": fabric.world_size, "rank": fabric.global_rank, "final": final}
+
+    def snapshot(step: int) -> None:  # a candidate for `stockr1 bench select_sft`, loadable as a finished run
+        export_run(policy, decoder, windows, run_dir, run_dir / "snapshots" / f"step_{step:05d}", summary_at(step))
+
+    trainer.fit(data, on_snapshot=snapshot)
+    summary = summary_at(trainer.step)
     if not fabric.is_global_zero:
         return summary
-    policy.save(run_dir / "policy")
-    # joint SFT moved the decoder's weights: refit its U normaliser on train for the final weights, once;
-    # from here on the saved decoder is the tool of GRPO and of every benchmark, and nothing refits it
-    decoder.fit_uncertainty(train_only(windows))
-    save_decoder(decoder, run_dir / "decoder")
+    export_run(policy, decoder, windows, run_dir, run_dir, None)
     if logger is not None:
         _log_rollouts(logger, policy, decoder, windows, [it for it in items if it.split == "val"][:8],
                       cfg.get("max_context_chars"))
         logger.finish()
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def export_run(policy, decoder: nn.Module, windows, run_dir: Path, out: Path, summary: dict[str, Any] | None) -> Path:
+    """Save ``policy/`` and ``decoder/`` under ``out``. Joint SFT moved the decoder's weights, so its U
+    normaliser is refit on train for the weights saved, once; from then on that saved decoder is the tool
+    of GRPO and of every benchmark, and nothing refits it. A snapshot (``out`` != ``run_dir``) refits a
+    copy, so training goes on with the decoder it had, and gets the run's files (config, QA, thresholds)
+    and its own ``summary``, so it loads, grades and packs as a finished run does."""
+    out.mkdir(parents=True, exist_ok=True)
+    policy.save(out / "policy")
+    if out != run_dir:
+        decoder = copy.deepcopy(decoder)
+        for name in ("config.yaml", "qa.jsonl", "thresholds.json", "qa_report.json", "trace_report.json"):
+            if (run_dir / name).exists():
+                shutil.copy2(run_dir / name, out / name)
+    decoder.fit_uncertainty(train_only(windows))
+    save_decoder(decoder, out / "decoder")
+    if summary is not None:
+        (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return out
 
 
 def _log_rollouts(logger, policy, decoder, windows, items, max_context_chars: int | None = None) -> None:

@@ -39,6 +39,9 @@ class TrainConfig:
     # items and ~73% of yes/no ones, so plain draws under-train the rarer answer spaces. "none": uniform.
     balance: str = "none"
     ckpt_every: int = 50
+    # every k steps (and before the last) a loadable copy of the run in run_dir/snapshots/step_NNNNN: the
+    # candidates `stockr1 bench select_sft` grades on validation questions (None: the final weights only)
+    snapshot_every: int | None = None
     log_every: int = 10
     seed: int = 0
     grad_clip: float = 1.0
@@ -65,6 +68,8 @@ class TrainConfig:
         for name in ("max_steps", "batch_size", "max_len", "ckpt_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        if self.snapshot_every is not None and self.snapshot_every < 1:
+            raise ValueError(f"train.snapshot_every must be >= 1 or null, got {self.snapshot_every}")
         if self.balance not in ("none", "template"):
             raise ValueError(f"train.balance must be 'none' or 'template', got {self.balance!r}")
         if self.grad_clip_scope not in ("all", "per_model"):

@@ -12,6 +12,16 @@ support the target answer (the template's answer function on the observed path d
 truth), when the teacher's answer disagrees, or — optionally — when a trivial baseline (the
 random-walk answer) already solves it.
 
+Counterfactual traces (``TraceConfig.counterfactual``): in every kept trace the observation agrees
+with the truth, so SFT cannot tell "answer what the trajectory says" from "answer the template's
+usual answer", and a policy trained on them alone answered what its own observed trajectory implies
+in only half of its test rollouts (results/qa, "own trajectory"). A counterfactual trace executes
+another train item's a* instead, one whose observed path implies a *different* answer, and reasons
+to that answer. Only its final reasoning is trained (the rationale and the action it executes are
+masked: they do not describe this window's future), and its decoder target stays this window's a*.
+The label is the observation's answer, never the realised one; it uses no future but that of train
+windows, as a* itself does.
+
 Teachers: :class:`TemplateTeacher` (offline, deterministic) and :class:`OpenAITeacher` (any
 OpenAI-compatible ``/chat/completions`` endpoint; base URL, key and model from
 ``STOCKR1_TEACHER_BASE_URL`` / ``STOCKR1_TEACHER_API_KEY`` / ``STOCKR1_TEACHER_MODEL``).
@@ -50,8 +60,8 @@ class Trace:
     window: int
     user: str
     segments: tuple[tuple[str, bool], ...]
-    action: dict[str, Any]  # a* as ForecastAction.present()
-    answer: str
+    action: dict[str, Any]  # a* as ForecastAction.present(): the decoder's L_TS target (also in a counterfactual trace)
+    answer: str  # the trace's final answer: the truth, or in a counterfactual trace the observation's answer
 
     @property
     def completion(self) -> str:
@@ -63,9 +73,12 @@ class TraceReport:
     n_items: int = 0
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)  # reason -> count
+    counterfactual: int = 0  # counterfactual traces written beside the kept ones
+    counterfactual_skipped: Counter = field(default_factory=Counter)  # reason -> count
 
     def as_dict(self) -> dict:
-        return {"n_items": self.n_items, "kept": self.kept, "dropped": dict(self.dropped)}
+        return {"n_items": self.n_items, "kept": self.kept, "dropped": dict(self.dropped),
+                "counterfactual": self.counterfactual, "counterfactual_skipped": dict(self.counterfactual_skipped)}
 
 
 class Teacher(Protocol):
@@ -237,6 +250,14 @@ class TraceConfig:
     batch_size: int = 256
     drop_trivial: bool = True
     max_context_chars: int | None = None
+    counterfactual: float = 0.0  # share of kept traces that also get a counterfactual trace (module docstring)
+    counterfactual_tries: int = 8  # other items' a* tried, in a seeded random order, for a differing answer
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.counterfactual <= 1.0 or self.counterfactual_tries < 1:
+            raise ValueError(f"traces.counterfactual must be in [0, 1] and counterfactual_tries >= 1, got "
+                             f"{self.counterfactual}, {self.counterfactual_tries}")
 
 
 class TraceWriter:
@@ -270,8 +291,10 @@ class TraceWriter:
         return derive_actions(self.windows.future[idx, :, CLOSE], self.windows.last_close[idx], self.thresholds)
 
     def write(self, items: Sequence[QAItem]) -> tuple[list[Trace], TraceReport]:
+        """Traces of ``items`` (in order), then the counterfactual ones (``report.counterfactual``)."""
         report = TraceReport(n_items=len(items))
         traces: list[Trace] = []
+        kept: list[tuple[QAItem, Any]] = []
         for s in range(0, len(items), self.cfg.batch_size):
             batch = list(items[s : s + self.cfg.batch_size])
             actions = self.target_actions([it.window for it in batch])
@@ -280,8 +303,47 @@ class TraceWriter:
                 tr = self._one(it, a, res, report)
                 if tr is not None:
                     traces.append(tr)
+                    kept.append((it, a))
         report.kept = len(traces)
+        if self.cfg.counterfactual > 0 and len(kept) > 1:
+            cf = self.counterfactuals(kept, report)
+            report.counterfactual = len(cf)
+            traces += cf
         return traces, report
+
+    def counterfactuals(self, kept: Sequence[tuple[QAItem, Any]], report: TraceReport) -> list[Trace]:
+        """For a seeded ``counterfactual`` share of ``kept`` (item, a*) pairs: execute another kept item's
+        a* on this item's window, tried in a random order, and keep the first whose observed path implies
+        an answer other than the truth; the trace reasons to that answer (module docstring)."""
+        rng = np.random.default_rng(self.cfg.seed)
+        chosen = rng.choice(len(kept), size=round(self.cfg.counterfactual * len(kept)), replace=False)
+        out = []
+        for k in sorted(chosen):
+            it, target = kept[k]
+            others = [j for j in rng.permutation(len(kept)) if j != k][: self.cfg.counterfactual_tries]
+            alts = [kept[j][1] for j in others]
+            results = self.tool.call_batch([it.window] * len(alts), [a.to_text() for a in alts])
+            d = self._gen.decision(it.window)
+            t = TEMPLATES_BY_KEY[it.template]
+            for alt, res in zip(alts, results, strict=True):
+                if res.error is not None or getattr(res.payload, "forecast", None) is None:
+                    continue
+                path = observed_path(res.observation)
+                ans = t.answer(path, d, it.params)
+                if is_correct(it, ans):
+                    continue  # this action's trajectory agrees with the truth: it teaches nothing new
+                user = user_message(it, self.context_text(it.window), self.ts_placeholder, self.cfg.max_context_chars)
+                before = self.teacher.rationale(user, it, d, alt.to_text()) + alt.to_block()
+                after = self.teacher.reasoning(user, it, d, before, res.observation, path)
+                if normalize_answer(it, extract_answer(after)) != normalize_answer(it, ans):
+                    report.counterfactual_skipped["teacher_disagrees"] += 1
+                    break
+                out.append(Trace(it.id, it.window, user, ((before, False), (res.observation, False), (after, True)),
+                                 target.present(), str(ans)))
+                break
+            else:
+                report.counterfactual_skipped["every_try_agrees"] += 1
+        return out
 
     def _one(self, it: QAItem, action: Any, res: Any, report: TraceReport) -> Trace | None:
         fc = getattr(res.payload, "forecast", None)

@@ -133,3 +133,47 @@ def test_explanations_state_the_statistic_each_template_uses() -> None:
         for key, word in words.items():
             if key in t.key and not (key == "vol" and "volume" in t.key):
                 assert word in text, (t.key, text)
+
+
+def test_counterfactual_traces_answer_what_their_observation_says() -> None:
+    """A counterfactual trace executes another item's a*, its answer is the observed path's (never the
+    truth), only its final reasoning is trained, and its decoder target stays the item's own a*."""
+    from forecast_action.parser import parse_action
+    from llm.qa.answers import extract_answer, is_correct, normalize_answer
+    from llm.qa.core import observed_path
+    from llm.qa.families import TEMPLATES_BY_KEY
+
+    w, items, th = setup()
+    tool = ForecastTool(LinearDecoder(), w, 8)
+    base, rep0 = TraceWriter(w, tool, th, context_fn=context_fn, cfg=TraceConfig(drop_trivial=False)).write(items)
+    cfg = TraceConfig(drop_trivial=False, counterfactual=1.0)
+    traces, rep = TraceWriter(w, tool, th, context_fn=context_fn, cfg=cfg).write(items)
+    assert traces[: len(base)] == base and rep.kept == rep0.kept == len(base)  # the plain traces are unchanged
+    cf = traces[len(base):]
+    assert rep.counterfactual == len(cf) > 0
+    assert len(cf) + sum(rep.counterfactual_skipped.values()) == len(base)
+    by_id = {it.id: it for it in items}
+    own = {t.item_id: t for t in base}
+    for t in cf:
+        it = by_id[t.item_id]
+        (before, b_trained), (obs, o_trained), (after, a_trained) = t.segments
+        assert (b_trained, o_trained, a_trained) == (False, False, True)
+        assert not is_correct(it, t.answer)  # the label is not the realised answer...
+        path_answer = TEMPLATES_BY_KEY[it.template].answer(observed_path(obs), QAGenerator(w, context_fn).decision(it.window), it.params)
+        assert normalize_answer(it, t.answer) == normalize_answer(it, path_answer)  # ...but the observation's
+        assert normalize_answer(it, extract_answer(after)) == normalize_answer(it, t.answer)
+        assert t.action == own[t.item_id].action  # L_TS still fits this window's a* to its future
+        executed = parse_action(before).action
+        assert executed is not None and executed != _action(own[t.item_id])  # the executed action is another one
+    again, _ = TraceWriter(w, tool, th, context_fn=context_fn, cfg=cfg).write(items)
+    assert again == traces  # seeded
+    half, rep_half = TraceWriter(w, tool, th, context_fn=context_fn,
+                                 cfg=TraceConfig(drop_trivial=False, counterfactual=0.5)).write(items)
+    assert rep_half.counterfactual + sum(rep_half.counterfactual_skipped.values()) == round(0.5 * len(base))
+
+
+def test_counterfactual_share_is_checked() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="counterfactual"):
+        TraceConfig(counterfactual=1.5)
