@@ -460,6 +460,7 @@ def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, metho
             "period_start": first, "period_end": last, "backtest": dataclasses.asdict(env.bt)}
     pairs = [(m, ref) for m in methods for ref in (BUY_AND_HOLD, "stock_r1") if ref in results and m != ref] + pairs
     extra = {"stock_r1_sft": stock_r1_sft_budget(cfg) if "stock_r1" in methods else None,
+             "policies": {name: policy_record(cfg, name) for name in methods},
              "trade_r1_gates": gate_distance(work, decisions) if {"trade_r1_fsr", "trade_r1_dsr"} <= set(methods) else None}
     intervals = bootstrap_intervals(results, pairs, env.bt.holding, seed=cfg.seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -474,11 +475,23 @@ def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, metho
     return metrics
 
 
+def policy_record(cfg: CompareConfig, name: str) -> dict[str, Any]:
+    """What method ``name``'s row was computed with: its backbone (name, and the tiny dims), and whether it
+    is a trained checkpoint evaluated as given (no training here) or trained here on the GRPO budget."""
+    pc, m = method_policy_config(cfg, name), cfg.method(name)
+    tiny = pc.name_or_path == "tiny"
+    return {"name_or_path": pc.name_or_path, "hidden": pc.tiny_hidden if tiny else None,
+            "layers": pc.tiny_layers if tiny else None, "lora_r": pc.lora_r, "checkpoint": m.get("checkpoint"),
+            "grpo_steps": 0 if m.get("checkpoint") else int(cfg.rft(m)[0].get("steps", 0))}
+
+
 def stock_r1_sft_budget(cfg: CompareConfig) -> dict[str, Any] | None:
-    """The budget of the joint SFT run Stock-R1's row starts from (its summary.json and config.yaml)."""
+    """The budget of the joint SFT run Stock-R1's row starts from (its summary.json and config.yaml): the
+    ``sft_run_dir`` u-GRPO starts from, or a ``checkpoint`` that is itself a joint SFT run (evaluated as is)."""
     import yaml
 
-    run = cfg.method("stock_r1").get("sft_run_dir")
+    m = cfg.method("stock_r1")
+    run = m.get("sft_run_dir") or m.get("checkpoint")
     if not run or not Path(run, "summary.json").is_file():
         return None
     summary, train = json.loads(Path(run, "summary.json").read_text()), {}

@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -211,6 +212,37 @@ def _method_line(name: str, m: Mapping[str, float]) -> str:
     return line
 
 
+def _backbone(p: Mapping[str, Any]) -> str:
+    dims = f", hidden {p['hidden']}, {p['layers']} layers" if p.get("hidden") else ""
+    lora = f", LoRA r{p['lora_r']}" if p.get("lora_r") else ""
+    return f"`{p['name_or_path']}`{dims}{lora}"
+
+
+def read_first(run_info: Mapping[str, Any]) -> str:
+    """The README's opening caveat, from the policies the rows were computed with (``run_info["policies"]``;
+    runs before it was recorded: the shared ``policy`` section): which backbone each method ran on, which
+    were trained here, and what the table can and cannot say."""
+    cfg = run_info["config"]
+    pols = run_info.get("policies") or {
+        m: {"name_or_path": cfg["policy"].get("name_or_path"), "hidden": cfg["policy"].get("tiny_hidden"),
+            "layers": cfg["policy"].get("tiny_layers"), "lora_r": 0, "checkpoint": None,
+            "grpo_steps": cfg["grpo"].get("steps")} for m in run_info["methods"]}
+    groups: dict[str, list[str]] = {}
+    for m, p in pols.items():
+        how = (f"the trained checkpoint `{p['checkpoint']}`, evaluated as is (no training here)" if p.get("checkpoint")
+               else f"its own SFT (section Budgets), then {p['grpo_steps']} GRPO steps")
+        groups.setdefault(f"{_backbone(p)}: {how}", []).append(m)
+    parts = "; ".join(f"{', '.join(ms)} on {k}" for k, ms in groups.items())
+    mixed = len({p["name_or_path"] for p in pols.values()}) > 1
+    tiny = any(p["name_or_path"] == "tiny" for p in pols.values())
+    return (f"**Read this first.** Policies: {parts}. "
+            + ("The rows differ by backbone as well as by method, so the table does not rank the methods. " if mixed else "")
+            + ("With tiny random-init models a row shows that its method runs end to end on the same data, decision "
+               "days, rollout engine and backtest simulator, not how good the method is. " if tiny else "")
+            + "A method whose model emits no parseable decision is flat. docs/compare.md describes the protocol "
+              "and the real-scale config.")
+
+
 def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[str, object], header: str,
            levels: Mapping[str, object] | None = None, intervals: Mapping[str, object] | None = None) -> str:
     """results/compare/README.md from ``metrics.json`` and ``run_info.json`` (and ``stock_r1_levels.json``,
@@ -227,13 +259,7 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
         "# `stockr1 bench compare`: Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter", "",
         cutoff, "",  # the first line under the title, as bench qa's
         header, f"The numbers are those of {recorded} (`run_info.json`).", "",
-        f"**Read this first.** The policies are those of the config (`{cfg['policy'].get('name_or_path')}`, "
-        f"hidden {cfg['policy'].get('tiny_hidden', '–')}, {cfg['policy'].get('tiny_layers', '–')} layers for the "
-        f"text methods), each method gets its own SFT (section Budgets) and {cfg['grpo'].get('steps')} GRPO steps. "
-        "With tiny random-init models the "
-        "rows show that every method runs end to end on the same data, decision days, rollout engine, GRPO "
-        "trainer and backtest simulator, not which method is better; a method whose model emits no parseable "
-        "decision is flat. docs/compare.md describes the protocol and the real-scale config.", "",
+        read_first(run_info), "",
         f"Setup: {days['n']} decisions per method over {period} "
         f"(per ticker: {', '.join(f'{k} {v}' for k, v in days['per_ticker'].items())}); each position held "
         f"{bt['holding']} days, {bt['cost_bps']} bps per side, threshold {bt['threshold']}; {cfg['n_train']} "

@@ -30,9 +30,11 @@ def budget_section(run_info: Mapping[str, Any]) -> list[str]:
     grpo = (f"{g.get('steps')} steps x {g.get('queries_per_step')} queries x {g.get('group_size')} rollouts, "
             f"lr {g.get('lr')}")
     rows = ["| Method | SFT data | SFT steps x batch | SFT lr | SFT (s) | GRPO |", "|---|---|---|---|---|---|"]
+    s1_grpo = (run_info.get("policies") or {}).get("stock_r1", {}).get("grpo_steps", g.get("steps"))
     if s1:
         rows.append(f"| stock_r1 | {s1.get('n_traces')} traces (joint SFT, `{s1.get('run_dir')}`) | "
-                    f"{s1.get('steps')} x {s1.get('batch_size')} | {s1.get('lr')} | {_f(s1.get('sec'), '.0f')} | {grpo} |")
+                    f"{s1.get('steps')} x {s1.get('batch_size')} | {s1.get('lr')} | {_f(s1.get('sec'), '.0f')} | "
+                    f"{grpo if s1_grpo else 'none (evaluated as released)'} |")
     for name in run_info["methods"]:
         r = (infos.get(name) or {}).get("sft")
         if r:
@@ -41,7 +43,9 @@ def budget_section(run_info: Mapping[str, Any]) -> list[str]:
     return ["## Budgets", "",
             "Each sibling method trains its own SFT on its own teacher texts (`rl.methods.text_sft`, "
             f"{sft['warmup_steps']} warmup steps then cosine to {sft['min_lr_ratio']} x lr) from the same seeded init, "
-            "on the step budget of Stock-R1's joint SFT run, then the same GRPO budget. SFT seconds are the wall time "
+            f"for {sft['steps']} steps of batch {sft['batch_size']}"
+            + (" (the step budget of Stock-R1's joint SFT run)" if s1 and s1.get("steps") == sft["steps"] else "")
+            + ", then the GRPO budget. SFT seconds are the wall time "
             "of the run that trained each (`--methods` subsets run side by side share the cores), so they compare "
             "only roughly.", "",
             *rows, ""]

