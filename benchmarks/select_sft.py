@@ -81,6 +81,7 @@ def grade(run_dir: Path, val_ids: list[str] | None, n: int, max_new_tokens: int)
                for (it, r), a in zip(pairs, implied, strict=True)]
     return {"dir": str(run_dir), "n_questions": len(val), "ids": [it.id for it in val],
             **{k: float(m[k]) for k in KEEP if k in m}, "follows_rate": follows_rate(pairs, implied),
+            "truncated": 100.0 * float(np.mean([r.finish_reason == "length" for _, r in pairs])),  # hit max_new_tokens
             "hits": item_hits(pairs).tolist(), "follows": follows, "eval_s": round(time.perf_counter() - t0, 1)}
 
 
@@ -112,10 +113,11 @@ def readme(res: dict[str, Any], command: str) -> str:
              f"{res['n']} family-balanced **validation** questions of the run's QA file (never test), greedy rollouts. "
              "Rule, fixed before any number: the highest action + answer rate, then accuracy, then the later step "
              "(`benchmarks.sft_recipe.export_step`). *Follows* = the share of rollouts with an observation whose answer "
-             "is the one their own observed trajectory implies (`benchmarks.qa_answers`). Intervals: Wilson for rates, "
+             "is the one their own observed trajectory implies (`benchmarks.qa_answers`); *truncated* = rollouts that hit "
+             "the new-token limit. Intervals: Wilson for rates, "
              "paired bootstrap over questions for differences.", "",
-             "| run | step | action + answer (%) | accuracy (%) [95%] | follows own trajectory (%) | decode (s) |",
-             "|---|---|---|---|---|---|"]
+             "| run | step | action + answer (%) | accuracy (%) [95%] | follows own trajectory (%) | truncated (%) | decode (s) |",
+             "|---|---|---|---|---|---|---|"]
     table = [(f"candidate{' (chosen)' if s == chosen else ''}", s, m) for s, m in sorted(rows.items(), key=lambda kv: int(kv[0]))]
     if base is not None:
         table.append((f"baseline `{base['dir']}`", str(base.get("step", "–")), base))
@@ -123,7 +125,7 @@ def readme(res: dict[str, Any], command: str) -> str:
         k = int(round(m["overall"] * m["n_questions"] / 100))
         lo, hi = wilson_interval(k, m["n_questions"])
         lines.append(f"| {name} | {step} | {m['action_and_answer_rate']:.1f} | {m['overall']:.1f} [{100 * lo:.1f}, "
-                     f"{100 * hi:.1f}] | {_pct(m['follows_rate'])} | {m['eval_s']:.0f} |")
+                     f"{100 * hi:.1f}] | {_pct(m['follows_rate'])} | {m['truncated']:.1f} | {m['eval_s']:.0f} |")
     lines += ["", f"**Chosen: step {chosen}** (`{rows[chosen]['dir']}`)."]
     if base is not None:
         lines += ["", "Chosen − baseline, paired on the same questions:", ""]
