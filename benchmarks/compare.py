@@ -343,15 +343,19 @@ def evaluate_stock_r1(policy, decoder, env: DecisionEnv, tokenizer=None) -> tupl
 def method_fingerprint(cfg: CompareConfig, name: str) -> str:
     """The cache key of one method's records: the config it runs with, and the bytes it starts from,
     not just their paths: the shared tokenizer (``policy.tokenizer_path``) and, for Stock-R1, the SFT
-    run's weights. A rebuilt tokenizer or a retrained SFT never reuses stale records."""
+    run's weights, or those of a ``checkpoint`` that is a run (policy/ + decoder/). A rebuilt tokenizer, a
+    retrained SFT or a re-shipped release never reuses stale records. Not in the key: ``threads`` (how
+    many cores computed the rows, not what they are) and ``work_dir``."""
     from llm.sft import run_fingerprint
 
-    sft_run = cfg.method(name).get("sft_run_dir")
-    weights = [run_fingerprint(sft_run)] if sft_run and Path(sft_run, "policy").exists() else []
+    m = cfg.method(name)
+    runs = [r for r in (m.get("sft_run_dir"), m.get("checkpoint"))
+            if r and Path(r, "policy").is_dir() and Path(r, "decoder").is_dir()]
+    weights = [run_fingerprint(r) for r in runs]
     policy = {**cfg.policy, **dict(cfg.method(name).get("policy", {}))}  # as `_policy` builds it
     tok_file = Path(str(policy.get("tokenizer_path", "")), "tokenizer.json")
     vocab = [hashlib.sha256(tok_file.read_bytes()).hexdigest()] if tok_file.is_file() else []
-    return json.dumps([dataclasses.asdict(cfg) | {"methods": {name: cfg.method(name)}, "work_dir": None}] + weights + vocab,
+    return json.dumps([dataclasses.asdict(cfg) | {"methods": {name: m}, "work_dir": None, "threads": None}] + weights + vocab,
                       sort_keys=True, default=str)
 
 

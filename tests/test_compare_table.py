@@ -194,6 +194,23 @@ def test_cache_key_follows_the_tokenizer_and_the_sft_weights(tmp_path):
     assert all(method_fingerprint(cfg, m) != mid[m] for m in mid)
 
 
+def test_cache_key_follows_a_checkpoint_run_and_ignores_threads(tmp_path):
+    """Stock-R1 evaluated from a ``checkpoint`` run: re-shipping its weights changes the key; the thread count
+    (how the rows were computed, not what they are) does not."""
+    from benchmarks.compare import method_fingerprint
+
+    run = tmp_path / "release" / "sft"
+    for d, b in (("policy", b"w1"), ("decoder", b"d")):
+        (run / d).mkdir(parents=True)
+        (run / d / "model.safetensors").write_bytes(b)
+    cfg = CompareConfig.from_dict({"threads": 1, "methods": {"stock_r1": {"checkpoint": str(run)}}})
+    key = method_fingerprint(cfg, "stock_r1")
+    assert method_fingerprint(CompareConfig.from_dict({"threads": 2, "methods": {"stock_r1": {"checkpoint": str(run)}}}),
+                              "stock_r1") == key
+    (run / "policy" / "model.safetensors").write_bytes(b"w2")
+    assert method_fingerprint(cfg, "stock_r1") != key
+
+
 def test_read_first_says_which_backbone_each_row_ran_on_and_whether_it_was_trained_here():
     from benchmarks.compare_plots import read_first
     from benchmarks.compare_sections import budget_section
