@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from stockr1.data.lazy_context import LazyContext
 from stockr1.data.render import render
 from stockr1.types import CLOSE, HIGH, LOW, OPEN, Windows
 
@@ -131,7 +132,9 @@ class Anonymiser:
         hist[..., ohlc] *= self.scale
         future[..., ohlc] *= self.scale
         ctx = w.context
-        if len(ctx) == len(w):
+        if isinstance(ctx, LazyContext):  # rewrite each row when it is read: a universe has ~164k of them
+            ctx = ctx.mapped(self.text)
+        elif len(ctx) == len(w):
             ctx = np.array([self.text(str(c), str(tk)) for c, tk in zip(ctx, w.ticker, strict=True)], dtype=object)
         return replace(w, ticker=np.array([self.ticker(str(t)) for t in w.ticker]), date=self.date(w.date),
                        hist=hist, future=future, context=ctx)

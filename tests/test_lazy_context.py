@@ -50,3 +50,19 @@ def test_each_row_is_rendered_once_from_its_own_ticker_and_day() -> None:
     assert ctx[2] == "B@2020-01-03" and ctx[np.int64(2)] == "B@2020-01-03"
     assert ctx[[3, 2]][1] == "B@2020-01-03" and list(ctx[[False, True, False, True]]) == ["A@2020-01-02", "B@2020-01-04"]
     assert [c[0] for c in calls] == ["B", "A", "B"]  # row 2 once, then rows 1 and 3
+
+
+def test_anonymised_lazy_windows_rewrite_only_the_rows_read_and_equal_the_eager_rewrite() -> None:
+    """The memorisation probe over a lazily rendered source: ``Anonymiser.windows`` keeps the context lazy
+    (a universe's 164k rows are not rendered to anonymise the few hundred a run reads) and each row it
+    renders is exactly the eager array's row rewritten."""
+    from stockr1.anonymise import Anonymiser
+
+    lazy, eager = _build(progress=False), _build(progress=True)
+    an = Anonymiser(ids={tk: f"T{k}" for k, tk in enumerate(sorted(set(eager.ticker.tolist())))}, names={}, weeks=7,
+                    scale=0.5)
+    a_lazy, a_eager = an.windows(lazy), an.windows(eager)
+    assert isinstance(a_lazy.context, LazyContext) and a_lazy.context.n_rendered == 0
+    rows = [0, 17, len(eager) - 1]
+    assert [a_lazy.context[i] for i in rows] == [a_eager.context[i] for i in rows]
+    assert a_lazy.context.n_rendered == 3 and a_lazy.context[17] != lazy.context[17]  # rewritten, not the plain text

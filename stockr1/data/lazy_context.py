@@ -53,6 +53,12 @@ class LazyContext:
     def astype(self, dtype: Any) -> np.ndarray:
         return np.asarray(self).astype(dtype)
 
+    def mapped(self, fn: Callable[[str, str], str]) -> LazyContext:
+        """The same rows with each text passed through ``fn(text, ticker)`` when it is read (its own cache),
+        e.g. the memorisation probe's rewrite (``stockr1.anonymise``), without rendering the rest."""
+        render = self._render
+        return LazyContext(lambda tk, d: fn(render(tk, d), tk), self._ticker, self._date, self._rows, {})
+
     @property
     def n_rendered(self) -> int:
         """Rows rendered so far (over every subset sharing this cache)."""
