@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.qa_answers import follows_rate, own_trajectory_answers
+from benchmarks.qa_answers import own_trajectory_answers
 from benchmarks.sft_recipe import export_step, val_slice
 from stockr1.manifest import git_commit
 from stockr1.metrics.stats import paired_bootstrap, wilson_interval
@@ -76,13 +77,20 @@ def grade(run_dir: Path, val_ids: list[str] | None, n: int, max_new_tokens: int)
                           max_context_chars=cfg.get("max_context_chars"))
     m = grade_rollouts(pairs)
     implied = own_trajectory_answers(pairs, windows)
-    # per question: does the answer equal what its own trajectory implies (None: no readable observation)
+    # per question: does the answer equal what its own trajectory implies (None: no readable observation);
+    # their mean is benchmarks.qa_answers.follows_rate
     follows = [None if a is None else float(is_correct(replace(it, answer=a), r.answer))
                for (it, r), a in zip(pairs, implied, strict=True)]
     return {"dir": str(run_dir), "n_questions": len(val), "ids": [it.id for it in val],
-            **{k: float(m[k]) for k in KEEP if k in m}, "follows_rate": follows_rate(pairs, implied),
+            **{k: float(m[k]) for k in KEEP if k in m}, "follows_rate": _share(follows),
             "truncated": 100.0 * float(np.mean([r.finish_reason == "length" for _, r in pairs])),  # hit max_new_tokens
             "hits": item_hits(pairs).tolist(), "follows": follows, "eval_s": round(time.perf_counter() - t0, 1)}
+
+
+def _share(flags: list[float | None]) -> float:
+    """% of the non-None flags that are 1 (NaN when none is readable)."""
+    got = [f for f in flags if f is not None]
+    return 100.0 * sum(got) / len(got) if got else float("nan")
 
 
 def rank(m: dict[str, Any]) -> tuple[float, float]:
@@ -174,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         res["baseline"] = base
         # the same rule across runs: the baseline stays unless the choice is at least as good on both keys
         res["ship"] = "chosen" if rank(graded[chosen]) >= rank(base) else "baseline"
-    cmd = command_line("stockr1 bench select_sft", argv if argv is not None else __import__("sys").argv[1:])
+    cmd = command_line("stockr1 bench select_sft", argv if argv is not None else sys.argv[1:])
     with output_dir(a.out, a.overwrite) as out:
         (out / "metrics.json").write_text(json.dumps(res, indent=1))
         (out / "README.md").write_text(readme(res, cmd))

@@ -332,9 +332,7 @@ class TraceWriter:
                 ans = t.answer(path, d, it.params)
                 if is_correct(it, ans):
                     continue  # this action's trajectory agrees with the truth: it teaches nothing new
-                user = user_message(it, self.context_text(it.window), self.ts_placeholder, self.cfg.max_context_chars)
-                before = self.teacher.rationale(user, it, d, alt.to_text()) + alt.to_block()
-                after = self.teacher.reasoning(user, it, d, before, res.observation, path)
+                user, before, after = self._compose(it, d, alt, res.observation, path)
                 if normalize_answer(it, extract_answer(after)) != normalize_answer(it, ans):
                     report.counterfactual_skipped["teacher_disagrees"] += 1
                     break
@@ -344,6 +342,12 @@ class TraceWriter:
             else:
                 report.counterfactual_skipped["every_try_agrees"] += 1
         return out
+
+    def _compose(self, it: QAItem, d: Decision, action: Any, observation: str, path: Path) -> tuple[str, str, str]:
+        """(prompt, rationale + executed action block, final reasoning) of one trace."""
+        user = user_message(it, self.context_text(it.window), self.ts_placeholder, self.cfg.max_context_chars)
+        before = self.teacher.rationale(user, it, d, action.to_text()) + action.to_block()
+        return user, before, self.teacher.reasoning(user, it, d, before, observation, path)
 
     def _one(self, it: QAItem, action: Any, res: Any, report: TraceReport) -> Trace | None:
         fc = getattr(res.payload, "forecast", None)
@@ -360,9 +364,7 @@ class TraceWriter:
         if self.cfg.drop_trivial and is_correct(it, random_walk_answer(it, self.windows, d.context)):
             report.dropped["trivial_random_walk"] += 1
             return None
-        user = user_message(it, self.context_text(it.window), self.ts_placeholder, self.cfg.max_context_chars)
-        before = self.teacher.rationale(user, it, d, action.to_text()) + action.to_block()
-        after = self.teacher.reasoning(user, it, d, before, res.observation, path)
+        user, before, after = self._compose(it, d, action, res.observation, path)
         if not is_correct(it, normalize_answer(it, extract_answer(after))):
             report.dropped["teacher_answer_wrong"] += 1
             return None
