@@ -82,6 +82,7 @@ class GRPOCheckConfig(YamlConfig):
     probe_group_size: int = 8
     window: int = 3  # steps averaged at the start and the end of each training curve (descriptive)
     work_dir: str = "checkpoints/grpo_check"
+    ckpt_every: int | None = None  # GRPO checkpoint interval (None = only at the end); a killed run resumes there
     threads: int = 2
     n_boot: int = 2000
 
@@ -91,6 +92,8 @@ class GRPOCheckConfig(YamlConfig):
         if cfg.n_queries < MIN_QUERIES or len(set(cfg.seeds)) < MIN_SEEDS:
             raise ValueError(f"the check needs n_queries >= {MIN_QUERIES} and >= {MIN_SEEDS} distinct seeds (a seed "
                              f"spread), got {cfg.n_queries} and {list(cfg.seeds)}")
+        if cfg.ckpt_every is not None and cfg.ckpt_every < 1:
+            raise ValueError(f"ckpt_every must be >= 1 (or null: at the end), got {cfg.ckpt_every}")
         if cfg.steps < 1 or cfg.probe_group_size < 2 or cfg.window < 1 or cfg.threads < 1 or cfg.n_boot < 1:
             raise ValueError("steps, window, threads, n_boot must be >= 1 and probe_group_size >= 2")
         check_merged(GRPORunConfig, cfg.grpo.config, run_overrides(cfg, cfg.seeds[0]), "grpo_check grpo.overrides")
@@ -110,7 +113,7 @@ def run_overrides(cfg: GRPOCheckConfig, seed: int) -> dict[str, Any]:
     return deep_update(deep_update(cfg.grpo.overrides, start), {
         "qa": {"max_train_queries": cfg.n_queries},
         "train": {"queries_per_step": cfg.n_queries, "max_steps": cfg.steps, "seed": int(seed),
-                  "ckpt_every": cfg.steps}})
+                  "ckpt_every": min(cfg.ckpt_every or cfg.steps, cfg.steps)}})
 
 
 def _cached(path: Path, fn) -> dict[str, Any]:

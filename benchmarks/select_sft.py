@@ -47,21 +47,30 @@ def candidates(run: Path) -> dict[str, Path]:
     return out
 
 
+def run_windows(run_dir: Path) -> Any:
+    """The windows an SFT run's QA file was made from (its saved ``data`` section), loaded once per data
+    section: every candidate of a run reads the same data."""
+    from llm.build import load_data
+    from stockr1.config import load_yaml
+
+    data = load_yaml(Path(run_dir) / "config.yaml").get("data", {})
+    key = json.dumps(data, sort_keys=True)
+    if key not in _WINDOWS:
+        _WINDOWS[key] = load_data(data)[0]
+    return _WINDOWS[key]
+
+
 def grade(run_dir: Path, val_ids: list[str] | None, n: int, max_new_tokens: int) -> dict[str, Any]:
     """Greedy rollouts of ``run_dir`` on its validation slice (or on the questions ``val_ids``, in that
     order): the grader's rates, per-question hits and whether each answer follows its own trajectory."""
     from llm.ask import load_run
-    from llm.build import load_data
     from llm.qa import load_items
     from llm.qa.answers import is_correct
     from llm.qa.evaluate import grade_rollouts, item_hits, rollout_items
     from stockr1.config import load_yaml
 
     cfg = load_yaml(run_dir / "config.yaml")
-    key = json.dumps(cfg.get("data", {}), sort_keys=True)
-    if key not in _WINDOWS:  # every candidate of a run reads the same data: load it once
-        _WINDOWS[key] = load_data(cfg.get("data", {}))[0]
-    windows = _WINDOWS[key]
+    windows = run_windows(run_dir)
     items = load_items(run_dir / "qa.jsonl")
     if val_ids is None:
         val = val_slice(items, n)

@@ -99,3 +99,15 @@ def test_paired_difference_in_points_skips_questions_without_an_observation() ->
     assert diff == pytest.approx(25.0) and lo <= diff <= hi
     diff, _, _ = paired(a, b, "follows")  # only questions 1 and 4 have both: (1 + 0)/2 - (0 + 0)/2
     assert diff == pytest.approx(50.0)
+
+def test_release_check_records_the_selection_graders_numbers_and_the_data_hash(runs) -> None:
+    """The manifest's validation record and select_sft's choice read one grader on the same questions."""
+    from benchmarks.release_check import validation_metrics
+    from benchmarks.select_sft import KEEP, grade, run_windows
+    from stockr1.data import content_hash
+
+    _, run = runs
+    rec = validation_metrics(run, n=4, max_new_tokens=48)
+    m = grade(run, None, 4, 48)
+    assert rec["validation"] == {"n_questions": 4, **{k: round(m[k], 2) for k in KEEP}}
+    assert rec["data_hash"] == content_hash(run_windows(run)) and len(rec["data_hash"]) >= 16
