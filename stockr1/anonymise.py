@@ -10,7 +10,10 @@ that it names neither, while every answer, label and reward stays the same by co
   ``YYYYQn`` quarter labels in text follow;
 - prices (open, high, low, close and everything derived from them: moving averages, support /
   resistance, levels written in text) -> times ``scale``. Returns, percentages, log returns and
-  ratios are unchanged; volume is kept.
+  ratios are unchanged; volume is kept. Not in the rebased price frame (``stockr1.types.REBASED``, docs/data.md:
+  every window's close of t is 100): there a level names nothing, and scaling it would move the frame's 100
+  to ``scale`` x 100, a level the policy never saw, so the probe would measure a distribution shift rather than
+  memorisation. Windows in that frame, and the text of ``rebased`` tickers, keep their levels.
 
 One ``Anonymiser`` serves a whole run, so the mapping is consistent within (and across) episodes.
 Numbers in text are rescaled when they look like a price level of the text's ticker: written with
@@ -31,7 +34,7 @@ import pandas as pd
 
 from stockr1.data.lazy_context import LazyContext
 from stockr1.data.render import render
-from stockr1.types import CLOSE, HIGH, LOW, OPEN, Windows
+from stockr1.types import CLOSE, HIGH, LOW, OPEN, REBASED, Windows
 
 _DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _QUARTER = re.compile(r"\b(\d{4})Q([1-4])\b|\bQ([1-4]) (\d{4})\b")
@@ -42,13 +45,15 @@ PRICE_COLUMNS = ("open", "high", "low", "close")
 @dataclass(frozen=True)
 class Anonymiser:
     """ids: ticker -> neutral id; names: ticker -> company names / keywords to hide; ranges: ticker ->
-    (lowest, highest) observed price, which tells a price level in text from other numbers."""
+    (lowest, highest) observed price, which tells a price level in text from other numbers; rebased: tickers
+    whose windows are in the rebased frame (their text's levels are kept)."""
 
     ids: Mapping[str, str]
     names: Mapping[str, Sequence[str]] = field(default_factory=dict)
     ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     weeks: int = 2609  # ~50 years ahead: no real price history to remember
     scale: float = 0.37
+    rebased: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.scale > 0 or self.weeks == 0:
@@ -56,11 +61,12 @@ class Anonymiser:
 
     @classmethod
     def for_frames(cls, frames: Mapping[str, pd.DataFrame], names: Mapping[str, Sequence[str]] | None = None,
-                   **kw) -> Anonymiser:
-        """Ids in sorted ticker order and price ranges from each ticker's daily OHLC frame."""
+                   windows: Windows | None = None, **kw) -> Anonymiser:
+        """Ids in sorted ticker order and price ranges from each ticker's daily OHLC frame; the tickers
+        ``windows`` (the prompts' source) quote in the rebased frame keep their levels in text."""
         ranges = {tk: (float(f[list(PRICE_COLUMNS)].min().min()), float(f[list(PRICE_COLUMNS)].max().max()))
                   for tk, f in frames.items()}
-        return cls(_ids(ranges), dict(names or {}), ranges, **kw)
+        return cls(_ids(ranges), dict(names or {}), ranges, rebased=_rebased(windows), **kw)
 
     @classmethod
     def for_windows(cls, w: Windows, names: Mapping[str, Sequence[str]] | None = None, **kw) -> Anonymiser:
@@ -68,7 +74,7 @@ class Anonymiser:
         ohlc = w.hist[..., [OPEN, HIGH, LOW, CLOSE]]
         ranges = {tk: (float(ohlc[w.ticker == tk].min()), float(ohlc[w.ticker == tk].max()))
                   for tk in set(w.ticker.tolist())}
-        return cls(_ids(ranges), dict(names or {}), ranges, **kw)
+        return cls(_ids(ranges), dict(names or {}), ranges, rebased=_rebased(w), **kw)
 
     # ---------------------------------------------------------------- values
     def ticker(self, tk: str) -> str:
@@ -84,7 +90,7 @@ class Anonymiser:
     # ---------------------------------------------------------------- text
     def text(self, s: str, ticker: str | None = None) -> str:
         """``s`` with names replaced, dates shifted and ``ticker``'s price levels rescaled (module docstring)."""
-        if ticker is not None:
+        if ticker is not None and ticker not in self.rebased:
             lo, hi = self.ranges.get(ticker, (np.inf, -np.inf))
             s = _NUMBER.sub(lambda m: self._price(m, lo, hi), s)
         s = _DATE.sub(lambda m: str(self.date(pd.Timestamp(m.group(0))).date()), s)
@@ -125,12 +131,17 @@ class Anonymiser:
         return out
 
     def windows(self, w: Windows) -> Windows:
-        """Windows with neutral tickers, shifted dates, rescaled OHLC (log-return channels x, y unchanged)
-        and their rendered context rewritten by ``text``."""
+        """Windows with neutral tickers, shifted dates, OHLC rescaled where the window is not in the rebased
+        frame (log-return channels x, y unchanged) and their rendered context rewritten by ``text``."""
+        missing = sorted(set(w.ticker[w.frame == REBASED].tolist()) - set(self.rebased))
+        if missing:  # their text would be rescaled while their arrays are not
+            raise ValueError(f"Anonymiser: windows of {missing} are in the rebased frame, but the anonymiser was "
+                             "built without them in `rebased` (build it with for_windows, or for_frames(windows=))")
         ohlc = [OPEN, HIGH, LOW, CLOSE]
         hist, future = w.hist.copy(), w.future.copy()
-        hist[..., ohlc] *= self.scale
-        future[..., ohlc] *= self.scale
+        factor = np.where(w.frame == REBASED, 1.0, self.scale)[:, None, None]  # [N, 1, 1]
+        hist[..., ohlc] *= factor
+        future[..., ohlc] *= factor
         ctx = w.context
         if isinstance(ctx, LazyContext):  # rewrite each row when it is read: a universe has ~164k of them
             ctx = ctx.mapped(self.text)
@@ -148,6 +159,11 @@ class Anonymiser:
     def prices(self, p: pd.Series) -> pd.Series:
         """One ticker's price series as the simulator reads it."""
         return pd.Series(p.to_numpy() * self.scale, self.date(pd.DatetimeIndex(p.index)), name=self.ids.get(p.name))
+
+
+def _rebased(w: Windows | None) -> frozenset[str]:
+    """The tickers with a window in the rebased frame."""
+    return frozenset() if w is None else frozenset(w.ticker[w.frame == REBASED].tolist())
 
 
 def _ids(tickers) -> dict[str, str]:

@@ -120,3 +120,33 @@ def test_text_leaves_percentages_ratios_and_macro_dollars_alone():
                                  "spread +0.60 pp; ratio 1.09; 2020Q4")
     with pytest.raises(KeyError, match="no neutral id for ticker 'XYZ'"):
         an.ticker("XYZ")
+
+
+def test_rebased_windows_keep_their_frame_and_as_traded_ones_are_rescaled(sample):
+    """In the rebased frame every close of t is 100: the probe keeps it (a rescaled 37 would be a level the
+    policy never saw), in the arrays and in the text, and still rescales the as-traded windows beside them."""
+    from stockr1.types import AS_OF_T, HIGH, LOW, OPEN, REBASED
+
+    w, frames, names, _ = sample
+    w = w.select(np.flatnonzero(w.split == "test")[::40])
+    tk = str(w.ticker[0])
+    reb = w.ticker == tk
+    hist, future = w.hist.copy(), w.future.copy()
+    c_t = hist[reb, -1, CLOSE][:, None, None]
+    ohlc = [OPEN, HIGH, LOW, CLOSE]
+    hist[np.ix_(reb, np.arange(hist.shape[1]), ohlc)] *= 100.0 / c_t
+    future[np.ix_(reb, np.arange(future.shape[1]), ohlc)] *= 100.0 / c_t
+    ctx = np.array([f"{tk} closed at 100.00 (+1.20%)" if r else str(c) for r, c in zip(reb, w.context, strict=True)],
+                   dtype=object)
+    w = dataclasses.replace(w, hist=hist, future=future, context=ctx, frame=np.where(reb, REBASED, AS_OF_T))
+    an = Anonymiser.for_frames(frames, names, windows=w)
+    assert an.rebased == {tk}
+    aw = an.windows(w)
+    np.testing.assert_allclose(aw.hist[reb, -1, CLOSE], 100.0)
+    np.testing.assert_allclose(aw.future[reb], w.future[reb], equal_nan=True)
+    np.testing.assert_allclose(aw.hist[~reb][..., CLOSE], an.scale * w.hist[~reb][..., CLOSE])
+    assert all(f"{an.ticker(tk)} closed at 100.00 (+1.20%)" == c for c in aw.context[reb])
+    assert Anonymiser.for_windows(w).rebased == {tk}
+    # an anonymiser that does not know the frame would rescale the text but not the arrays: refused
+    with pytest.raises(ValueError, match=rf"windows of \['{tk}'\] are in the rebased frame"):
+        Anonymiser.for_frames(frames, names).windows(w)

@@ -101,7 +101,8 @@ class DecisionEnv:
 
     def anonymiser(self, **kw) -> Anonymiser:
         """The memorisation probe's ``Anonymiser`` for this run's tickers, names and price ranges."""
-        return Anonymiser.for_frames(self.frames, profile_names(getattr(self.store, "profiles", None) or {}), **kw)
+        return Anonymiser.for_frames(self.frames, profile_names(getattr(self.store, "profiles", None) or {}),
+                                     windows=self.windows, **kw)
 
     def anonymised(self, an: Anonymiser) -> DecisionEnv:
         """The same decision and training rows seen through ``an`` (``stockr1.anonymise``): neutral tickers,
