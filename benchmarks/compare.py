@@ -359,16 +359,17 @@ def method_fingerprint(cfg: CompareConfig, name: str) -> str:
                       sort_keys=True, default=str)
 
 
-def run_method(name: str, env: DecisionEnv, work: Path, fingerprint: str,
-               anon: DecisionEnv | None = None) -> tuple[Records, dict[str, Any], Records | None]:
+def run_method(name: str, env: DecisionEnv, work: Path, fingerprint: str, anon: DecisionEnv | None = None,
+               anon_key: Mapping[str, Any] | None = None) -> tuple[Records, dict[str, Any], Records | None]:
     """One method's records (and its anonymised records with ``anon``), cached in
-    ``<work>/<name>/records.json`` for this config; a cache without anonymised records is rerun when
-    they are asked for."""
+    ``<work>/<name>/records.json`` for this config; a cache without anonymised records, or with records of
+    another anonymisation (``anon_key``, ``anonymiser_key``), is rerun when they are asked for."""
     out = work / name
     cache = out / "records.json"
     if cache.exists():
         d = json.loads(cache.read_text())
-        if d.get("fingerprint") == fingerprint and (anon is None or d.get("anonymised_records") is not None):
+        if d.get("fingerprint") == fingerprint and (anon is None or (d.get("anonymised_records") is not None
+                                                                     and d.get("anonymiser") == anon_key)):
             print(f"[compare] {name}: cached", flush=True)
             a = d.get("anonymised_records") if anon is not None else None
             return ([DecisionRecord(**r) for r in d["records"]], d["info"],
@@ -380,8 +381,15 @@ def run_method(name: str, env: DecisionEnv, work: Path, fingerprint: str,
     cache.write_text(json.dumps({"fingerprint": fingerprint, "records": [dataclasses.asdict(r) for r in records],
                                  "anonymised_records": None if anon_records is None else
                                  [dataclasses.asdict(r) for r in anon_records],
+                                 "anonymiser": None if anon_records is None else anon_key,
                                  "info": json_clean(info)}, indent=1, default=str))
     return records, info, anon_records
+
+
+def anonymiser_key(an: Anonymiser) -> dict[str, Any]:
+    """What decides the anonymised prompts: the date shift, the price scale and the tickers kept in the
+    rebased frame (the neutral ids follow from the config's tickers)."""
+    return {"weeks": an.weeks, "scale": an.scale, "rebased": sorted(an.rebased)}
 
 
 def deanonymised(records: Records, an: Anonymiser) -> Records:
@@ -446,7 +454,8 @@ def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, metho
     pairs = []
     bar = Progress(len(methods), "[compare]", unit="method")
     for name in methods:
-        records, info, anon_records = run_method(name, env, work, method_fingerprint(cfg, name), aenv)
+        records, info, anon_records = run_method(name, env, work, method_fingerprint(cfg, name), aenv,
+                                                 None if an is None else anonymiser_key(an))
         bar.advance()
         metrics[name], curves[name] = method_metrics(records, env.prices, env.bt, bench)
         results[name] = method_results(records, env.prices, env.bt, bench)
@@ -474,7 +483,7 @@ def compare(cfg: CompareConfig, out: Path, env: DecisionEnv | None = None, metho
                          {"config": dataclasses.asdict(cfg), "methods": methods, "timings_s": timings,
                           "total_s": time.perf_counter() - t_all, "decision_days": days, "info": infos,
                           "cutoff": cutoff, "anonymise": None if an is None else
-                          {"weeks": an.weeks, "scale": an.scale, "ids": dict(an.ids)}, **extra, **(run_meta or {})})
+                          {**anonymiser_key(an), "ids": dict(an.ids)}, **extra, **(run_meta or {})})
     print(table, flush=True)
     return metrics
 

@@ -158,7 +158,7 @@ def test_anonymised_env_keeps_every_reward_and_hides_names_and_dates(env):
     assert pd.Timestamp(deanonymised(rec, an)[0].date) == env.ref(i)[1]
 
 
-def test_compare_anonymise_end_to_end_with_a_saved_policy(env, tok, tmp_path):
+def test_compare_anonymise_end_to_end_with_a_saved_policy(env, tok, tmp_path, capsys):
     """A checkpointed tiny policy is evaluated on the plain and the anonymised decision days; the report
     has both rows, the paired gap and says so (the cutoff line first)."""
     import dataclasses
@@ -184,6 +184,15 @@ def test_compare_anonymise_end_to_end_with_a_saved_policy(env, tok, tmp_path):
     rec = json.loads((tmp_path / "work" / "trading_r1" / "records.json").read_text())
     assert len(rec["anonymised_records"]) == len(rec["records"]) == len(env.rows)
     assert rec["anonymised_records"][0]["ticker"].startswith("TKR")
+    assert rec["anonymiser"] == {"weeks": 2609, "scale": 0.37, "rebased": []}  # what made its prompts
+    # records of another anonymisation (as before the rebased-frame rule) are evaluated again, not reused
+    cache = tmp_path / "work" / "trading_r1" / "records.json"
+    cache.write_text(json.dumps({**rec, "anonymiser": {"weeks": 2609, "scale": 0.37}}))
+    capsys.readouterr()
+    compare(cfg, tmp_path / "out2", env=dataclasses.replace(env, cfg=cfg), methods=["trading_r1"], anonymise=True,
+            run_meta={"command": "test", "commit": None, "date": "today"})
+    assert "trading_r1: training + evaluating" in capsys.readouterr().out
+    assert json.loads(cache.read_text())["anonymiser"] == rec["anonymiser"]
     readme = write_readme(out, "header").read_text()
     assert readme.splitlines()[2].startswith("Knowledge cutoff: not applicable") and "Memorisation probe (`--anonymise`)" in readme
     assert "| trading_r1 - trading_r1 (anonymised) |" in readme
