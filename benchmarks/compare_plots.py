@@ -243,6 +243,14 @@ def read_first(run_info: Mapping[str, Any]) -> str:
               "and the real-scale config.")
 
 
+def _kept_levels(an: Mapping[str, object]) -> str:
+    """The probe's exception for the rebased frame, as the README states it (runs before the rule: none)."""
+    if "rebased" not in an:
+        return " (a run before the rebased-frame rule: any window in the rebased frame was scaled too)"
+    n = len(an["rebased"])
+    return f" except the {n} tickers quoted in the rebased frame, whose close of t stays 100" if n else ""
+
+
 def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[str, object], header: str,
            levels: Mapping[str, object] | None = None, intervals: Mapping[str, object] | None = None) -> str:
     """results/compare/README.md from ``metrics.json`` and ``run_info.json`` (and ``stock_r1_levels.json``,
@@ -254,7 +262,8 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
     period = ", ".join(f"{k} {v} .. {days['period_end'][k]}" for k, v in days["period_start"].items())
     recorded = (f"commit `{str(run_info['commit'])[:10]}` on {run_info['date']}" if run_info.get("commit")
                 else "a run that did not record its commit")
-    cutoff = " ".join(run_info.get("cutoff") or ["Knowledge cutoff: not recorded (a run before the check)."])
+    found = run_info.get("cutoff") or ["Knowledge cutoff: not recorded (a run before the check)."]
+    cutoff = found[0] if len(found) == 1 else "\n".join(f"- {c}" for c in found)  # one per backbone
     lines = [
         "# `stockr1 bench compare`: Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter", "",
         cutoff, "",  # the first line under the title, as bench qa's
@@ -266,7 +275,8 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
         f"train-split days as GRPO queries; seed {cfg['seed']}; {run_info['total_s']:.0f} s in all.", "",
         *([f"Memorisation probe (`--anonymise`): the rows `<method> (anonymised)` are the same trained policies on "
            f"the same decision days with neutral ticker ids, no company names, every date {an['weeks']} weeks later "
-           f"and prices x {an['scale']} (`stockr1.anonymise`: answers, labels and rewards unchanged); the "
+           f"and prices x {an['scale']}{_kept_levels(an)} (`stockr1.anonymise`: answers, labels and rewards "
+           "unchanged); the "
            "`<method> - <method> (anonymised)` rows of the intervals are the paired gap: above 0 beyond noise means "
            "the policy used what it knew of the named stocks and dates.", ""]
           if (an := run_info.get("anonymise")) else []),
