@@ -197,6 +197,7 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
                         "last": float(np.mean([c[t] for t in ts[-cfg.window:]]))}
     return {**res["start"], "recipe": res["recipe"], "n_queries": cfg.n_queries, "steps": cfg.steps, "seeds": seeds,
             "probe_group_size": cfg.probe_group_size, "n_boot": cfg.n_boot, "window": cfg.window,
+            "threads": cfg.threads,
             "rise": rise, "rise_components": comps, "curve": curve, "per_step": per_step,
             "start_reward": _spread([start[s]["reward_total"] for s in seeds]),
             "end_reward": _spread([end[s]["reward_total"] for s in seeds]),

@@ -16,7 +16,8 @@ from stockr1.outdir import generated_line
 STEP_KEYS = ("reward/total", "reward/r_ans", "reward/r_act", "reward/r_prec", "reward/r_cons", "policy/kl",
              "policy/clip_low", "policy/clip_high", "policy/clip_region", "policy/entropy", "reward/frac_zero_spread",
              "reward/var_share/r_ans", "advantage/noise_std", "advantage/sign_flip", "rollout/truncated",
-             "rollout/answer_parse_rate", "rollout/action_success_rate", "uncertainty/weight_spread", "lr")
+             "rollout/answer_parse_rate", "rollout/action_success_rate", "uncertainty/weight_spread", "lr",
+             "time/step_s", "time/rollout_s")
 TABLE = (("reward/total", "reward", ".3f"), ("reward/r_ans", "R_ans", ".3f"), ("reward/r_act", "R_act", ".3f"),
          ("reward/r_prec", "R_prec", ".3f"), ("reward/r_cons", "R_cons", ".3f"), ("policy/kl", "KL", ".1e"),
          ("policy/clip_low", "clip low", ".3f"), ("policy/clip_high", "clip high", ".3f"),
@@ -46,6 +47,10 @@ def _mean_over_steps(summary: Mapping[str, Any], key: str) -> float | None:
     return None if not c else sum(v["mean"] for v in c.values()) / len(c)
 
 
+def info_threads(summary: Mapping[str, Any]) -> str:
+    return f"{summary['threads']} threads" if summary.get("threads") else "threads not recorded"
+
+
 def diagnostics(summary: Mapping[str, Any]) -> list[str]:
     """What to read when the reward does not rise: each suspect of the issue with its number."""
     r = summary["recipe"]
@@ -66,6 +71,10 @@ def diagnostics(summary: Mapping[str, Any]) -> list[str]:
         v = _mean_over_steps(summary, key)
         if v is not None:
             out.append(f"{what}: {format(v, fmt)} (mean over steps and seeds)")
+    step_s, rollout_s = _mean_over_steps(summary, "time/step_s"), _mean_over_steps(summary, "time/rollout_s")
+    if step_s is not None:
+        out.append(f"cost: {step_s:.0f} s a step, of which rollouts {rollout_s or 0:.0f} s (mean over steps and seeds; "
+                   f"{info_threads(summary)})")
     kl = summary["per_step"].get("policy/kl")
     if kl:
         last = kl[max(kl, key=int)]

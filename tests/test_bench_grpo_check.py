@@ -39,7 +39,8 @@ def _res(rises: list[float], q: int = 8) -> dict:
         start[s] = {**base, "reward_total": 1.0, "per_query_total": [1.0] * q}
         end[s] = {**base, "reward_total": 1.0 + r, "per_query_total": list(1.0 + r + rng.normal(0, 0.01, q))}
     steps = {s: {"reward/total": {1: 1.0, 2: 1.0 + r}, "policy/kl": {1: 0.0, 2: 1e-3}, "rollout/truncated": {1: 0.1, 2: 0.0},
-                 "reward/var_share/r_ans": {1: 0.4, 2: 0.5}} for s, r in enumerate(rises)}
+                 "reward/var_share/r_ans": {1: 0.4, 2: 0.5}, "time/step_s": {1: 700.0, 2: 660.0},
+                 "time/rollout_s": {1: 350.0, 2: 310.0}} for s, r in enumerate(rises)}
     recipe = {"lr": 1e-6, "warmup_steps": 0, "mu": 1, "beta": 0.001, "loss_type": "grpo", "group_size": 4,
               "queries_per_step": 8, "temperature": 1.0, "max_new_tokens": 640, "lora_r": 8, "uncertainty": True}
     return {"probe": {"start": start, "end": end}, "steps": steps, "timings": {}, "recipe": recipe,
@@ -61,6 +62,7 @@ def test_a_seed_spread_rise_is_a_tie_and_a_clear_rise_holds() -> None:
     assert "R_ans's share of the within-group variance during training: 0.45" in text
     assert "rollouts that hit max_new_tokens: 5.0%" in text and "lr 1e-06 (warmup 0), mu 1, beta 0.001" in text
     assert "| 2 | 1.025 ± 0.389 | 1.0e-03 ± 0.0e+00 |" in text  # per step: mean ± std over seeds
+    assert "cost: 680 s a step, of which rollouts 330 s (mean over steps and seeds; 2 threads)" in text
     up = summarise(_res([0.30, 0.25]), cfg)
     assert up["rise"]["verdict"] == "holds" and "**holds**" in readme(up, _info())
     assert up["policy_base"] == "tiny" and up["sft_release_hash"] == "0123456789ab"
