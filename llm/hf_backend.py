@@ -2,7 +2,14 @@
 
 A phase left-pads the rows, prefills them once (the policy replaces ``<ts>`` placeholders with the
 soft tokens here) and samples token by token with the cache until every row has stopped. Rows that
-stopped keep stepping on a masked pad so the batch stays rectangular.
+stopped keep stepping on a masked pad so the batch stays rectangular, until a quarter of the batch
+has stopped: then the finished rows are dropped from the batch, its attention mask and its KV cache
+(``Cache.batch_select_indices``; a policy whose cache lacks it keeps stepping them). Why: a group's
+rollouts differ in length by hundreds of tokens (results/tokens), and on a CPU a decode step costs in
+proportion to the rows it carries and their cache, so a batch that waited for its longest row spent
+a third of its steps on rows that were done. Dropping rows changes the batch a sampled row shares its
+random draws with, so a seed gives other (equally distributed) samples than without it; greedy rows
+are the same up to floating-point reduction order.
 
 ``prefill_chunk=C`` prefills prompts longer than C tokens in C-token pieces through the cache, so
 the attention of a long prompt never materialises at once; the input embeddings (soft tokens
@@ -27,14 +34,16 @@ from llm.sampling import SeededGenerator, TokenSampler
 class HFBackend:
     """policy: ``forward(input_ids, attention_mask, ts_tokens, cache=, use_cache=, logits_to_keep=)
     -> .logits [B, T, V], .cache`` (`llm.policy.Policy` or a scripted fake). ``max_batch_rows`` caps
-    rows per forward."""
+    rows per forward; ``compact`` drops finished rows from a batch (module docstring)."""
 
     def __init__(self, policy, pad_id: int, sampler: TokenSampler, max_batch_rows: int | None = None,
-                 prefill_chunk: int | None = None):
+                 prefill_chunk: int | None = None, compact: bool = True):
         if prefill_chunk is not None and prefill_chunk < 1:
             raise ValueError(f"prefill_chunk must be >= 1 (None = unchunked), got {prefill_chunk}")
         self.policy, self.pad_id, self.sampler = policy, pad_id, sampler
         self.max_batch_rows, self.prefill_chunk = max_batch_rows, prefill_chunk
+        self.compact = compact  # drop finished rows from the batch (False: the loop before, for comparison)
+        self.compactions = 0  # times finished rows were dropped from a batch (tests, profiling)
 
     @property
     def generator(self) -> SeededGenerator | None:
@@ -68,22 +77,28 @@ class HFBackend:
         lps: list[list[float]] = [[] for _ in reqs]
         stop: list[int | None] = [None] * n
         done = [r.max_new_tokens <= 0 for r in reqs]
+        rows = list(range(n))  # batch position -> request
         while not all(done):
             tok, lp = self.sampler(out.logits[:, -1])
             tok, lp = tok.tolist(), lp.tolist()  # one device sync per step
-            for j, r in enumerate(reqs):
+            for b, j in enumerate(rows):
                 if done[j]:
                     continue
-                new[j].append(tok[j])
-                lps[j].append(lp[j])
-                if tok[j] in r.stop_token_ids:
-                    stop[j], done[j] = tok[j], True
-                elif len(new[j]) >= r.max_new_tokens:
+                new[j].append(tok[b])
+                lps[j].append(lp[b])
+                if tok[b] in reqs[j].stop_token_ids:
+                    stop[j], done[j] = tok[b], True
+                elif len(new[j]) >= reqs[j].max_new_tokens:
                     done[j] = True
             if all(done):
                 break
-            live = [not d for d in done]
-            feed = torch.tensor([new[j][-1] if live[j] else self.pad_id for j in range(n)])
+            live = [not done[j] for j in rows]
+            if self.compact and 4 * sum(live) <= 3 * len(rows) and hasattr(out.cache, "batch_select_indices"):
+                keep = torch.tensor([b for b, ok in enumerate(live) if ok], device=device)
+                out.cache.batch_select_indices(keep)
+                att, rows, live = att[keep], [rows[b] for b in keep.tolist()], [True] * len(keep)
+                self.compactions += 1
+            feed = torch.tensor([new[j][-1] if ok else self.pad_id for j, ok in zip(rows, live, strict=True)])
             att = torch.cat([att, torch.tensor(live, dtype=att.dtype, device=device)[:, None]], dim=1)
             out = self.policy(feed.to(device)[:, None], att, None, cache=out.cache, use_cache=True, logits_to_keep=1)
         return [PhaseOutput(tuple(new[j]), tuple(lps[j]), stop[j]) for j in range(n)]

@@ -113,3 +113,22 @@ def test_chunked_prefill_rollouts_equal_unchunked(tok):
         torch.testing.assert_close(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="prefill_chunk"):
         HFBackend(pol, 0, TokenSampler(1.0, 1.0, []), prefill_chunk=0)
+
+
+def test_finished_rows_leave_the_batch_and_the_rest_decode_as_alone(tok):
+    """Rows that stop early are dropped from the batch and its KV cache; every row's greedy tokens and
+    log-probs equal its decode in a batch of its own (left padding, soft tokens, the cache all consistent)."""
+    from llm.generation import PhaseRequest
+
+    pol = _policy(tok)
+    texts = ["Question: will it rise? trend looks up ", "day 3 ", "a longer prompt about volume and price ", "q "]
+    reqs = [PhaseRequest(tuple(tok(chat_prompt(tok, t + ts_placeholders(3)), add_special_tokens=False).input_ids),
+                         torch.randn(3, 8, generator=torch.Generator().manual_seed(k)), m, frozenset())
+            for k, (t, m) in enumerate(zip(texts, (2, 12, 4, 9), strict=True))]
+    batch = HFBackend(pol, tok.pad_token_id, TokenSampler(0.0, 1.0, []))
+    together = batch.generate_phase(reqs)
+    assert batch.compactions >= 2  # 4 -> 3 rows after 2 tokens, 3 -> 2 after 4
+    for r, out in zip(reqs, together, strict=True):
+        alone = HFBackend(pol, tok.pad_token_id, TokenSampler(0.0, 1.0, [])).generate_phase([r])[0]
+        assert len(out.token_ids) == r.max_new_tokens and out.token_ids == alone.token_ids
+        torch.testing.assert_close(torch.tensor(out.logprobs), torch.tensor(alone.logprobs), atol=1e-4, rtol=1e-4)

@@ -1,0 +1,138 @@
+"""`stockr1 bench rollout_batch --config configs/grpo/smollm2-135m.yaml --out results/rollout_batch`: what
+dropping finished rows from a decode batch saves on the rollouts GRPO and the QA benchmark decode.
+
+The reference backend (`llm.hf_backend.HFBackend`) decodes a batch until its last row stops. The rollouts of
+one step differ in length by hundreds of tokens, so without compaction the batch keeps stepping rows that are
+done. This command decodes the same training queries of the run (`rl.setup.build_setup`: the SFT run's
+train items, prompts, soft tokens and frozen tool, as a GRPO step sees them) twice per temperature, once
+with the backend's compaction off and once on, same seed, alternating which goes first. It writes
+``results.json`` and a generated ``README.md``: seconds, generated tokens, and their ratio.
+
+Greedy rows give the same tokens either way, up to floating-point reduction order, so their times compare
+like for like. Sampled rows share their random draws with the rows of their batch, so a seed gives other
+(equally distributed) samples with compaction. Their times are compared per generated token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from typing import Any
+
+import torch
+
+from stockr1.manifest import git_commit
+from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
+
+
+def decode(setup, queries: int, group: int, temperature: float, compact: bool, max_new_tokens: int,
+           max_batch_rows: int | None, seed: int) -> dict[str, Any]:
+    """Rollouts of the first ``queries`` training samples x ``group``; wall seconds, tokens, finish reasons."""
+    from llm.hf_backend import HFBackend
+    from llm.rollout import RolloutEngine
+    from llm.sampling import SeededGenerator, TokenSampler
+    from llm.tools import ForecastTool
+    from rl.soft_tokens import soft_tokens
+
+    def backend(engine: RolloutEngine) -> HFBackend:
+        sampler = TokenSampler(engine.temperature, engine.top_p, engine.banned_token_ids, SeededGenerator(seed))
+        return HFBackend(engine.policy, engine.pad_id, sampler, engine.max_batch_rows, engine.prefill_chunk,
+                         compact=compact)
+
+    policy = setup.policy.eval()
+    engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(setup.decoder, setup.windows)],
+                           max_new_tokens=max_new_tokens, temperature=temperature, max_batch_rows=max_batch_rows,
+                           backend=backend)
+    samples = setup.samples[:queries]
+    torch.manual_seed(seed)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        rollouts = engine.generate([s.prompt for s in samples], soft_tokens(samples), [s.sample_ref for s in samples],
+                                   num_return_sequences=group)
+    wall = time.perf_counter() - t0
+    n_gen = [r.n_generated for r in rollouts]
+    return {"compact": compact, "temperature": temperature, "wall_s": round(wall, 2), "rollouts": len(rollouts),
+            "generated_tokens": int(sum(n_gen)), "max_generated": int(max(n_gen)),
+            "s_per_1k_tokens": round(1000 * wall / max(sum(n_gen), 1), 3),
+            "truncated": sum(r.finish_reason == "length" for r in rollouts),
+            "token_ids": [list(r.completion_ids) for r in rollouts]}
+
+
+def readme(res: dict[str, Any]) -> str:
+    a = res["args"]
+    lines = ["# Decoding with and without dropping finished rows (`stockr1 bench rollout_batch`)", "",
+             generated_line(res["command"], res["commit"], res["date"]), "",
+             f"Policy: the SFT run `{res['sft']}` (base `{res['policy_base']}`), {a['queries']} training queries x "
+             f"{a['group']} rollouts in one batch (max_batch_rows {a['max_batch_rows']}), up to {a['max_new_tokens']} "
+             f"new tokens, {a['threads']} threads, seed {a['seed']}. Each temperature decodes the same prompts with "
+             "compaction off and on, in alternating order. Measured on otherwise idle cores unless the note says so.",
+             "", "| temperature | compaction | wall s | generated tokens | longest row | truncated | s per 1k tokens |",
+             "|---|---|---|---|---|---|---|"]
+    for r in res["runs"]:
+        lines.append(f"| {r['temperature']} | {'on' if r['compact'] else 'off'} | {r['wall_s']:.1f} | "
+                     f"{r['generated_tokens']} | {r['max_generated']} | {r['truncated']} | {r['s_per_1k_tokens']:.2f} |")
+    lines += ["", "Ratios, on / off:", ""]
+    for t, c in res["ratios"].items():
+        same = ("the same tokens in every row" if c["same_tokens"] else
+                f"{c['rows_differ']} of {c['rows']} rows differ" + (" (sampled: other draws, as documented)"
+                                                                      if float(t) > 0 else " (floating-point order)"))
+        lines.append(f"- temperature {t}: wall time x{c['wall']:.2f}, time per generated token x{c['per_token']:.2f}; "
+                     f"{same}.")
+    lines += ["", "One run per setting: a single timing, no interval. Files: [results.json](results.json).", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rl.setup import build_setup, load_config, sft_dir_of
+
+    ap = argparse.ArgumentParser(prog="stockr1 bench rollout_batch", description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="configs/grpo/smollm2-135m.yaml", help="a GRPO config (its data, policy, rollout)")
+    ap.add_argument("--sft", default=None, help="the SFT run to start from (default: the config's sft.run_dir)")
+    ap.add_argument("--queries", type=int, default=8)
+    ap.add_argument("--group", type=int, default=4)
+    ap.add_argument("--temperatures", type=float, nargs="+", default=[0.0, 0.8])
+    ap.add_argument("--max-new-tokens", type=int, default=640)
+    ap.add_argument("--max-batch-rows", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--overwrite", action="store_true")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    a = ap.parse_args(argv)
+    if a.queries < 1 or a.group < 1:
+        ap.error("--queries and --group must be >= 1")
+    refuse_existing(a.out, a.overwrite)
+    torch.set_num_threads(a.threads)
+    cfg = load_config(a.config)
+    sft = sft_dir_of(cfg, a.sft)
+    setup = build_setup(cfg, sft)
+    if len(setup.samples) < a.queries:
+        raise ValueError(f"{a.config}: {len(setup.samples)} training queries, fewer than --queries {a.queries}")
+    runs, ratios = [], {}
+    for k, t in enumerate(a.temperatures):
+        pair = {}
+        for compact in ((False, True) if k % 2 == 0 else (True, False)):  # alternate which goes first
+            r = decode(setup, a.queries, a.group, t, compact, a.max_new_tokens, a.max_batch_rows, a.seed)
+            print(f"[rollout_batch] T={t} compact={compact}: {r['wall_s']} s, {r['generated_tokens']} tokens", flush=True)
+            pair[compact] = r
+        runs += [pair[False], pair[True]]
+        differ = sum(x != y for x, y in zip(pair[False]["token_ids"], pair[True]["token_ids"], strict=True))
+        ratios[str(t)] = {"wall": pair[True]["wall_s"] / pair[False]["wall_s"],
+                          "per_token": pair[True]["s_per_1k_tokens"] / pair[False]["s_per_1k_tokens"],
+                          "same_tokens": differ == 0, "rows_differ": differ, "rows": pair[True]["rollouts"]}
+    res = {"command": command_line("stockr1 bench rollout_batch", argv), "commit": git_commit(),
+           "date": datetime.date.today().isoformat(), "args": vars(a), "sft": str(sft),
+           "policy_base": str(setup.policy.cfg.name_or_path), "ratios": ratios,
+           "runs": [{k: v for k, v in r.items() if k != "token_ids"} for r in runs]}
+    with output_dir(a.out, a.overwrite) as out:
+        (out / "results.json").write_text(json.dumps(res, indent=1, default=str))
+        (out / "README.md").write_text(readme(res))
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
