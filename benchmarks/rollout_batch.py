@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from stockr1.config import load_yaml
 from stockr1.manifest import git_commit
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 
@@ -106,8 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--queries and --group must be >= 1")
     refuse_existing(a.out, a.overwrite)
     torch.set_num_threads(a.threads)
-    cfg = load_config(a.config)
-    sft = sft_dir_of(cfg, a.sft)
+    sft = sft_dir_of(load_config(a.config), a.sft)
+    saved = load_yaml(sft / "config.yaml") if sft is not None and (sft / "config.yaml").is_file() else {}
+    # the data and context length the SFT run's qa.jsonl was made from (as bench grpo_check reads them)
+    cfg = load_config(a.config, {k: saved[k] for k in ("data", "max_context_chars") if k in saved})
     setup = build_setup(cfg, sft)
     if len(setup.samples) < a.queries:
         raise ValueError(f"{a.config}: {len(setup.samples)} training queries, fewer than --queries {a.queries}")
