@@ -47,7 +47,7 @@ def _mean_over_steps(summary: Mapping[str, Any], key: str) -> float | None:
     return None if not c else sum(v["mean"] for v in c.values()) / len(c)
 
 
-def info_threads(summary: Mapping[str, Any]) -> str:
+def _threads(summary: Mapping[str, Any]) -> str:
     return f"{summary['threads']} threads" if summary.get("threads") else "threads not recorded"
 
 
@@ -74,7 +74,7 @@ def diagnostics(summary: Mapping[str, Any]) -> list[str]:
     step_s, rollout_s = _mean_over_steps(summary, "time/step_s"), _mean_over_steps(summary, "time/rollout_s")
     if step_s is not None:
         out.append(f"cost: {step_s:.0f} s a step, of which rollouts {rollout_s or 0:.0f} s (mean over steps and seeds; "
-                   f"{info_threads(summary)})")
+                   f"{_threads(summary)})")
     kl = summary["per_step"].get("policy/kl")
     if kl:
         last = kl[max(kl, key=int)]

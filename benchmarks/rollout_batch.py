@@ -69,7 +69,8 @@ def readme(res: dict[str, Any]) -> str:
              f"Policy: the SFT run `{res['sft']}` (base `{res['policy_base']}`), {a['queries']} training queries x "
              f"{a['group']} rollouts in one batch (max_batch_rows {a['max_batch_rows']}), up to {a['max_new_tokens']} "
              f"new tokens, {a['threads']} threads, seed {a['seed']}. Each temperature decodes the same prompts with "
-             "compaction off and on, in alternating order. Measured on otherwise idle cores unless the note says so.",
+             "compaction off and on (alternating which goes first across temperatures), after a short "
+             "warm-up decode. Both timings are only comparable when nothing else ran on the cores.",
              "", "| temperature | compaction | wall s | generated tokens | longest row | truncated | s per 1k tokens |",
              "|---|---|---|---|---|---|---|"]
     for r in res["runs"]:
@@ -114,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     setup = build_setup(cfg, sft)
     if len(setup.samples) < a.queries:
         raise ValueError(f"{a.config}: {len(setup.samples)} training queries, fewer than --queries {a.queries}")
+    # warm-up: the first forwards pay one-off allocation and kernel setup, which the first timed decode must not
+    decode(setup, 1, 2, 0.0, True, 16, a.max_batch_rows, a.seed)
     runs, ratios = [], {}
     for k, t in enumerate(a.temperatures):
         pair = {}

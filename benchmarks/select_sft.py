@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.qa_answers import own_trajectory_answers
+from benchmarks.qa_answers import follows_rate, own_trajectory_answers
 from benchmarks.sft_recipe import export_step, val_slice
 from stockr1.manifest import git_commit
 from stockr1.metrics.stats import paired_bootstrap, wilson_interval
@@ -86,20 +86,13 @@ def grade(run_dir: Path, val_ids: list[str] | None, n: int, max_new_tokens: int)
                           max_context_chars=cfg.get("max_context_chars"))
     m = grade_rollouts(pairs)
     implied = own_trajectory_answers(pairs, windows)
-    # per question: does the answer equal what its own trajectory implies (None: no readable observation);
-    # their mean is benchmarks.qa_answers.follows_rate
+    # per question: does the answer equal what its own trajectory implies (None: no readable observation)
     follows = [None if a is None else float(is_correct(replace(it, answer=a), r.answer))
                for (it, r), a in zip(pairs, implied, strict=True)]
     return {"dir": str(run_dir), "n_questions": len(val), "ids": [it.id for it in val],
-            **{k: float(m[k]) for k in KEEP if k in m}, "follows_rate": _share(follows),
+            **{k: float(m[k]) for k in KEEP if k in m}, "follows_rate": follows_rate(pairs, implied),
             "truncated": 100.0 * float(np.mean([r.finish_reason == "length" for _, r in pairs])),  # hit max_new_tokens
             "hits": item_hits(pairs).tolist(), "follows": follows, "eval_s": round(time.perf_counter() - t0, 1)}
-
-
-def _share(flags: list[float | None]) -> float:
-    """% of the non-None flags that are 1 (NaN when none is readable)."""
-    got = [f for f in flags if f is not None]
-    return 100.0 * sum(got) / len(got) if got else float("nan")
 
 
 def rank(m: dict[str, Any]) -> tuple[float, float]:

@@ -4,12 +4,12 @@ A phase left-pads the rows, prefills them once (the policy replaces ``<ts>`` pla
 soft tokens here) and samples token by token with the cache until every row has stopped. Rows that
 stopped keep stepping on a masked pad so the batch stays rectangular, until a quarter of the batch
 has stopped: then the finished rows are dropped from the batch, its attention mask and its KV cache
-(``Cache.batch_select_indices``; a policy whose cache lacks it keeps stepping them). Why: a group's
-rollouts differ in length by hundreds of tokens (results/tokens), and on a CPU a decode step costs in
-proportion to the rows it carries and their cache, so a batch that waited for its longest row spent
-a third of its steps on rows that were done. Dropping rows changes the batch a sampled row shares its
-random draws with, so a seed gives other (equally distributed) samples than without it; greedy rows
-are the same up to floating-point reduction order.
+(``Cache.batch_select_indices``; a policy whose cache lacks it keeps stepping them). Why: rollouts of
+one batch differ in length (results/tokens), and a row that has stopped still costs its share of every
+later step's matmuls and KV cache. What it saves is measured by ``stockr1 bench rollout_batch``
+(results/rollout_batch). Dropping rows changes the batch a sampled row shares its random draws with, so
+a seed gives other (equally distributed) samples than without it; greedy rows are the same up to
+floating-point reduction order.
 
 ``prefill_chunk=C`` prefills prompts longer than C tokens in C-token pieces through the cache, so
 the attention of a long prompt never materialises at once; the input embeddings (soft tokens
