@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     refuse_existing(a.out, a.overwrite)  # before any work
     cfg = BacktestConfig(a.threshold, a.holding, a.allocation, a.cost_bps, a.vol_lookback)
     import stockr1.data as data
-    from benchmarks.forecast import load_data
+    from benchmarks.forecast.command import load_data
 
     # sample: the cached preset (the same windows); universe / stocks / a CSV / a built dataset: bench forecast's loader
     windows = data.sample_windows() if a.data == "sample" else load_data(a.data, 90, 10)
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
            "tickers": sorted(set(test.ticker.tolist())), "block": iv["block"], "n_boot": iv["n_boot"],
            "period": [str(test.date.min())[:10], str(test.date.max())[:10]]}
     table = table_md(mean)
-    from benchmarks.compare_plots import interval_table  # lazy: compare_plots imports this module
+    from benchmarks.compare.plots import interval_table  # lazy: compare.plots imports this module
     with output_dir(a.out, a.overwrite) as out:
         (out / "metrics.json").write_text(json.dumps(json_clean(mean), indent=2))
         (out / "per_ticker.json").write_text(json.dumps(json_clean(per), indent=2))

@@ -3,7 +3,7 @@
     stockr1 bench decode_profile --device cuda --scale 4b --out $OUT/accelerator      # on a lent GPU (~3 min)
     stockr1 bench decode_profile --device cpu --scale tiny --rows 4 --new-tokens 4    # the same path on CPU
 
-The GPU check (``benchmarks.gpu_check``) measured u-GRPO generation far above its bandwidth bound. This
+The GPU check (``benchmarks.gpu_check.command``) measured u-GRPO generation far above its bandwidth bound. This
 command asks why, on the policy the check builds (random init, the recipe's architecture at full depth and
 width, LoRA on the recipe's targets, bf16 weights under bf16 autocast as in the trainer): it runs
 ``llm.hf_backend.HFBackend`` phases (the rollout engine's own decode loop) on random prompts, with
@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from benchmarks.gpu_check_env import read_yaml
-from benchmarks.gpu_check_phase import CONFIGS, SCALES, TINY_POLICY
+from benchmarks.gpu_check.env import read_yaml
+from benchmarks.gpu_check.phase import CONFIGS, SCALES, TINY_POLICY
 
 TOKENIZER = Path(__file__).resolve().parents[1] / "release" / "tiny" / "sft" / "policy" / "tokenizer"
 

@@ -4,7 +4,7 @@ to ship, chosen on validation questions (never test).
 Candidates: the run's snapshots (``train.snapshot_every`` writes ``run/snapshots/step_NNNNN``, each a
 loadable run of its step) and the run itself (its last step). Each is graded on the same family-balanced
 validation slice of the run's QA file (``benchmarks.sft_recipe.val_slice``) by the QA grader, and on
-whether its answer is the one its own observed trajectory implies (``benchmarks.qa_answers``). The choice
+whether its answer is the one its own observed trajectory implies (``benchmarks.qa.answers``). The choice
 is ``benchmarks.sft_recipe.export_step``'s rule, fixed before any number is read: the highest action +
 answer rate, then accuracy, then the later step. ``--baseline`` (e.g. the shipped release) is graded on
 the same questions and shown beside, with paired differences; it is not a candidate, but it is what ships
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.qa_answers import follows_rate, own_trajectory_answers
+from benchmarks.qa.answers import follows_rate, own_trajectory_answers
 from benchmarks.sft_recipe import export_step, val_slice
 from stockr1.manifest import git_commit
 from stockr1.metrics.stats import paired_bootstrap, wilson_interval
@@ -123,7 +123,7 @@ def readme(res: dict[str, Any], command: str) -> str:
              f"{res['n']} family-balanced **validation** questions of the run's QA file (never test), greedy rollouts. "
              "Rule, fixed before any number: the highest action + answer rate, then accuracy, then the later step "
              "(`benchmarks.sft_recipe.export_step`). *Follows* = the share of rollouts with an observation whose answer "
-             "is the one their own observed trajectory implies (`benchmarks.qa_answers`); *truncated* = rollouts that hit "
+             "is the one their own observed trajectory implies (`benchmarks.qa.answers`); *truncated* = rollouts that hit "
              "the new-token limit. Intervals: Wilson for rates, "
              "paired bootstrap over questions for differences.", "",
              "| run | step | action + answer (%) | accuracy (%) [95%] | follows own trajectory (%) | truncated (%) | decode (s) |",

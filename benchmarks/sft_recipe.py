@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from benchmarks.ablation import balanced_slice
+from benchmarks.ablation.command import balanced_slice
 from llm.qa.evaluate import grade_rollouts, rollout_items
 from llm.sft import TrainConfig, average_checkpoints, build_sft, from_dict, prepare
 from llm.sft_config import SFTRunConfig
@@ -82,7 +82,7 @@ class RecipeConfig(YamlConfig):
 
 
 def val_slice(items, n: int) -> list:
-    """n validation items, families round-robin (``benchmarks.ablation.balanced_slice``); never test."""
+    """n validation items, families round-robin (``benchmarks.ablation.command.balanced_slice``); never test."""
     return balanced_slice([it for it in items if it.split == "val"], n)
 
 

@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from benchmarks.ablation import AblationConfig, run_ablation, write_results
+from benchmarks.ablation.command import AblationConfig, run_ablation, write_results
 from llm.sft import run_sft
 from tests.tiny_runs import DATA, DECODER_TS, tiny_sft_config
 

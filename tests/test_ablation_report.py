@@ -7,9 +7,9 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-from benchmarks.ablation import action_accuracy, aggregate, balanced_slice, render_table
-from benchmarks.ablation_plots import entropy_curves, mean_band, plot_entropy, read_metric
-from benchmarks.ablation_summary import ordering
+from benchmarks.ablation.command import action_accuracy, aggregate, balanced_slice, render_table
+from benchmarks.ablation.plots import entropy_curves, mean_band, plot_entropy, read_metric
+from benchmarks.ablation.summary import ordering
 
 PER_SEED = {
     "sft": {0: {"overall": 40.0, "forecast": 30.0, "action_accuracy": 20.0},
@@ -124,7 +124,7 @@ PER_ITEM = {
 
 
 def test_summary_means_spreads_intervals_and_paired_differences():
-    from benchmarks.ablation_summary import summarise
+    from benchmarks.ablation.summary import summarise
 
     s = summarise(PER_ITEM, n_boot=500)
     assert s["n_questions"] == 4 and s["seeds"] == [0, 1]
@@ -143,8 +143,8 @@ def test_summary_means_spreads_intervals_and_paired_differences():
 
 
 def test_generated_readme_states_each_target_from_the_numbers():
-    from benchmarks.ablation_report import readme, targets
-    from benchmarks.ablation_summary import summarise
+    from benchmarks.ablation.report import readme, targets
+    from benchmarks.ablation.summary import summarise
 
     s = summarise(PER_ITEM, n_boot=200)
     lines = targets(s)
@@ -177,8 +177,8 @@ def test_a_seed_spread_tie_renders_as_a_tie_and_the_readme_names_the_failing_lin
     """The issue's numbers: per seed, u-GRPO − SFT on action accuracy is +3.8, −2.3, 0.0 points. Averaging
     seeds per question gives a tight interval around +0.5 ("holds"); the interval with the seed variance
     holds 0, so the target is a tie and the README says which link fails, with its evidence."""
-    from benchmarks.ablation_report import evidence, readme, targets
-    from benchmarks.ablation_summary import summarise
+    from benchmarks.ablation.report import evidence, readme, targets
+    from benchmarks.ablation.summary import summarise
 
     sft = _seeded([0.0, 0.0, 0.0], 0.0)
     ug = _seeded([0.038, -0.023, 0.0], 0.0)
@@ -207,8 +207,8 @@ def test_a_seed_spread_tie_renders_as_a_tie_and_the_readme_names_the_failing_lin
 
 
 def test_a_clear_win_holds_and_needs_no_evidence_section():
-    from benchmarks.ablation_report import evidence, targets
-    from benchmarks.ablation_summary import summarise
+    from benchmarks.ablation.report import evidence, targets
+    from benchmarks.ablation.summary import summarise
 
     sft, ug = _seeded([0.0, 0.0, 0.0], 0.05), _seeded([0.10, 0.11, 0.09], 0.05, seed=1)
     s = summarise({"sft": sft, "ugrpo": ug}, n_boot=400)
@@ -217,7 +217,7 @@ def test_a_clear_win_holds_and_needs_no_evidence_section():
 
 
 def test_sft_start_records_the_policy_base_and_the_weights_hash(tmp_path):
-    from benchmarks.ablation import sft_start
+    from benchmarks.ablation.command import sft_start
     from llm.sft import run_fingerprint
 
     run = _fake_run(tmp_path / "sft")
@@ -228,7 +228,7 @@ def test_sft_start_records_the_policy_base_and_the_weights_hash(tmp_path):
 
 
 def test_timings_persist_and_merge(tmp_path):
-    from benchmarks.ablation import Timings
+    from benchmarks.ablation.command import Timings
 
     path = tmp_path / "w" / "timings.json"
     a, b = Timings(path), Timings(path)  # two invocations splitting the rows
@@ -267,7 +267,7 @@ def test_run_fingerprint_follows_the_weights(tmp_path):
 
 def test_caches_of_another_sft_start_are_refused(tmp_path):
     """A retrained SFT run must not reuse the GRPO runs and evaluations built on the old one."""
-    from benchmarks.ablation import check_source
+    from benchmarks.ablation.command import check_source
 
     run, work = _fake_run(tmp_path / "sft"), tmp_path / "work"
     check_source(work, run)  # stamps the fresh work dir

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.ablation import (
+from benchmarks.ablation.command import (
     VARIANTS,
     VARIANTS_BY_KEY,
     AblationConfig,

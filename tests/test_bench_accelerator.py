@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from benchmarks.accelerator import QWEN3_4B, TINY_QWEN3, main, qwen3_config, qwen3_param_count
+from benchmarks.accelerator.command import QWEN3_4B, TINY_QWEN3, main, qwen3_config, qwen3_param_count
 from benchmarks.cli import BENCHMARKS
 from stockr1.config import load_yaml
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.forecast import DIFF_METRICS, main
-from benchmarks.forecast_report import table_md
+from benchmarks.forecast.command import DIFF_METRICS, main
+from benchmarks.forecast.report import table_md
 from stockr1.metrics.forecast import METRICS
 
 
@@ -176,7 +176,7 @@ def test_cross_series_scores_only_the_other_tickers_windows(tmp_path):
 
 
 def _target_split(model: dict, crps_rows: list[tuple[str, float, float, float, float, str]]):
-    from benchmarks.forecast_report import MODEL_NAME, Split
+    from benchmarks.forecast.report import MODEL_NAME, Split
 
     rows = [{"reference": MODEL_NAME, "baseline": b, "metric": "crps", "reference_value": ref, "baseline_value": base,
              "diff": ref - base, "ci_lo": lo, "ci_hi": hi, "verdict": v} for b, ref, base, lo, hi, v in crps_rows]
@@ -184,7 +184,7 @@ def _target_split(model: dict, crps_rows: list[tuple[str, float, float, float, f
 
 
 def test_readme_states_each_target_and_its_shortfall():
-    from benchmarks.forecast_report import targets_md
+    from benchmarks.forecast.report import targets_md
 
     cov = {"cov_close50": 0.535, "cov_close80": 0.80, "cov_close90": 0.875, "cov_close95": 0.924}
     miss = "\n".join(targets_md(_target_split({"crps": 0.0102, "cal_err_max": 0.035, **cov}, [
@@ -214,7 +214,7 @@ def test_a_metric_no_window_observes_gets_no_difference_and_the_others_do():
     on every window, so it has no paired difference; CRPS still does, computed by hand here."""
     from types import SimpleNamespace
 
-    from benchmarks.forecast import differences
+    from benchmarks.forecast.command import differences
 
     n = 40
     test = SimpleNamespace(date=np.arange("2020-01-01", n, dtype="datetime64[D]"), future=np.zeros((n, 10, 5)))

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import yaml
 
-from benchmarks.grpo_check import GRPOCheckConfig, main, summarise
-from benchmarks.grpo_check_report import readme
+from benchmarks.grpo_check.command import GRPOCheckConfig, main, summarise
+from benchmarks.grpo_check.report import readme
 from stockr1.config import load_yaml
 from tests.tiny_runs import DATA, DECODER_TS, tiny_sft_config
 

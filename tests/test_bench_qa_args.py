@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from benchmarks.qa import main
+from benchmarks.qa.command import main
 from forecast_action.build import save_decoder
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.encoder import ActionEncoderConfig
@@ -158,7 +158,7 @@ def test_reuse_takes_rollouts_only_where_every_input_is_identical(run) -> None:
 
 
 def test_reusable_prefix_is_every_question_or_whole_batches_of_the_shared_prefix() -> None:
-    from benchmarks.qa_reuse import reusable_prefix
+    from benchmarks.qa.reuse import reusable_prefix
 
     assert reusable_prefix(list("abc"), list("abc"), batch=2) == 3  # identical: the partial last batch too
     assert reusable_prefix(list("abc"), list("abcdef"), batch=2) == 2  # c was decoded in a batch of one
@@ -170,8 +170,8 @@ def test_reusable_prefix_is_every_question_or_whole_batches_of_the_shared_prefix
 
 def test_an_extended_run_reuses_whole_batches_and_decodes_the_rest_as_a_fresh_run(run) -> None:
     """--n 6 reusing an --n 3 run (batches of 2): 2 rollouts reused, 4 decoded, all equal to a fresh --n 6."""
-    from benchmarks.qa import evaluate_run
-    from benchmarks.qa_reuse import rollout_record, write_reuse_index
+    from benchmarks.qa.command import evaluate_run
+    from benchmarks.qa.reuse import rollout_record, write_reuse_index
 
     run_dir, own, _, root = run
     windows, _ = load_data(DATA)
@@ -209,7 +209,7 @@ def test_compare_n_evaluates_the_second_policy_on_a_prefix_paired_on_it(run) -> 
 def test_a_stored_rollout_grades_as_the_rollout_it_records() -> None:
     from types import SimpleNamespace
 
-    from benchmarks.qa_reuse import rollout_record, stored_rollout
+    from benchmarks.qa.reuse import rollout_record, stored_rollout
     from forecast_action.schema import ForecastAction
     from llm.qa.core import QAItem
     from llm.qa.evaluate import failure_kind

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.compare import TEXT_METHODS, CompareConfig, evaluate_stock_r1, evaluate_text_method
-from benchmarks.compare_plots import method_metrics
+from benchmarks.compare.command import TEXT_METHODS, CompareConfig, evaluate_stock_r1, evaluate_text_method
+from benchmarks.compare.plots import method_metrics
 from llm.scripted import ScriptedPolicy
 from llm.special_tokens import EOS_TOKEN
 from llm.tokenizer import chat_prompt, train_tokenizer
@@ -106,7 +106,7 @@ def test_stock_r1_scripted_through_the_forecast_tool(env, tok, tiny_decoder):
 def test_compare_refuses_a_pretrained_policy_before_its_cutoff_and_the_flag_overrides(env, tmp_path):
     import dataclasses
 
-    from benchmarks.compare import compare, cutoff_lines
+    from benchmarks.compare.command import compare, cutoff_lines
 
     pre = dataclasses.replace(env.cfg, policy={"name_or_path": "Qwen/Qwen3-8B", "knowledge_cutoff": "2100-01"})
     env2 = dataclasses.replace(env, cfg=pre)
@@ -127,8 +127,8 @@ def test_anonymised_env_keeps_every_reward_and_hides_names_and_dates(env):
 
     import pandas as pd
 
-    from benchmarks.compare import deanonymised
-    from benchmarks.compare_plots import DecisionRecord
+    from benchmarks.compare.command import deanonymised
+    from benchmarks.compare.plots import DecisionRecord
     from rl.methods.alphaquanter.tools import AlphaQuanterTool
 
     an = env.anonymiser()
@@ -166,7 +166,7 @@ def test_compare_anonymise_end_to_end_with_a_saved_policy(env, tok, tmp_path, ca
 
     import torch
 
-    from benchmarks.compare import compare, write_readme
+    from benchmarks.compare.command import compare, write_readme
     from llm.policy import Policy, PolicyConfig
 
     torch.manual_seed(0)

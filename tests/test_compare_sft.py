@@ -1,4 +1,4 @@
-"""bench compare's per-method SFT stage (``benchmarks.compare.method_sft``) on synthetic data with a tiny
+"""bench compare's per-method SFT stage (``benchmarks.compare.command.method_sft``) on synthetic data with a tiny
 policy: it trains the method's own teacher, checks parsing on validation decision days, is shared by the
 methods with one teacher (Trade-R1's FSR and DSR), and is retrained when its budget changes."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.compare import _policy, method_funcs, method_sft, sft_fingerprint
-from benchmarks.compare_config import CompareConfig
+from benchmarks.compare.command import _policy, method_funcs, method_sft, sft_fingerprint
+from benchmarks.compare.config import CompareConfig
 from rl.methods.env import DecisionEnv, decision_rows
 from stockr1.data import load_source, synthetic_windows
 from stockr1.data.context import synthetic_store
@@ -95,7 +95,7 @@ def _run_info(unparsed: int, moved: float, same: float) -> dict:
 
 
 def test_sft_section_reads_the_five_percent_target_from_the_interval():
-    from benchmarks.compare_sections import sft_section
+    from benchmarks.compare.sections import sft_section
 
     ok = "\n".join(sft_section(_run_info(0, 0.0, 1.0)))  # 0 / 80: Wilson [0, 4.6]%, below 5% beyond it
     tie = "\n".join(sft_section(_run_info(5, 0.0, 1.0)))  # 6.25% [2.7, 13.8]: straddles 5%, not a miss
@@ -106,7 +106,7 @@ def test_sft_section_reads_the_five_percent_target_from_the_interval():
 
 
 def test_gate_section_says_why_the_rows_coincide():
-    from benchmarks.compare_sections import gate_section
+    from benchmarks.compare.sections import gate_section
 
     assert "1.000 |" in "\n".join(gate_section(_run_info(0, 0.0, 1.0)))  # G_FSR - G_DSR = 1.02 - 0.02
     assert "coincide by construction" in "\n".join(gate_section(_run_info(0, 0.0, 1.0)))
@@ -116,7 +116,7 @@ def test_gate_section_says_why_the_rows_coincide():
 
 
 def test_probe_section_names_the_gaps_beyond_noise():
-    from benchmarks.compare_sections import probe_section
+    from benchmarks.compare.sections import probe_section
 
     def iv(lo: float, hi: float) -> dict:
         c = {"value": (lo + hi) / 2, "lo": lo, "hi": hi}
@@ -134,7 +134,7 @@ def test_probe_section_names_the_gaps_beyond_noise():
 
 
 def test_scale_section_counts_the_ties_and_probe_places_stock_r1_levels():
-    from benchmarks.compare_sections import probe_section, scale_section
+    from benchmarks.compare.sections import probe_section, scale_section
 
     iv = {"differences": {"a - buy_and_hold": {"cumulative_return": {"value": -0.3, "lo": -0.6, "hi": -0.1}},
                           "b - buy_and_hold": {"cumulative_return": {"value": 0.1, "lo": -0.2, "hi": 0.4}},

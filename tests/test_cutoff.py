@@ -33,7 +33,7 @@ def test_policy_config_checks_the_cutoff_and_knows_what_is_pretrained() -> None:
 
 
 def test_bench_qa_refuses_a_pretrained_policy_before_its_cutoff_before_any_rollout(tmp_path) -> None:
-    from benchmarks.qa import main
+    from benchmarks.qa.command import main
     from llm.build import load_data
     from llm.qa import QAConfig, QAGenerator, save_items
     from tests.test_bench_qa_args import DATA

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.accelerator_readme import decode_section
+from benchmarks.accelerator.readme import decode_section
 from benchmarks.decode_profile import main
 
 

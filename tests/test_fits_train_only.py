@@ -419,7 +419,7 @@ def test_baseline_hyper_parameters_are_chosen_without_the_test_labels(data) -> N
     """``bench forecast`` fits each baseline on train and tunes it on validation (the trailing
     volatility window; DLinear's early-stopped epoch count): the choices are the same with the test
     split's labels replaced."""
-    from benchmarks.forecast import run_forecasters
+    from benchmarks.forecast.command import run_forecasters
 
     chosen = {}
     for variant in ("base", "test_labels"):

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py end to end on CPU at tiny width: steps.jsonl rows, the deadline guard, summary."""
+"""benchmarks/gpu_check/command.py end to end on CPU at tiny width: steps.jsonl rows, the deadline guard, summary."""
 
 import json
 import os
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.gpu_check import start_time
-from benchmarks.gpu_check_phase import Recorder, run_phase
+from benchmarks.gpu_check.command import start_time
+from benchmarks.gpu_check.phase import Recorder, run_phase
 
 ROOT = Path(__file__).resolve().parents[1]
 # project dependencies the GPU image lacks (/work/.library/device/KINDS.md's package list): the check must not need them
@@ -27,7 +27,7 @@ class Hidden:  # the path finder, blind to the packages the image lacks: as if t
         return getattr(importlib.machinery.PathFinder, name)
 sys.meta_path[:] = [Hidden() if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
 sys.argv = ["gpu_check", *sys.argv[1:]]
-runpy.run_module("benchmarks.gpu_check", run_name="__main__")
+runpy.run_module("benchmarks.gpu_check.command", run_name="__main__")
 """
 ROW_KEYS = {"phase", "step", "seconds", "tokens", "tokens_per_s", "peak_memory_gib", "model_flops", "mfu"}
 
@@ -96,7 +96,7 @@ def test_unfit_machine_stops_with_a_message(tmp_path) -> None:
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    from benchmarks.gpu_check import main
+    from benchmarks.gpu_check.command import main
 
     assert main(["--device", "cuda", "--out", str(tmp_path)]) == 2
     s = json.loads((tmp_path / "summary.json").read_text())
@@ -106,7 +106,7 @@ def test_unfit_machine_stops_with_a_message(tmp_path) -> None:
 @pytest.mark.slow
 def test_gpu_check_bf16_path_on_cpu(tmp_path) -> None:
     """The GPU's dtype path (bf16 weights, bf16-mixed Fabric, fp32 adapter) runs at tiny width on CPU."""
-    from benchmarks.gpu_check import main
+    from benchmarks.gpu_check.command import main
 
     out = tmp_path / "acc"
     assert main(["--device", "cpu", "--scale", "tiny", "--precision", "bf16", "--out", str(out), "--sft-steps", "2",

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.compare import CompareConfig
+from benchmarks.compare.command import CompareConfig
 from rl.methods import reward_functions
 from rl.methods.alphaquanter import adapter as alphaquanter
 from rl.methods.alphaquanter.rewards import RewardConfig, regime

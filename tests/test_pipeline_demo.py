@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.qa_reuse import ROLLOUT_BATCH
+from benchmarks.qa.reuse import ROLLOUT_BATCH
 from stockr1.config import as_plain, deep_update, load_yaml
 from stockr1.pipeline.demo import REPO, DemoConfig, main, stage_configs
 from stockr1.pipeline.invoke import StageFailed, run_command

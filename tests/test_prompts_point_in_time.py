@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.compare import CompareConfig
+from benchmarks.compare.command import CompareConfig
 from llm.qa.prompt import user_message
 from rl.methods.alphaquanter import adapter as alphaquanter
 from rl.methods.alphaquanter.tools import AlphaQuanterTool

@@ -1,10 +1,10 @@
-"""benchmarks.qa_answers: per-template answer counts, and the 'one answer throughout' diagnosis."""
+"""benchmarks.qa.answers: per-template answer counts, and the 'one answer throughout' diagnosis."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from benchmarks.qa_answers import answer_spread, spread_md
+from benchmarks.qa.answers import answer_spread, spread_md
 from llm.qa.core import QAItem
 
 
@@ -39,7 +39,7 @@ def test_own_trajectory_reads_the_observation_the_policy_was_shown() -> None:
     """The answer a rollout's own ``<forecast_ts>`` path implies, and whether the policy gave it."""
     import numpy as np
 
-    from benchmarks.qa_answers import follows_rate, own_trajectory_answers
+    from benchmarks.qa.answers import follows_rate, own_trajectory_answers
     from forecast_action.render import render_observation
     from llm.qa import TEMPLATES_BY_KEY, QAGenerator
     from stockr1.types import CLOSE, VOLUME, Forecast

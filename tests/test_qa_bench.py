@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.qa import restatement, table
+from benchmarks.qa.command import restatement, table
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import ActionThresholds
 from forecast_action.encoder import ActionEncoderConfig

@@ -153,7 +153,7 @@ def test_baseline_report_intervals_and_counts() -> None:
 
 
 def test_bench_qa_baselines_command(tmp_path) -> None:
-    from benchmarks.qa_baselines import main
+    from benchmarks.qa.baselines import main
 
     data = {"source": "synthetic", "n_tickers": 2, "n_days": 400, "seed": 0, "lookback": 90, "horizon": 10}
     cfg = tmp_path / "sft.yaml"

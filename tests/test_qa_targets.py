@@ -1,11 +1,11 @@
-"""benchmarks.qa_targets and llm.qa.baselines.family_differences: issue 31's targets read off intervals."""
+"""benchmarks.qa.targets and llm.qa.baselines.family_differences: issue 31's targets read off intervals."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from benchmarks.qa_targets import family_comparisons, targets, targets_md
+from benchmarks.qa.targets import family_comparisons, targets, targets_md
 from llm.qa.baselines import family_differences
 from llm.qa.core import QAItem
 

@@ -4,10 +4,10 @@ ablation's, grpo_check's and the demo report's own tests check theirs.)"""
 
 from benchmarks.action import oracle_claims, targets_met
 from benchmarks.action import readme as action_readme
-from benchmarks.compare_plots import interval_table
-from benchmarks.compare_sections import probe_section, scale_section
-from benchmarks.forecast_report import differences_md
-from benchmarks.qa import diff_cell
+from benchmarks.compare.plots import interval_table
+from benchmarks.compare.sections import probe_section, scale_section
+from benchmarks.forecast.report import differences_md
+from benchmarks.qa.command import diff_cell
 
 
 def test_qa_difference_cells_follow_the_interval_not_a_stored_word() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.ablation import VARIANTS, AblationConfig, resolved_grpo, resolved_sft
+from benchmarks.ablation.command import VARIANTS, AblationConfig, resolved_grpo, resolved_sft
 from llm.sft import run_sft
 from llm.sft_config import SFTRunConfig
 from rl.run_config import GRPORunConfig

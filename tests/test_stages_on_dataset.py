@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from benchmarks.qa import main as bench_qa
+from benchmarks.qa.command import main as bench_qa
 from forecast_action.decoder import ActionConditionedDecoder
 from forecast_action.derive import ActionThresholds
 from forecast_action.train import main as decoder_main

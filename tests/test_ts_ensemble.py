@@ -176,7 +176,7 @@ def test_save_and_load_round_trip(tmp_path) -> None:
     assert back.sources == ["a", "b"] and back.calibration_info["kind"] == "scale"
     a, b = ens.forecast_windows(w, n_samples=8), back.forecast_windows(w, n_samples=8)
     np.testing.assert_array_equal(a.close_samples, b.close_samples)
-    from benchmarks.forecast import model_forecast
+    from benchmarks.forecast.command import model_forecast
 
     np.testing.assert_array_equal(model_forecast(str(tmp_path / "ens"), w, 8).close_samples, a.close_samples)
 
@@ -188,7 +188,7 @@ def test_members_must_share_the_window() -> None:
 
 # ------------------------------------------------------------------ bench forecast_search
 def test_search_rule_is_crps_first_then_calibration_and_halves_split_by_date() -> None:
-    from benchmarks.forecast_search import choose, halves
+    from benchmarks.forecast.search import choose, halves
 
     scores = {"a": {"none": {"crps": 0.9, "cal_err_max": 0.05}, "scale": {"crps": 1.0, "cal_err_max": 0.02}},
               "b": {"none": {"crps": 1.1, "cal_err_max": 0.01}}}
@@ -207,7 +207,7 @@ def test_search_rule_is_crps_first_then_calibration_and_halves_split_by_date() -
 def test_search_rule_on_the_sp500_scores_that_the_old_rule_got_wrong() -> None:
     """results/forecast_search_sp500 of 2026-12-03 (validation): coverage-first took mid_sp_ens2 / none,
     4% above the best CRPS; the CRPS-first rule keeps to pairs within 1% and there takes the best calibrated."""
-    from benchmarks.forecast_search import choose
+    from benchmarks.forecast.search import choose
 
     scores = {"sp_s1": {"scale": {"crps": 0.9241, "cal_err_max": 0.069}, "quantile": {"crps": 0.9328, "cal_err_max": 0.032}},
               "sp_ens2": {"scale": {"crps": 0.9282, "cal_err_max": 0.052}, "quantile": {"crps": 0.9323, "cal_err_max": 0.031}},

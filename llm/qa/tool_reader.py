@@ -13,7 +13,7 @@ policy's compact observation does.
 
 Readers (``tool_reader_answer_fns``):
 - ``tool_reader_ts``: a TS encoder ensemble's calibrated sample paths (``EncoderEnsemble``);
-- ``tool_reader_garch``: GJR-GARCH(1,1,1)-t fitted per ticker on the train split (``benchmarks.qa``: the
+- ``tool_reader_garch``: GJR-GARCH(1,1,1)-t fitted per ticker on the train split (``benchmarks.qa.command``: the
   baseline forecasters live in ``benchmarks``, a floor above this one);
 - ``tool_reader_decoder``: the policy's own decoder with no action, its ``tool_samples`` paths.
 """

@@ -7,7 +7,7 @@ Decision days (``decision_rows``): by default every test day whose holding perio
 the previous decision's, i.e. every ``holding``-th test day per ticker from the first (~74 per ticker
 on the offline sample); ``decisions_per_ticker`` (optional) caps them by widening the stride to
 ``max(holding, ceil(n_test_days / cap))``, still spread over the whole period (the why is in
-``benchmarks.compare``). Training queries are ``n_train`` random *train-split* days.
+``benchmarks.compare.command``). Training queries are ``n_train`` random *train-split* days.
 """
 
 from __future__ import annotations

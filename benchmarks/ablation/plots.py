@@ -1,6 +1,6 @@
 """Ablation figures: policy-entropy curves with and without the uncertainty weight (Stock-R1 Fig. 4 /
 Fig. 6 left) and per-step training curves, from the GRPO runs' logged ``metrics.jsonl``. The README
-text is ``benchmarks.ablation_report``."""
+text is ``benchmarks.ablation.report``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from benchmarks.ablation_summary import read_metric  # noqa: E402
+from benchmarks.ablation.summary import read_metric  # noqa: E402
 
 LABELS = {"grpo": "GRPO (w = 1)", "ugrpo": "u-GRPO (w(U))"}
 

@@ -88,7 +88,7 @@ TINY_QWEN3: dict[str, Any] = dict(vocab_size=None, hidden_size=64, intermediate_
                                   num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                                   max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=True,
                                   rope_parameters={"rope_type": "default", "rope_theta": 5_000_000.0})
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 POLICY_YAML = CONFIGS / "policy" / "qwen3-4b-instruct-2507.yaml"
 
 

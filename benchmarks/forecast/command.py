@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.forecast_report import MODEL_NAME, Split, tables_md, write_outputs
+from benchmarks.forecast.report import MODEL_NAME, Split, tables_md, write_outputs
 from stockr1.data.quality import DataQualityError
 from stockr1.data.run_data import source_windows
 from stockr1.metrics.forecast import HIGHER_IS_BETTER, REDUCERS, per_window, reduce

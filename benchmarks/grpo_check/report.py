@@ -1,4 +1,4 @@
-"""The README and the figure of `stockr1 bench grpo_check` (``benchmarks.grpo_check``), generated from its
+"""The README and the figure of `stockr1 bench grpo_check` (``benchmarks.grpo_check.command``), generated from its
 ``summary.json``: the verdict read from the interval, the per-step table, and the diagnostics to read
 when the reward does not rise."""
 

@@ -1,4 +1,4 @@
-"""The body of ``benchmarks.gpu_check``: data -> traces -> tokenizer -> policy on the device -> SFT steps ->
+"""The body of ``benchmarks.gpu_check.command``: data -> traces -> tokenizer -> policy on the device -> SFT steps ->
 u-GRPO steps, through the project's own trainers (llm.sft.SFTTrainer, rl.trainer.GRPOTrainer)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks import cost_model as cm
-from benchmarks.gpu_check_env import Unfit, read_yaml
-from benchmarks.gpu_check_phase import CONFIGS, TINY_DECODER, TINY_POLICY, Meter, Recorder, Scale, run_phase
+from benchmarks.accelerator import cost_model as cm
+from benchmarks.gpu_check.env import Unfit, read_yaml
+from benchmarks.gpu_check.phase import CONFIGS, TINY_DECODER, TINY_POLICY, Meter, Recorder, Scale, run_phase
 
 
 class RecordingEngine:

@@ -1,7 +1,7 @@
 """Cost model of the Qwen3 + LoRA recipes: parameters, FLOPs per token and memory per component.
 
-Pure arithmetic (no torch), so it can size a run before any GPU is lent. ``benchmarks.gpu_check`` uses
-it for its MFU estimate and ``benchmarks.accelerator_readme`` writes its tables for the 4B and 8B
+Pure arithmetic (no torch), so it can size a run before any GPU is lent. ``benchmarks.gpu_check.command`` uses
+it for its MFU estimate and ``benchmarks.accelerator.readme`` writes its tables for the 4B and 8B
 recipes into ``results/accelerator/README.md``.
 
 Conventions (one multiply-add = 2 FLOPs):

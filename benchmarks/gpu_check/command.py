@@ -1,8 +1,8 @@
-"""`stockr1 bench gpu_check`: the one prepared GPU check (``benchmarks/gpu_check.sh`` runs it).
+"""`stockr1 bench gpu_check`: the one prepared GPU check (``benchmarks/gpu_check/gpu_check.sh`` runs it).
 
-    bash benchmarks/gpu_check.sh                                    # on a fresh clone of a GPU machine
-    python -m benchmarks.gpu_check --device cuda --scale 4b         # the same, without the shell entry
-    python -m benchmarks.gpu_check --device cpu --scale tiny --sft-steps 3 --grpo-steps 1 --new-tokens 8
+    bash benchmarks/gpu_check/gpu_check.sh                                    # on a fresh clone of a GPU machine
+    python -m benchmarks.gpu_check.command --device cuda --scale 4b         # the same, without the shell entry
+    python -m benchmarks.gpu_check.command --device cpu --scale tiny --sft-steps 3 --grpo-steps 1 --new-tokens 8
 
 Needs nothing a fresh clone lacks: no weights, no wheel folder, no prepared recipe, no tokenizer, no
 network. It (1) prints the versions it found and stops with a message when the machine is unfit
@@ -21,7 +21,7 @@ under ``--out`` (default ``$OUT/accelerator`` when ``OUT`` is set, else results/
 ``summary.json`` (versions, shapes, parameter counts measured and predicted, per-phase medians, stop
 reasons), rewritten after every step so a kill keeps what was measured.
 
-MFU = the cost model's model FLOPs of the step (``benchmarks.cost_model``; the decoder's and the
+MFU = the cost model's model FLOPs of the step (``benchmarks.accelerator.cost_model``; the decoder's and the
 checkpoint recompute's FLOPs are not counted) / seconds / the chip's bf16 dense peak.
 """
 
@@ -39,8 +39,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.gpu_check_env import Unfit, check_environment
-from benchmarks.gpu_check_phase import SCALES, Meter, Recorder
+from benchmarks.gpu_check.env import Unfit, check_environment
+from benchmarks.gpu_check.phase import SCALES, Meter, Recorder
 
 
 def start_time(environ: Mapping[str, str] = os.environ) -> float:
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rec.write()
     # lazy: torch and the model stack load only once the environment check passed
-    from benchmarks.gpu_check_run import run_check
+    from benchmarks.gpu_check.run import run_check
 
     try:
         with tempfile.TemporaryDirectory(dir=args.work, prefix="gpu_check-") as work:

@@ -97,7 +97,7 @@ def summarise(per_seed: Mapping[str, Mapping[int, Mapping[str, Any]]], n_boot: i
     out: dict[str, Any] = {**dict(meta or {}), "n_questions": len(ids),
                            "seeds": sorted({s for v in rows.values() for s in v}), "n_boot": n_boot,
                            "interval_method": "the wider of the seeds x questions bootstrap and the questions-only "
-                                              "bootstrap (benchmarks/ablation_summary.py)",
+                                              "bootstrap (benchmarks/ablation/summary.py)",
                            "rows": {}, "differences": {}}
     for k, v in rows.items():
         row: dict[str, Any] = {}

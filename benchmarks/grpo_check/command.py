@@ -11,7 +11,7 @@ the slow test).
 Verdict. Each policy, the start and every seed's end, is re-sampled on those queries (``rl.probe``:
 ``probe_group_size`` rollouts per query, sampling seed 1000 + s for both the start and seed s's end, so
 the two share their random numbers) and scored with the full Stock-R1 reward. The rise end − start per
-(seed, query) gets the two-stage seeds x questions interval of ``benchmarks.ablation_summary.interval``
+(seed, query) gets the two-stage seeds x questions interval of ``benchmarks.ablation.summary.interval``
 (the wider of it and the questions-only one), and the verdict of ``stockr1.metrics.verdict``: "holds" only
 where the interval, which includes the seed spread, lies above 0.
 
@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.ablation import sft_start
-from benchmarks.ablation_summary import interval, read_metric
-from benchmarks.grpo_check_report import STEP_KEYS, plot, readme
+from benchmarks.ablation.command import sft_start
+from benchmarks.ablation.summary import interval, read_metric
+from benchmarks.grpo_check.report import STEP_KEYS, plot, readme
 from rl.run_config import GRPORunConfig
 from rl.setup import load_config, probe_run, run_grpo
 from stockr1.config import (

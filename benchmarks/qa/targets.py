@@ -8,7 +8,7 @@
 
 ``bench qa`` writes them as a table under the policies' table, then one line per family: the policy's
 difference to majority and the templates where the policy gave one answer to every question
-(``benchmarks.qa_answers``), which is where its accuracy cannot follow the prompt.
+(``benchmarks.qa.answers``), which is where its accuracy cannot follow the prompt.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.qa_answers import follows_rate, own_trajectory_answers
+from benchmarks.qa.answers import follows_rate, own_trajectory_answers
 from llm.qa.answers import is_correct
 from llm.qa.baselines import accuracy_intervals, family_differences, overall_difference
 from llm.qa.core import FAMILY_TITLES, QAItem

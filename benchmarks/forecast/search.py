@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.forecast import load_data, run_forecasters
+from benchmarks.forecast.command import load_data, run_forecasters
 from stockr1.metrics.forecast import COVERAGE_LEVELS, REDUCERS, per_window, reduce
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 from stockr1.types import Windows

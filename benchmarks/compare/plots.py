@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.backtest import json_clean
-from benchmarks.compare_sections import (
+from benchmarks.compare.sections import (
     budget_section,
     gate_section,
     probe_section,

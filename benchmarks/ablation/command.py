@@ -19,14 +19,14 @@ future) (a missing or unparsable action scores 0), the field-level score R_act u
 
 Every stage caches its result under ``--work`` (git-ignored), so an interrupted benchmark resumes:
 finished SFT/GRPO runs and evaluations are reused, an unfinished GRPO run continues from ``last.ckpt``.
-Writes ``summary.json`` (``benchmarks.ablation_summary``: per row and per paired difference, intervals
+Writes ``summary.json`` (``benchmarks.ablation.summary``: per row and per paired difference, intervals
 that include the training-seed variance and the verdicts read from them; the probe's training-query
 reward; each GRPO row's training evidence from its ``metrics.jsonl``; ``policy_base`` and
 ``sft_release_hash`` of the SFT start), ``metrics.json`` (variant -> metric -> mean, ``<metric>_std``,
 ``n_seeds``), ``per_seed.json``, ``table.md`` (Table 3 layout), ``training.png``, ``entropy.png``
 (Fig. 4), ``run_info.json`` (config, wall seconds of every stage as recorded in
 ``<work>/timings.json`` when it ran, the ordering verdicts) and ``README.md``
-(``benchmarks.ablation_report``: the targets, and where they are missed, which component blocks them).
+(``benchmarks.ablation.report``: the targets, and where they are missed, which component blocks them).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ import numpy as np
 import torch
 import yaml
 
-from benchmarks.ablation_plots import entropy_curves, plot_entropy, plot_training
-from benchmarks.ablation_report import readme
-from benchmarks.ablation_summary import ordering, summarise, training_evidence
-from benchmarks.qa import evaluate_run
+from benchmarks.ablation.plots import entropy_curves, plot_entropy, plot_training
+from benchmarks.ablation.report import readme
+from benchmarks.ablation.summary import ordering, summarise, training_evidence
+from benchmarks.qa.command import evaluate_run
 from forecast_action.derive import ActionThresholds, actions_from_windows
 from forecast_action.score import score_action
 from llm.build import load_data

@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.backtest import json_clean
-from benchmarks.compare_config import METHODS, CompareConfig
-from benchmarks.compare_plots import (
+from benchmarks.compare.config import METHODS, CompareConfig
+from benchmarks.compare.plots import (
     BUY_AND_HOLD,
     DecisionRecord,
     buy_and_hold_metrics,

@@ -1,4 +1,4 @@
-"""What ``benchmarks.gpu_check`` (the command) and ``benchmarks.gpu_check_run`` (its body) share: the
+"""What ``benchmarks.gpu_check.command`` (the command) and ``benchmarks.gpu_check.run`` (its body) share: the
 scales, the step recorder, the device meter and ``run_phase``."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cost_model as cm
-from benchmarks.gpu_check_env import read_yaml
+from benchmarks.accelerator import cost_model as cm
+from benchmarks.gpu_check.env import read_yaml
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TINY_POLICY = {"name_or_path": "tiny", "tiny_hidden": 64, "tiny_layers": 2, "tiny_heads": 4, "tiny_kv_heads": 2,
                "tiny_intermediate": 128}
 TINY_DECODER = read_yaml(CONFIGS / "sft" / "tiny.yaml")["decoder"]

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cost_model as cm
+from benchmarks.accelerator import cost_model as cm
 
 SMOKE_CONFIG = "configs/sft/qwen3-4b.yaml"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # what the smoke process holds besides the policy: imports, data, decoder, traces, tokenizer (no policy)
 _BASELINE = """
 import json, sys, resource
@@ -73,7 +73,7 @@ def decoder_params(config: str) -> int:
 
 def compare(smoke_dir: Path) -> dict[str, Any]:
     """Measured (smoke.json) against predicted (cost model, the smoke's shapes, fp32, checkpointing)."""
-    from benchmarks.gpu_check_env import read_yaml
+    from benchmarks.gpu_check.env import read_yaml
     from llm.arch import QWEN3_ARCHS
 
     s = json.loads((smoke_dir / "smoke.json").read_text())

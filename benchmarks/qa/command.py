@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.qa_answers import answer_spread, spread_md
-from benchmarks.qa_reuse import ROLLOUT_BATCH, fingerprint, reused_pairs, rollout_record, write_reuse_index
-from benchmarks.qa_targets import READER, family_comparisons, own_trajectory, targets, targets_md
+from benchmarks.qa.answers import answer_spread, spread_md
+from benchmarks.qa.reuse import ROLLOUT_BATCH, fingerprint, reused_pairs, rollout_record, write_reuse_index
+from benchmarks.qa.targets import READER, family_comparisons, own_trajectory, targets, targets_md
 from forecast_action.build import load_decoder
 from llm.policy import Policy, PolicyConfig
 from llm.qa import load_items
@@ -85,14 +85,14 @@ def evaluate_run(run_dir: Path, items, windows, max_new_tokens: int, max_context
                  batch_size: int = ROLLOUT_BATCH) -> tuple[dict[str, Any], list]:
     """Greedy rollouts of the run's policy on ``device`` (the decoder tool stays on cpu), graded.
     ``reuse`` = (an earlier --out, this run's fingerprint): its rollouts when their inputs were identical
-    (``benchmarks.qa_reuse``), else decoded here."""
+    (``benchmarks.qa.reuse``), else decoded here."""
     found = reused_pairs(*reuse, items, batch_size) if reuse is not None else None
     pairs = [] if found is None else list(found[0])
     n_reused = len(pairs)
     if found is not None:
         print(f"[bench qa] {run_dir}: {len(pairs)} of {len(items)} rollouts reused from {reuse[0]} "
               f"(row {found[1]}: same fingerprint)")
-    if len(pairs) < len(items):  # the rest, in batches aligned as a fresh run's (benchmarks.qa_reuse)
+    if len(pairs) < len(items):  # the rest, in batches aligned as a fresh run's (benchmarks.qa.reuse)
         rest = items[len(pairs):]
         policy = Policy.load(run_dir / "policy").to(device).eval()
         decoder = load_decoder(run_dir / "decoder")
@@ -215,7 +215,7 @@ def readme(metrics: dict, intervals: dict, evaluated: dict, run: dict, spreads: 
     reused = [f"`{name}` from {m['reused_from']}" for name, m in metrics.items() if m.get("reused_from")]
     if reused:
         lines += ["", "Rollouts reused, not decoded here; the rest of each row was decoded (`--reuse`: same policy and decoder files, QA file, data and "
-                  "decoding settings, same batches; `benchmarks.qa_reuse`): " + "; ".join(reused) + "."]
+                  "decoding settings, same batches; `benchmarks.qa.reuse`): " + "; ".join(reused) + "."]
     short = [f"`{n}` on the first {int(metrics[n]['n'])}" for n in intervals if int(metrics[n]["n"]) < evaluated["n"]]
     if short:
         lines += ["", "Rows on fewer questions (`--compare-n`): " + "; ".join(short) + "; their accuracy, differences to "

@@ -1,4 +1,4 @@
-"""What ``benchmarks.gpu_check`` needs of the machine: versions found, and ``Unfit`` when it cannot run."""
+"""What ``benchmarks.gpu_check.command`` needs of the machine: versions found, and ``Unfit`` when it cannot run."""
 
 from __future__ import annotations
 

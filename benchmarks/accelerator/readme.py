@@ -6,7 +6,7 @@
 Tables for the 4B and 8B recipes (configs/{sft,grpo}/qwen3-{4b,8b}.yaml): parameters, FLOPs per token
 and per step, memory per component, and the cost model against the CPU smoke at 2 layers (parameter
 count exactly, peak memory roughly). When ``--out`` holds a ``summary.json`` of a CUDA run of
-``benchmarks.gpu_check``, its measured numbers are added; otherwise the README says it has not run.
+``benchmarks.gpu_check.command``, its measured numbers are added; otherwise the README says it has not run.
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks import cost_model as cm
-from benchmarks.gpu_check_env import read_yaml
-from benchmarks.smoke_compare import compare, decoder_params, run_smoke
+from benchmarks.accelerator import cost_model as cm
+from benchmarks.accelerator.smoke import compare, decoder_params, run_smoke
+from benchmarks.gpu_check.env import read_yaml
 from stockr1.outdir import atomic_write, command_line, generated_line
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 RECIPES = {"4B": "qwen3-4b", "8B": "qwen3-8b"}
 SFT_TOKENS, SFT_KEPT = 2048, 512  # per trace: tokens, and logit positions (the model-written span)
 PROMPT = 1024  # GRPO prompt tokens
 H200, H200_HBM = cm.PEAK_BF16_TFLOPS["H200"], cm.HBM_TBPS["H200"]
-# what benchmarks.gpu_check trains on (its defaults: 64 QA items, 1,000 context characters), measured by the
+# what benchmarks.gpu_check.command trains on (its defaults: 64 QA items, 1,000 context characters), measured by the
 # same command at tiny width on the CPU (same data, QA items and tokenizer; the tiny decoder's tool text):
 # median trace 1,466 tokens, GRPO prompts 697 tokens (so ~769 model-written tokens per trace carry logits)
 CHECK_TRACE, CHECK_PROMPT = 1466, 697
@@ -100,7 +100,7 @@ def flops_section(rs: dict[str, dict]) -> list[str]:
 
 
 def check_section(rs: dict[str, dict]) -> list[str]:
-    """What ``benchmarks.gpu_check --scale 4b`` should see on an H200, by the cost model."""
+    """What ``benchmarks.gpu_check.command --scale 4b`` should see on an H200, by the cost model."""
     a, ad = rs["4B"]["arch"], rs["4B"]["ad"]
     sft = 8 * cm.sequence_flops(a, ad, CHECK_TRACE, CHECK_TRACE - CHECK_PROMPT)["model"]
     gr = cm.grpo_step_flops(a, ad, 64, CHECK_PROMPT, 512, 2, True)
@@ -179,7 +179,7 @@ def smoke_section(smoke_dir: Path | None, out: Path) -> list[str]:
 def gpu_section(out: Path, rs: dict[str, dict]) -> list[str]:
     s = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
     if s.get("gpu_check_has_run_on") != "cuda" or s.get("status") != "ok":
-        return ["**The GPU check has not run yet** (`bash benchmarks/gpu_check.sh` on a GPU machine, "
+        return ["**The GPU check has not run yet** (`bash benchmarks/gpu_check/gpu_check.sh` on a GPU machine, "
                 "docs/scale.md \"The prepared GPU check\"): every number below is the cost model's, none is a GPU "
                 "measurement.", ""]
     env = s["environment"]
@@ -294,7 +294,7 @@ def write_readme(out: Path, smoke_dir: Path | None, command: str = "stockr1 benc
     out.mkdir(parents=True, exist_ok=True)
     rs = {k: recipe(v) for k, v in RECIPES.items()}
     lines = ["# Accelerator: cost model of the 4B and 8B recipes", "",
-             generated_line(command) + " (benchmarks/accelerator_readme.py, from benchmarks/cost_model.py)", ""]
+             generated_line(command) + " (benchmarks/accelerator/readme.py, from benchmarks/accelerator/cost_model.py)", ""]
     lines += gpu_section(out, rs) + params_section(rs) + flops_section(rs) + memory_section(rs) + check_section(rs)
     lines += smoke_section(smoke_dir, out)
     lines += ["Activations, logits and the KV cache are estimates (the tensors each op saves); weights, adapter, "

@@ -1,7 +1,7 @@
 """results/ablation/README.md, generated from ``summary.json`` and ``run_info.json`` (never typed by hand).
 
 Every claim is read from an interval with ``stockr1.metrics.verdict`` (holds / tie / worse), the
-intervals those of ``benchmarks.ablation_summary`` (they include the training-seed variance). Where
+intervals those of ``benchmarks.ablation.summary`` (they include the training-seed variance). Where
 the target (u-GRPO above SFT on QA or action accuracy beyond its interval) is missed, the section
 "Where the target is missed" follows the chain signal -> optimisation -> movement -> transfer with the
 evidence of each link (variance shares, training-query reward, KL, held-out differences) and names the
@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from benchmarks.ablation_summary import PROTOCOL_COST, TARGET_METRICS, ordering
+from benchmarks.ablation.summary import PROTOCOL_COST, TARGET_METRICS, ordering
 from stockr1.metrics.verdict import HOLDS, TIE, WORSE, target_verdict
 from stockr1.outdir import generated_line
 
