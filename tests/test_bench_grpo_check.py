@@ -65,6 +65,9 @@ def test_a_seed_spread_rise_is_a_tie_and_a_clear_rise_holds() -> None:
     assert "cost: 680 s a step, of which rollouts 330 s (mean over steps and seeds; 2 threads)" in text
     up = summarise(_res([0.30, 0.25]), cfg)
     assert up["rise"]["verdict"] == "holds" and "**holds**" in readme(up, _info())
+    a, b = tie["rise"]["ci_seeds_questions"]
+    c, d = tie["rise"]["ci_questions"]
+    assert f"seeds x queries [{a:+.3f}, {b:+.3f}], queries only [{c:+.3f}, {d:+.3f}]" in readme(tie, _info())
     assert up["policy_base"] == "tiny" and up["sft_release_hash"] == "0123456789ab"
 
 
