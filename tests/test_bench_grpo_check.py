@@ -67,7 +67,8 @@ def test_a_seed_spread_rise_is_a_tie_and_a_clear_rise_holds() -> None:
     assert up["rise"]["verdict"] == "holds" and "**holds**" in readme(up, _info())
     a, b = tie["rise"]["ci_seeds_questions"]
     c, d = tie["rise"]["ci_questions"]
-    assert f"seeds x queries [{a:+.3f}, {b:+.3f}], queries only [{c:+.3f}, {d:+.3f}]" in readme(tie, _info())
+    assert (f"seeds x queries [{a:+.3f}, {b:+.3f}] (resampling the 2 training seeds), queries only "
+            f"[{c:+.3f}, {d:+.3f}]; the verdict reads the wider (seeds x questions)") in readme(tie, _info())
     assert up["policy_base"] == "tiny" and up["sft_release_hash"] == "0123456789ab"
 
 

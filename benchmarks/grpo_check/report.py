@@ -93,12 +93,9 @@ def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
              if summary.get("sft_release_hash") else f"the config's policy (`{summary['policy_base']}`)")
     command = info.get("command") or f"stockr1 bench grpo_check --config {info['config_path']} --out <this dir>"
     figs = "".join(f"\n![{f}]({f})\n" for f in info.get("figures", []))
-    both = ""
-    if "ci_seeds_questions" in rise and "ci_questions" in rise:  # summaries before 2026-12-05 kept only the wider
-        (a, b), (c, d) = rise["ci_seeds_questions"], rise["ci_questions"]
-        both = (f"\n- the two intervals: seeds x queries [{a:+.3f}, {b:+.3f}], queries only [{c:+.3f}, {d:+.3f}]; "
-                f"the verdict reads the wider (with {rise['n_seeds']} seeds, resampling seeds is coarse: "
-                "more seeds narrow it)")
+    (a, b), (c, d) = rise["ci_seeds_questions"], rise["ci_questions"]
+    both = (f"\n- the two intervals: seeds x queries [{a:+.3f}, {b:+.3f}] (resampling the {rise['n_seeds']} training "
+            f"seeds), queries only [{c:+.3f}, {d:+.3f}]; the verdict reads the wider ({rise['interval']})")
     status = ("The optimiser optimises on these queries." if rise["verdict"] == HOLDS else
               "The reward does not rise beyond the interval: read the diagnostics below before anything else.")
     return f"""# GRPO on its own training queries (`stockr1 bench grpo_check`)
