@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import yaml
 
-from benchmarks.grpo_check.command import GRPOCheckConfig, main, summarise
+from benchmarks.grpo_check.command import (
+    GRPOCheckConfig,
+    main,
+    pool_probes,
+    probe_draws,
+    read_steps,
+    summarise,
+)
 from benchmarks.grpo_check.report import readme
 from stockr1.config import load_yaml
 from tests.tiny_runs import DATA, DECODER_TS, tiny_sft_config
@@ -27,6 +34,39 @@ def test_every_shipped_check_config_is_valid(path: Path) -> None:
 def test_a_check_too_small_to_tell_is_refused(edit, message) -> None:
     with pytest.raises(ValueError, match=message):
         GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), **edit})
+
+
+def test_probe_draws_keep_the_single_draw_cache_and_pair_start_with_end() -> None:
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "probe_group_size": 4,
+                                     "probe_repeats": 3})
+    assert probe_draws(cfg, "start", 2) == [("start-s2-g4.json", 1002), ("start-s2-g4-r1.json", 2002),
+                                            ("start-s2-g4-r2.json", 3002)]
+    assert [seed for _, seed in probe_draws(cfg, "end", 2)] == [1002, 2002, 3002]  # the start's random numbers
+    assert len({seed for s in (0, 1, 2) for _, seed in probe_draws(cfg, "end", s)}) == 9  # no draw repeats another
+
+
+def test_pooled_probe_draws_are_the_mean_of_equal_draws() -> None:
+    a = {"reward_total": 1.0, "n_queries": 2, "group_size": 4, "seed": 1000, "reward/r_ans": 0.25,
+         "answer_parse_rate": 90.0, "per_query_total": [1.0, 2.0], "variance_share": {"r_ans": 0.6, "r_act": 0.4}}
+    b = {"reward_total": 2.0, "n_queries": 2, "group_size": 4, "seed": 2000, "reward/r_ans": 0.75,
+         "answer_parse_rate": 100.0, "per_query_total": [3.0, 0.0], "variance_share": {"r_ans": float("nan"), "r_act": 0.2}}
+    pooled = pool_probes([a, b])
+    assert pooled["per_query_total"] == [2.0, 1.0] and pooled["reward_total"] == 1.5 and pooled["reward/r_ans"] == 0.5
+    assert pooled["answer_parse_rate"] == 95.0 and pooled["group_size"] == 8 and pooled["seed"] == [1000, 2000]
+    assert pooled["variance_share"] == pytest.approx({"r_ans": 0.6, "r_act": 0.3})  # a NaN share is skipped
+    assert pool_probes([a]) == a
+    with pytest.raises(ValueError, match="share their queries"):
+        pool_probes([a, {**b, "per_query_total": [1.0]}])
+
+
+def test_an_answer_absent_from_a_logged_step_has_share_zero(tmp_path: Path) -> None:
+    recs = [{"step": 1, "reward/total": 1.0, "answers/share/yes": 0.75, "answers/share/no": 0.25,
+             "answers/top_share": 0.75},
+            {"step": 2, "reward/total": 1.2, "answers/share/yes": 1.0, "answers/top_share": 1.0}]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    steps = read_steps(tmp_path / "metrics.jsonl")
+    assert steps["answers/share/no"] == {1: 0.25, 2: 0.0} and steps["answers/share/yes"] == {1: 0.75, 2: 1.0}
+    assert steps["reward/total"] == {1: 1.0, 2: 1.2}
 
 
 def _res(rises: list[float], q: int = 8) -> dict:
@@ -83,7 +123,7 @@ def test_the_check_runs_end_to_end_on_the_tiny_random_init_policy(tmp_path: Path
                       "loss": {"beta": 0.04}}, "wandb": {"mode": "disabled"}}
     (tmp_path / "grpo.yaml").write_text(yaml.safe_dump(grpo))
     check = {"grpo": {"config": str(tmp_path / "grpo.yaml"), "overrides": {}}, "sft_run_dir": None, "n_queries": 8,
-             "steps": 2, "seeds": [0, 1], "probe_group_size": 2, "window": 1, "work_dir": str(tmp_path / "work"),
+             "steps": 2, "seeds": [0, 1], "probe_group_size": 2, "probe_repeats": 2, "window": 1, "work_dir": str(tmp_path / "work"),
              "threads": 1, "n_boot": 100}
     (tmp_path / "check.yaml").write_text(yaml.safe_dump(check))
     out = tmp_path / "out"
@@ -99,6 +139,10 @@ def test_the_check_runs_end_to_end_on_the_tiny_random_init_policy(tmp_path: Path
     assert s["recipe"]["queries_per_step"] == 8 and s["recipe"]["lr"] == 1e-3
     steps = json.loads((out / "steps.json").read_text())
     assert set(steps) == {"0", "1"}
+    # two probe draws of G 2 per policy, each cached on its own, pooled into one record of 4 rollouts per query
+    assert {p.name for p in (tmp_path / "work" / "probe").iterdir()} == {
+        f"{w}-s{s}-g2{r}.json" for w in ("start", "end") for s in (0, 1) for r in ("", "-r1")}
+    assert s["probe_repeats"] == 2
     text = (out / "README.md").read_text()
     assert "## Verdict" in text and "## Diagnostics" in text and (out / "training.png").exists()
     with pytest.raises(FileExistsError):

@@ -9,8 +9,10 @@ from the same start (``sft_run_dir``, or the config's policy when null: the tiny
 the slow test).
 
 Verdict. Each policy, the start and every seed's end, is re-sampled on those queries (``rl.probe``:
-``probe_group_size`` rollouts per query, sampling seed 1000 + s for both the start and seed s's end, so
-the two share their random numbers) and scored with the full Stock-R1 reward. The rise end − start per
+``probe_repeats`` draws of ``probe_group_size`` rollouts per query, draw r with sampling seed
+1000 (r + 1) + s for both the start and seed s's end, so the two share their random numbers) and scored
+with the full Stock-R1 reward; a policy's per-query reward is the mean over its draws. Each draw is cached
+on its own, so raising ``probe_repeats`` adds draws and keeps the earlier ones. The rise end − start per
 (seed, query) gets the two-stage seeds x questions interval of ``benchmarks.ablation.summary.interval``
 (the wider of it and the questions-only one), and the verdict of ``stockr1.metrics.verdict``: "holds" only
 where the interval, which includes the seed spread, lies above 0.
@@ -80,6 +82,7 @@ class GRPOCheckConfig(YamlConfig):
     steps: int = 20
     seeds: tuple[int, ...] = (0, 1)
     probe_group_size: int = 8
+    probe_repeats: int = 1  # independent draws of probe_group_size rollouts per query, pooled (probe_draws)
     window: int = 3  # steps averaged at the start and the end of each training curve (descriptive)
     work_dir: str = "checkpoints/grpo_check"
     ckpt_every: int | None = None  # GRPO checkpoint interval (None = only at the end); a killed run resumes there
@@ -94,8 +97,9 @@ class GRPOCheckConfig(YamlConfig):
                              f"spread), got {cfg.n_queries} and {list(cfg.seeds)}")
         if cfg.ckpt_every is not None and cfg.ckpt_every < 1:
             raise ValueError(f"ckpt_every must be >= 1 (or null: at the end), got {cfg.ckpt_every}")
-        if cfg.steps < 1 or cfg.probe_group_size < 2 or cfg.window < 1 or cfg.threads < 1 or cfg.n_boot < 1:
-            raise ValueError("steps, window, threads, n_boot must be >= 1 and probe_group_size >= 2")
+        if (cfg.steps < 1 or cfg.probe_group_size < 2 or cfg.probe_repeats < 1 or cfg.window < 1 or cfg.threads < 1
+                or cfg.n_boot < 1):
+            raise ValueError("steps, probe_repeats, window, threads, n_boot must be >= 1 and probe_group_size >= 2")
         check_merged(GRPORunConfig, cfg.grpo.config, run_overrides(cfg, cfg.seeds[0]), "grpo_check grpo.overrides")
         return cfg
 
@@ -114,6 +118,47 @@ def run_overrides(cfg: GRPOCheckConfig, seed: int) -> dict[str, Any]:
         "qa": {"max_train_queries": cfg.n_queries},
         "train": {"queries_per_step": cfg.n_queries, "max_steps": cfg.steps, "seed": int(seed),
                   "ckpt_every": min(cfg.ckpt_every or cfg.steps, cfg.steps)}})
+
+
+def probe_draws(cfg: GRPOCheckConfig, which: str, seed: int) -> list[tuple[str, int]]:
+    """(cache file name, sampling seed) of each probe draw of ``which`` ("start" / "end") for training seed
+    ``seed``. Draw 0 keeps the name and seed of a single-draw check (1000 + s), so its cache is reused."""
+    g = cfg.probe_group_size
+    return [(f"{which}-s{seed}-g{g}" + (f"-r{r}" if r else "") + ".json", PROBE_SEED * (r + 1) + seed)
+            for r in range(cfg.probe_repeats)]
+
+
+def pool_probes(draws: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """One probe record from independent draws of the same size on the same queries: per-query rewards,
+    the total, each component and rate are means over draws (equal weights: each draw has the same G);
+    variance shares are the mean of the draws' finite ones."""
+    if not draws:
+        raise ValueError("no probe draws to pool")
+    if len({len(d["per_query_total"]) for d in draws}) != 1 or len({d["group_size"] for d in draws}) != 1:
+        raise ValueError("probe draws must share their queries and group size to be pooled")
+    if len(draws) == 1:
+        return dict(draws[0])
+    out: dict[str, Any] = {"n_queries": draws[0]["n_queries"], "group_size": draws[0]["group_size"] * len(draws),
+                           "seed": [d["seed"] for d in draws], "n_draws": len(draws),
+                           "per_query_total": np.mean([d["per_query_total"] for d in draws], axis=0).tolist()}
+    for k, v in draws[0].items():
+        if k not in out and isinstance(v, int | float) and all(d.get(k) is not None for d in draws):
+            out[k] = float(np.mean([d[k] for d in draws]))
+    shares = _mean_shares([d.get("variance_share") or {} for d in draws])
+    if shares:
+        out["variance_share"] = shares
+    return out
+
+
+def read_steps(metrics: Path) -> dict[str, dict[int, float]]:
+    """``STEP_KEYS`` -> step -> value from a run's ``metrics.jsonl``. rl/logging.py logs a share only for
+    answers that occurred, so a Yes/No share is 0 at a step that logged its answer mix without it."""
+    out = {k: c for k in STEP_KEYS if (c := read_metric(metrics, k))}
+    logged = read_metric(metrics, "answers/top_share")
+    for k in ("answers/share/yes", "answers/share/no"):
+        if logged:
+            out[k] = {t: out.get(k, {}).get(t, 0.0) for t in logged}
+    return out
 
 
 def _cached(path: Path, fn) -> dict[str, Any]:
@@ -143,12 +188,13 @@ def run_check(cfg: GRPOCheckConfig, log=print) -> dict[str, Any]:
         timings[f"grpo/s{s}"] = time.perf_counter() - t0
         for which, policy_dir in (("start", None), ("end", run_dir)):
             t0 = time.perf_counter()
-            probes[which][s] = _cached(
-                work / "probe" / f"{which}-s{s}-g{cfg.probe_group_size}.json",
-                lambda policy_dir=policy_dir, over=over, s=s: probe_run(cfg.grpo.config, policy_dir, sft,
-                                                                        cfg.probe_group_size, PROBE_SEED + s, over))
+            probes[which][s] = pool_probes([_cached(
+                work / "probe" / name,
+                lambda policy_dir=policy_dir, over=over, seed=seed: probe_run(cfg.grpo.config, policy_dir, sft,
+                                                                              cfg.probe_group_size, seed, over))
+                for name, seed in probe_draws(cfg, which, s)])
             timings[f"probe/{which}-s{s}"] = time.perf_counter() - t0
-        steps[s] = {k: c for k in STEP_KEYS if (c := read_metric(run_dir / "metrics.jsonl", k))}
+        steps[s] = read_steps(run_dir / "metrics.jsonl")
     full = load_config(cfg.grpo.config, run_overrides(cfg, cfg.seeds[0]))
     t, r = full.get("train", {}), full.get("rollout", {})
     loss = t.get("loss", {})
@@ -196,7 +242,7 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
             curve[s] = {"first": float(np.mean([c[t] for t in ts[:cfg.window]])),
                         "last": float(np.mean([c[t] for t in ts[-cfg.window:]]))}
     return {**res["start"], "recipe": res["recipe"], "n_queries": cfg.n_queries, "steps": cfg.steps, "seeds": seeds,
-            "probe_group_size": cfg.probe_group_size, "n_boot": cfg.n_boot, "window": cfg.window,
+            "probe_group_size": cfg.probe_group_size, "probe_repeats": cfg.probe_repeats, "n_boot": cfg.n_boot, "window": cfg.window,
             "threads": cfg.threads,
             "rise": rise, "rise_components": comps, "curve": curve, "per_step": per_step,
             "start_reward": _spread([start[s]["reward_total"] for s in seeds]),

@@ -16,13 +16,14 @@ from stockr1.outdir import generated_line
 STEP_KEYS = ("reward/total", "reward/r_ans", "reward/r_act", "reward/r_prec", "reward/r_cons", "policy/kl",
              "policy/clip_low", "policy/clip_high", "policy/clip_region", "policy/entropy", "reward/frac_zero_spread",
              "reward/var_share/r_ans", "advantage/noise_std", "advantage/sign_flip", "rollout/truncated",
-             "rollout/answer_parse_rate", "rollout/action_success_rate", "uncertainty/weight_spread", "lr",
-             "time/step_s", "time/rollout_s")
+             "rollout/answer_parse_rate", "rollout/action_success_rate", "answers/share/yes", "answers/share/no",
+             "uncertainty/weight_spread", "lr", "time/step_s", "time/rollout_s")
 TABLE = (("reward/total", "reward", ".3f"), ("reward/r_ans", "R_ans", ".3f"), ("reward/r_act", "R_act", ".3f"),
          ("reward/r_prec", "R_prec", ".3f"), ("reward/r_cons", "R_cons", ".3f"), ("policy/kl", "KL", ".1e"),
          ("policy/clip_low", "clip low", ".3f"), ("policy/clip_high", "clip high", ".3f"),
          ("reward/frac_zero_spread", "no-spread groups", ".2f"), ("reward/var_share/r_ans", "R_ans var share", ".2f"),
-         ("advantage/sign_flip", "adv. sign flip", ".2f"), ("rollout/truncated", "truncated", ".2f"))
+         ("advantage/sign_flip", "adv. sign flip", ".2f"), ("rollout/truncated", "truncated", ".2f"),
+         ("answers/share/yes", "Yes share", ".2f"), ("answers/share/no", "No share", ".2f"))
 PANELS = (("reward/total", "mean training reward"), ("reward/r_ans", "R_ans"), ("policy/kl", "KL to start (k3)"),
           ("policy/clip_region", "clipped token share"), ("reward/var_share/r_ans", "R_ans share of group variance"),
           ("rollout/truncated", "truncated rollouts"))
@@ -82,6 +83,14 @@ def diagnostics(summary: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _draws(summary: Mapping[str, Any]) -> str:
+    g, n = summary["probe_group_size"], summary.get("probe_repeats", 1)
+    if n == 1:
+        return f"{g} times (sampling seed 1000 + s for both)"
+    return (f"{n * g} times: {n} draws of {g}, draw r with sampling seed 1000 (r + 1) + s for both, pooled by "
+            f"mean")
+
+
 def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     """README.md of the check, from ``summary.json`` and ``run_info.json``."""
     rise = summary["rise"]
@@ -105,8 +114,7 @@ def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
 Start: {start}. {summary['n_queries']} fixed training queries, every one in every step, {summary['steps']} steps,
 training seeds {summary['seeds']}; recipe `{info['config']['grpo']['config']}` with
 `{json.dumps(info['config']['grpo'].get('overrides', {}), default=str)}`.
-Each policy (the start and every seed's end) re-sampled {summary['probe_group_size']} times per query (sampling
-seed 1000 + s for both, `rl.probe`), full Stock-R1 reward; interval: {rise['interval']} bootstrap
+Each policy (the start and every seed's end) re-sampled {_draws(summary)} per query (`rl.probe`), full Stock-R1 reward; interval: {rise['interval']} bootstrap
 ({summary['n_boot']} resamples, the wider of the seeds x queries and the queries-only one).
 
 ## Verdict
