@@ -26,8 +26,10 @@ def probe_rewards(engine, samples: Sequence[GRPOSample], thresholds: Any, group_
     """Mean rewards of ``group_size`` sampled rollouts per query in ``samples``.
 
     Returns ``reward_total``, one ``reward/<component>`` per component, ``answer_parse_rate`` and
-    ``action_success_rate`` (%), and ``per_query_total`` [Q] (the mean total per query, for paired
-    comparisons between policies on the same queries)."""
+    ``action_success_rate`` (%), ``per_query_total`` [Q] (the mean total per query, for paired
+    comparisons between policies on the same queries) and ``per_query`` [Q]: each query's gold answer,
+    answer type, its G parsed answers (None: none parsed) and mean of each reward component (None where
+    the component is undefined for the query), to see which queries an answer reward moved on."""
     if not samples:
         raise ValueError("probe_rewards needs at least one query")
     torch.manual_seed(seed)
@@ -48,4 +50,14 @@ def probe_rewards(engine, samples: Sequence[GRPOSample], thresholds: Any, group_
     out["action_success_rate"] = 100.0 * float(np.mean([r.action is not None for r in rollouts]))
     out["per_query_total"] = np.nanmean(total.reshape(len(samples), group_size), axis=1).tolist()
     out["variance_share"] = variance_shares(rewards.components, total, group_size, weights)
+    out["per_query"] = [{"gold": s.columns.get("answer"), "answer_type": s.columns.get("answer_type"),
+                         "answers": [r.answer for r in rollouts[i * group_size:(i + 1) * group_size]],
+                         **{name: _mean_or_none(v[i * group_size:(i + 1) * group_size])
+                            for name, v in rewards.components.items()}}
+                        for i, s in enumerate(samples)]
     return out
+
+
+def _mean_or_none(v: np.ndarray) -> float | None:
+    v = np.asarray(v, dtype=np.float64)
+    return None if np.isnan(v).all() else float(np.nanmean(v))

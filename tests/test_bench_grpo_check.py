@@ -59,6 +59,38 @@ def test_pooled_probe_draws_are_the_mean_of_equal_draws() -> None:
         pool_probes([a, {**b, "per_query_total": [1.0]}])
 
 
+def test_pooled_draws_concatenate_each_querys_answers_and_average_its_components() -> None:
+    q = {"gold": "No", "answer_type": "binary"}
+    a = {"per_query_total": [1.0], "group_size": 2, "n_queries": 1, "seed": 1000,
+         "per_query": [{**q, "answers": ["Yes", "No"], "r_ans": 0.5, "r_prec": None}]}
+    b = {"per_query_total": [2.0], "group_size": 2, "n_queries": 1, "seed": 2000,
+         "per_query": [{**q, "answers": ["No", None], "r_ans": 0.0, "r_prec": 0.4}]}
+    c = {k: v for k, v in a.items() if k != "per_query"}  # a draw cached before the probe kept its queries
+    pooled = pool_probes([a, b, c])
+    assert pooled["per_query"] == [{**q, "answers": ["Yes", "No", "No", None], "r_ans": 0.25, "r_prec": 0.4}]
+    assert pooled["per_query_draws"] == 2 and pooled["group_size"] == 6
+
+
+def test_the_per_query_section_shows_which_answers_moved() -> None:
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 100})
+    res = _res([0.3, 0.2], q=2)
+    for s in (0, 1):  # query 0 (gold No) moves from Yes to No; query 1 (gold Yes) stays at Yes
+        res["probe"]["start"][s]["per_query"] = [
+            {"gold": "No", "answer_type": "binary", "answers": ["Yes", "Yes", "Yes", "No"], "r_ans": 0.25},
+            {"gold": "Yes", "answer_type": "binary", "answers": ["Yes", "Yes", "Yes", "Yes"], "r_ans": 1.0}]
+        res["probe"]["end"][s]["per_query"] = [
+            {"gold": "No", "answer_type": "binary", "answers": ["No", "No", "No", "Yes"], "r_ans": 0.75},
+            {"gold": "Yes", "answer_type": "binary", "answers": ["Yes", "Yes", "Yes", "Yes"], "r_ans": 1.0}]
+    summary = summarise(res, cfg)
+    assert summary["per_query"][0] == {"gold": "No", "answer_type": "binary", "start_r_ans": 0.25, "end_r_ans": 0.75,
+                                       "start_answers": {"Yes": 6, "No": 2}, "end_answers": {"No": 6, "Yes": 2}}
+    text = readme(summary, _info())
+    assert "R_ans rose on 1 of 2 queries and fell on 0" in text and "(8 rollouts per query and policy" in text
+    assert "| 0 | binary | No | 0.25 | 0.75 | Yes 6, No 2 | No 6, Yes 2 |" in text
+    res["probe"]["end"][1].pop("per_query")  # one record without per-query answers: no section, no guess
+    assert summarise(res, cfg)["per_query"] is None and "## Per query" not in readme(summarise(res, cfg), _info())
+
+
 def test_an_answer_absent_from_a_logged_step_has_share_zero(tmp_path: Path) -> None:
     recs = [{"step": 1, "reward/total": 1.0, "answers/share/yes": 0.75, "answers/share/no": 0.25,
              "answers/top_share": 0.75},
@@ -142,7 +174,8 @@ def test_the_check_runs_end_to_end_on_the_tiny_random_init_policy(tmp_path: Path
     # two probe draws of G 2 per policy, each cached on its own, pooled into one record of 4 rollouts per query
     assert {p.name for p in (tmp_path / "work" / "probe").iterdir()} == {
         f"{w}-s{s}-g2{r}.json" for w in ("start", "end") for s in (0, 1) for r in ("", "-r1")}
-    assert s["probe_repeats"] == 2
+    assert s["probe_repeats"] == 2 and s["per_query_draws"] == 2 and len(s["per_query"]) == 8
+    assert all(sum(q["start_answers"].values()) == 2 * 2 * 2 for q in s["per_query"])  # seeds x draws x G
     text = (out / "README.md").read_text()
     assert "## Verdict" in text and "## Diagnostics" in text and (out / "training.png").exists()
     with pytest.raises(FileExistsError):

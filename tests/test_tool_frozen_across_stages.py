@@ -101,5 +101,9 @@ def test_reward_probe_is_seeded_and_scores_every_training_query(runs) -> None:
     np.testing.assert_array_equal(np.array(list(va.values())), np.array(list(vb.values())))
     assert a == b and a["n_queries"] == len(a["per_query_total"]) == 2
     assert {"reward/r_ans", "reward/r_act", "reward/r_prec", "reward/r_cons"} <= set(a)
+    # per query: its gold answer, its G answers and component means that average to the probe's
+    assert [len(q["answers"]) for q in a["per_query"]] == [2, 2] and all(q["gold"] is not None for q in a["per_query"])
+    for name in ("r_ans", "r_act"):
+        assert np.mean([q[name] for q in a["per_query"]]) == pytest.approx(a[f"reward/{name}"])
     sft = probe_run(_CFG, None, sft_dir, group_size=2, seed=3)
     assert sft["n_queries"] == 2 and np.isfinite(sft["reward_total"])

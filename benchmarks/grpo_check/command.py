@@ -147,6 +147,22 @@ def pool_probes(draws: list[Mapping[str, Any]]) -> dict[str, Any]:
     shares = _mean_shares([d.get("variance_share") or {} for d in draws])
     if shares:
         out["variance_share"] = shares
+    per_query = [d["per_query"] for d in draws if d.get("per_query")]  # draws cached before rl.probe kept them lack it
+    if per_query:
+        out["per_query"] = [_pool_query(rows) for rows in zip(*per_query, strict=True)]
+        out["per_query_draws"] = len(per_query)
+    return out
+
+
+def _pool_query(rows: tuple[Mapping[str, Any], ...]) -> dict[str, Any]:
+    """One query's record from several draws: the answers concatenated, each component's mean over the draws
+    that define it."""
+    out: dict[str, Any] = {"gold": rows[0]["gold"], "answer_type": rows[0]["answer_type"],
+                           "answers": [a for r in rows for a in r["answers"]]}
+    for k in rows[0]:
+        if k not in out:
+            vals = [r[k] for r in rows if r.get(k) is not None]
+            out[k] = float(np.mean(vals)) if vals else None
     return out
 
 
@@ -244,10 +260,36 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
     return {**res["start"], "recipe": res["recipe"], "n_queries": cfg.n_queries, "steps": cfg.steps, "seeds": seeds,
             "probe_group_size": cfg.probe_group_size, "probe_repeats": cfg.probe_repeats, "n_boot": cfg.n_boot, "window": cfg.window,
             "threads": cfg.threads,
+            "per_query_draws": min(int(r.get("per_query_draws", 1)) for r in [*start.values(), *end.values()]),
             "rise": rise, "rise_components": comps, "curve": curve, "per_step": per_step,
             "start_reward": _spread([start[s]["reward_total"] for s in seeds]),
             "end_reward": _spread([end[s]["reward_total"] for s in seeds]),
-            "start_variance_share": _mean_shares([start[s].get("variance_share") or {} for s in seeds])}
+            "start_variance_share": _mean_shares([start[s].get("variance_share") or {} for s in seeds]),
+            "per_query": per_query_answers(start, end, seeds)}
+
+
+def per_query_answers(start: Mapping[int, Mapping[str, Any]], end: Mapping[int, Mapping[str, Any]],
+                      seeds: list[int]) -> list[dict[str, Any]] | None:
+    """Per training query, over every seed: its gold answer and type, R_ans of the start and the end (mean
+    over seeds) and how often each answer was given (counts over seeds and rollouts); None when some probe
+    record has no per-query answers (a draw cached before rl.probe kept them)."""
+    recs = [start[s] for s in seeds] + [end[s] for s in seeds]
+    if not all(r.get("per_query") for r in recs):
+        return None
+    out = []
+    for i, q in enumerate(start[seeds[0]]["per_query"]):
+        row: dict[str, Any] = {"gold": q["gold"], "answer_type": q["answer_type"]}
+        for which, side in (("start", start), ("end", end)):
+            qs = [side[s]["per_query"][i] for s in seeds]
+            r_ans = [x["r_ans"] for x in qs if x.get("r_ans") is not None]
+            row[f"{which}_r_ans"] = float(np.mean(r_ans)) if r_ans else None
+            counts: dict[str, int] = {}
+            for x in qs:
+                for a in x["answers"]:
+                    counts[str(a)] = counts.get(str(a), 0) + 1
+            row[f"{which}_answers"] = dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+        out.append(row)
+    return out
 
 
 def _mean_shares(shares: list[Mapping[str, float]]) -> dict[str, float]:

@@ -91,6 +91,35 @@ def _draws(summary: Mapping[str, Any]) -> str:
             f"mean")
 
 
+def _answers(counts: Mapping[str, int], top: int = 3) -> str:
+    items = list(counts.items())
+    rest = sum(n for _, n in items[top:])
+    return ", ".join(f"{a} {n}" for a, n in items[:top]) + (f", other {rest}" if rest else "")
+
+
+def _r(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+def query_section(summary: Mapping[str, Any]) -> str:
+    """Per training query: gold, R_ans start → end and the answers given (counts over seeds and rollouts), or
+    '' when the probes kept no per-query answers."""
+    rows = summary.get("per_query")
+    if not rows:
+        return ""
+    up = sum(1 for r in rows if None not in (r["start_r_ans"], r["end_r_ans"]) and r["end_r_ans"] > r["start_r_ans"])
+    down = sum(1 for r in rows if None not in (r["start_r_ans"], r["end_r_ans"]) and r["end_r_ans"] < r["start_r_ans"])
+    n = sum(rows[0]["start_answers"].values())
+    lines = [f"## Per query: which answers moved\n\nR_ans (mean over seeds) and the answers given ({n} rollouts per "
+             f"query and policy: every seed's probe draws that kept per-query answers, "
+             f"{summary.get('per_query_draws', 1)} per seed); descriptive, no interval. R_ans rose on {up} of "
+             f"{len(rows)} queries and fell on {down}.\n",
+             "| query | type | gold | R_ans start | R_ans end | answers start | answers end |", "|---" * 7 + "|"]
+    lines += [f"| {i} | {r['answer_type']} | {r['gold']} | {_r(r['start_r_ans'])} | {_r(r['end_r_ans'])} | "
+              f"{_answers(r['start_answers'])} | {_answers(r['end_answers'])} |" for i, r in enumerate(rows)]
+    return "\n".join(lines) + "\n\n"
+
+
 def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     """README.md of the check, from ``summary.json`` and ``run_info.json``."""
     rise = summary["rise"]
@@ -130,7 +159,7 @@ Each policy (the start and every seed's end) re-sampled {_draws(summary)} per qu
 ## Per step (mean ± std over seeds)
 
 {step_table(summary)}
-## Diagnostics
+{query_section(summary)}## Diagnostics
 
 {chr(10).join(f"- {d}" for d in diagnostics(summary))}
 {figs}
