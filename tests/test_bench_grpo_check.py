@@ -131,6 +131,8 @@ def test_a_seed_spread_rise_is_a_tie_and_a_clear_rise_holds() -> None:
     text = readme(tie, _info())
     assert "(end − start, probe, seeds x queries): +0.02" in text and "**tie** (the interval includes 0)" in text
     assert "read the diagnostics below before anything else" in text
+    assert (f"(± 0.000) is the probe's sampling noise alone, {cfg.probe_group_size} rollouts per query; the\n  end's "
+            f"(± {np.std([1.3, 0.75], ddof=1):.3f}) is the training-seed spread") in text  # the start: one policy
     assert "R_ans's share of the within-group variance during training: 0.45" in text
     assert "rollouts that hit max_new_tokens: 5.0%" in text and "lr 1e-06 (warmup 0), mu 1, beta 0.001" in text
     assert "| 2 | 1.025 ± 0.389 | 1.0e-03 ± 0.0e+00 |" in text  # per step: mean ± std over seeds

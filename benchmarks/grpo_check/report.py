@@ -120,6 +120,10 @@ def query_section(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def _per_query(summary: Mapping[str, Any]) -> int:
+    return summary["probe_group_size"] * summary.get("probe_repeats", 1)
+
+
 def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     """README.md of the check, from ``summary.json`` and ``run_info.json``."""
     rise = summary["rise"]
@@ -152,6 +156,9 @@ Each policy (the start and every seed's end) re-sampled {_draws(summary)} per qu
 - probe reward start {summary['start_reward']['mean']:+.3f} ± {summary['start_reward']['std']:.3f} → end
   {summary['end_reward']['mean']:+.3f} ± {summary['end_reward']['std']:.3f} (mean ± std over seeds); per component
   (end − start, mean ± std over seeds): {comps or '–'}
+- the start is one policy, probed once per seed with that seed's sampling seeds: its spread over seeds
+  (± {summary['start_reward']['std']:.3f}) is the probe's sampling noise alone, {_per_query(summary)} rollouts per query; the
+  end's (± {summary['end_reward']['std']:.3f}) is the training-seed spread plus that noise
 - training reward, mean of the first vs last {summary['window']} steps (descriptive): {curve or '–'}
 
 {status}
