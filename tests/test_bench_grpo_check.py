@@ -60,7 +60,7 @@ def test_pooled_probe_draws_are_the_mean_of_equal_draws() -> None:
 
 
 def test_pooled_draws_concatenate_each_querys_answers_and_average_its_components() -> None:
-    q = {"gold": "No", "answer_type": "binary"}
+    q = {"gold": "No", "answer_type": "yes_no"}
     a = {"per_query_total": [1.0], "group_size": 2, "n_queries": 1, "seed": 1000,
          "per_query": [{**q, "answers": ["Yes", "No"], "r_ans": 0.5, "r_prec": None}]}
     b = {"per_query_total": [2.0], "group_size": 2, "n_queries": 1, "seed": 2000,
@@ -76,17 +76,21 @@ def test_the_per_query_section_shows_which_answers_moved() -> None:
     res = _res([0.3, 0.2], q=2)
     for s in (0, 1):  # query 0 (gold No) moves from Yes to No; query 1 (gold Yes) stays at Yes
         res["probe"]["start"][s]["per_query"] = [
-            {"gold": "No", "answer_type": "binary", "answers": ["Yes", "Yes", "Yes", "No"], "r_ans": 0.25},
-            {"gold": "Yes", "answer_type": "binary", "answers": ["Yes", "Yes", "Yes", "Yes"], "r_ans": 1.0}]
+            {"gold": "No", "answer_type": "yes_no", "answers": ["Yes", "Yes", "Yes", "No"], "r_ans": 0.25},
+            {"gold": "Yes", "answer_type": "yes_no", "answers": ["Yes", "Yes", "Yes", "Yes"], "r_ans": 1.0}]
         res["probe"]["end"][s]["per_query"] = [
-            {"gold": "No", "answer_type": "binary", "answers": ["No", "No", "No", "Yes"], "r_ans": 0.75},
-            {"gold": "Yes", "answer_type": "binary", "answers": ["Yes", "Yes", "Yes", "Yes"], "r_ans": 1.0}]
+            {"gold": "No", "answer_type": "yes_no", "answers": ["No", "No", "No", "Yes"], "r_ans": 0.75},
+            {"gold": "Yes", "answer_type": "yes_no", "answers": ["Yes", "Yes", "Yes", "Yes"], "r_ans": 1.0}]
     summary = summarise(res, cfg)
-    assert summary["per_query"][0] == {"gold": "No", "answer_type": "binary", "start_r_ans": 0.25, "end_r_ans": 0.75,
+    assert summary["per_query"][0] == {"gold": "No", "answer_type": "yes_no", "start_r_ans": 0.25, "end_r_ans": 0.75,
                                        "start_answers": {"Yes": 6, "No": 2}, "end_answers": {"No": 6, "Yes": 2}}
     text = readme(summary, _info())
     assert "R_ans rose on 1 of 2 queries and fell on 0" in text and "(8 rollouts per query and policy" in text
-    assert "| 0 | binary | No | 0.25 | 0.75 | Yes 6, No 2 | No 6, Yes 2 |" in text
+    assert "| 0 | yes_no | No | 0.25 | 0.75 | Yes 6, No 2 | No 6, Yes 2 |" in text
+    assert "gold-Yes queries 1.00 → 1.00, on gold-No queries 0.75 → 0.25. They move apart, each toward its" in text
+    for s in (0, 1):  # the gold-Yes query now also loses Yes answers: one prior moved, not each query
+        res["probe"]["end"][s]["per_query"][1]["answers"] = ["No", "No", "Yes", "Yes"]
+    assert "Both move the same way: the answer shifts as one prior" in readme(summarise(res, cfg), _info())
     res["probe"]["end"][1].pop("per_query")  # one record without per-query answers: no section, no guess
     assert summarise(res, cfg)["per_query"] is None and "## Per query" not in readme(summarise(res, cfg), _info())
 

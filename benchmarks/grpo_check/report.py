@@ -117,7 +117,37 @@ def query_section(summary: Mapping[str, Any]) -> str:
              "| query | type | gold | R_ans start | R_ans end | answers start | answers end |", "|---" * 7 + "|"]
     lines += [f"| {i} | {r['answer_type']} | {r['gold']} | {_r(r['start_r_ans'])} | {_r(r['end_r_ans'])} | "
               f"{_answers(r['start_answers'])} | {_answers(r['end_answers'])} |" for i, r in enumerate(rows)]
+    by_gold = yes_share_by_gold(rows)
+    if len(by_gold) == 2:  # both golds present: does the answer move per query or as one prior?
+        (y0, y1), (n0, n1) = by_gold["yes"], by_gold["no"]
+        dy, dn = y1 - y0, n1 - n0
+        if dy * dn > 0:
+            how = ("Both move the same way: the answer shifts as one prior over queries, not per query, so R_ans "
+                   "gains on one gold what it loses on the other.")
+        elif dy == dn == 0:
+            how = "Neither moves."
+        elif dy >= 0 >= dn:
+            how = "They move apart, each toward its queries' gold: the answer moves per query."
+        else:
+            how = "They move apart, each away from its queries' gold."
+        lines.append(f"\nYes/No queries, share of Yes answers start → end: on gold-Yes queries {y0:.2f} → {y1:.2f}, on "
+                     f"gold-No queries {n0:.2f} → {n1:.2f}. {how}")
     return "\n".join(lines) + "\n\n"
+
+
+def yes_share_by_gold(rows: list[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
+    """gold ("yes" / "no") -> (start, end) share of Yes among the answers of the yes/no queries with that gold
+    (unparsed answers count as not Yes)."""
+    out = {}
+    for gold in ("yes", "no"):
+        qs = [r for r in rows if r["answer_type"] == "yes_no" and str(r["gold"]).strip().lower() == gold]
+        if qs:
+            shares = []
+            for which in ("start", "end"):
+                yes = sum(n for r in qs for a, n in r[f"{which}_answers"].items() if a.strip().lower() == "yes")
+                shares.append(yes / max(1, sum(sum(r[f"{which}_answers"].values()) for r in qs)))
+            out[gold] = (shares[0], shares[1])
+    return out
 
 
 def _per_query(summary: Mapping[str, Any]) -> int:
