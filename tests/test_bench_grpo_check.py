@@ -87,12 +87,41 @@ def test_the_per_query_section_shows_which_answers_moved() -> None:
     text = readme(summary, _info())
     assert "R_ans rose on 1 of 2 queries and fell on 0" in text and "(8 rollouts per query and policy" in text
     assert "| 0 | yes_no | No | 0.25 | 0.75 | Yes 6, No 2 | No 6, Yes 2 |" in text
-    assert "gold-Yes queries 1.00 → 1.00, on gold-No queries 0.75 → 0.25. They move apart, each toward its" in text
-    for s in (0, 1):  # the gold-Yes query now also loses Yes answers: one prior moved, not each query
-        res["probe"]["end"][s]["per_query"][1]["answers"] = ["No", "No", "Yes", "Yes"]
-    assert "Both move the same way: the answer shifts as one prior" in readme(summarise(res, cfg), _info())
+    assert summary["yes_share_change"] == {} and "Yes/No queries" not in text  # one query per gold: no interval
+
+
+def _yes_no(start_yes: list[int], end_yes: list[int], golds: list[str], rises: list[float]) -> dict:
+    """Probe records of 2 seeds whose query i gives ``start_yes[i]`` / ``end_yes[i]`` Yes answers of 4."""
+    res = _res(rises, q=len(golds))
+    for s in (0, 1):
+        for which, k in (("start", start_yes), ("end", end_yes)):
+            res["probe"][which][s]["per_query"] = [
+                {"gold": g, "answer_type": "yes_no", "answers": ["Yes"] * n + ["No"] * (4 - n), "r_ans": 0.5}
+                for g, n in zip(golds, k, strict=True)]
+    return res
+
+
+@pytest.mark.parametrize(("end_yes", "words"), [
+    ([1, 1, 1, 1], "shifts as one prior over queries, not per query"),       # Yes falls on every query
+    ([4, 4, 1, 1], "Both move toward their gold beyond their intervals: the answer is learnt per query"),
+    ([4, 0, 1, 1], "At least one is a tie: these probes cannot tell"),     # gold-Yes: one up, one down
+])
+def test_the_yes_share_line_reads_each_golds_interval(end_yes: list[int], words: str) -> None:
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 200})
+    res = _yes_no([3, 3, 3, 3], end_yes, ["Yes", "Yes", "No", "No"], [0.1, 0.1])
+    change = summarise(res, cfg)["yes_share_change"]
+    assert change["yes"]["start"] == 0.75 and change["yes"]["end"] == sum(end_yes[:2]) / 8
+    assert change["no"]["diff"] == pytest.approx(-0.5) and change["no"]["n_queries"] == 2
+    text = readme(summarise(res, cfg), _info())
+    assert words in text and "the Yes share falls on the 2 gold-No queries (0.75 → 0.25): -0.50" in text
+
+
+def test_per_query_records_missing_from_one_probe_give_no_section() -> None:
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 100})
+    res = _yes_no([3, 3, 3, 3], [1, 1, 1, 1], ["Yes", "Yes", "No", "No"], [0.1, 0.1])
     res["probe"]["end"][1].pop("per_query")  # one record without per-query answers: no section, no guess
-    assert summarise(res, cfg)["per_query"] is None and "## Per query" not in readme(summarise(res, cfg), _info())
+    assert summarise(res, cfg)["per_query"] is None and summarise(res, cfg)["yes_share_change"] is None
+    assert "## Per query" not in readme(summarise(res, cfg), _info())
 
 
 def test_an_answer_absent_from_a_logged_step_has_share_zero(tmp_path: Path) -> None:

@@ -265,7 +265,37 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
             "start_reward": _spread([start[s]["reward_total"] for s in seeds]),
             "end_reward": _spread([end[s]["reward_total"] for s in seeds]),
             "start_variance_share": _mean_shares([start[s].get("variance_share") or {} for s in seeds]),
-            "per_query": per_query_answers(start, end, seeds)}
+            "per_query": per_query_answers(start, end, seeds),
+            "yes_share_change": yes_share_change(start, end, seeds, cfg.n_boot)}
+
+
+def _yes_share(answers: list[Any]) -> float:
+    """Share of Yes among a query's answers (an unparsed answer counts as not Yes)."""
+    return sum(str(a).strip().lower() == "yes" for a in answers) / max(1, len(answers))
+
+
+def yes_share_change(start: Mapping[int, Mapping[str, Any]], end: Mapping[int, Mapping[str, Any]],
+                     seeds: list[int], n_boot: int) -> dict[str, dict[str, Any]] | None:
+    """gold ("yes" / "no") -> the change end − start of the share of Yes answers on the yes/no training
+    queries with that gold, per (seed, query), with ``interval`` (seeds x queries; its verdict reads "the Yes
+    share rose"). It tells an answer learnt per query (Yes up on gold-Yes, down on gold-No) from one prior
+    shared by all queries (both the same way). A gold with fewer than 2 queries has no interval and is left
+    out; None when some probe record has no per-query answers."""
+    recs = [start[s] for s in seeds] + [end[s] for s in seeds]
+    if not all(r.get("per_query") for r in recs):
+        return None
+    out = {}
+    for gold in ("yes", "no"):
+        idx = [i for i, q in enumerate(start[seeds[0]]["per_query"])
+               if q["answer_type"] == "yes_no" and str(q["gold"]).strip().lower() == gold]
+        if len(idx) < 2:
+            continue
+        share = {w: {s: np.array([_yes_share(side[s]["per_query"][i]["answers"]) for i in idx]) for s in seeds}
+                 for w, side in (("start", start), ("end", end))}
+        out[gold] = {"n_queries": len(idx), "start": float(np.mean(list(share["start"].values()))),
+                     "end": float(np.mean(list(share["end"].values()))),
+                     **interval(share["end"], share["start"], n_boot)}
+    return out
 
 
 def per_query_answers(start: Mapping[int, Mapping[str, Any]], end: Mapping[int, Mapping[str, Any]],

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stockr1.metrics.verdict import HOLDS, claim_line
+from stockr1.metrics.verdict import HOLDS, WORSE, claim_line, verdict
 from stockr1.outdir import generated_line
 
 # per-step metrics the check reads from each run's metrics.jsonl (rl/logging.py names)
@@ -86,9 +86,9 @@ def diagnostics(summary: Mapping[str, Any]) -> list[str]:
 def _draws(summary: Mapping[str, Any]) -> str:
     g, n = summary["probe_group_size"], summary.get("probe_repeats", 1)
     if n == 1:
-        return f"{g} times (sampling seed 1000 + s for both)"
-    return (f"{n * g} times: {n} draws of {g}, draw r with sampling seed 1000 (r + 1) + s for both, pooled by "
-            f"mean")
+        return f"{g} times per query (sampling seed 1000 + s for both)"
+    return (f"{n * g} times per query: {n} draws of {g}, draw r with sampling seed 1000 (r + 1) + s for both, "
+            f"pooled by mean")
 
 
 def _answers(counts: Mapping[str, int], top: int = 3) -> str:
@@ -117,37 +117,34 @@ def query_section(summary: Mapping[str, Any]) -> str:
              "| query | type | gold | R_ans start | R_ans end | answers start | answers end |", "|---" * 7 + "|"]
     lines += [f"| {i} | {r['answer_type']} | {r['gold']} | {_r(r['start_r_ans'])} | {_r(r['end_r_ans'])} | "
               f"{_answers(r['start_answers'])} | {_answers(r['end_answers'])} |" for i, r in enumerate(rows)]
-    by_gold = yes_share_by_gold(rows)
-    if len(by_gold) == 2:  # both golds present: does the answer move per query or as one prior?
-        (y0, y1), (n0, n1) = by_gold["yes"], by_gold["no"]
-        dy, dn = y1 - y0, n1 - n0
-        if dy * dn > 0:
-            how = ("Both move the same way: the answer shifts as one prior over queries, not per query, so R_ans "
-                   "gains on one gold what it loses on the other.")
-        elif dy == dn == 0:
-            how = "Neither moves."
-        elif dy >= 0 >= dn:
-            how = "They move apart, each toward its queries' gold: the answer moves per query."
-        else:
-            how = "They move apart, each away from its queries' gold."
-        lines.append(f"\nYes/No queries, share of Yes answers start → end: on gold-Yes queries {y0:.2f} → {y1:.2f}, on "
-                     f"gold-No queries {n0:.2f} → {n1:.2f}. {how}")
+    lines.append(prior_line(summary.get("yes_share_change") or {}))
     return "\n".join(lines) + "\n\n"
 
 
-def yes_share_by_gold(rows: list[Mapping[str, Any]]) -> dict[str, tuple[float, float]]:
-    """gold ("yes" / "no") -> (start, end) share of Yes among the answers of the yes/no queries with that gold
-    (unparsed answers count as not Yes)."""
-    out = {}
-    for gold in ("yes", "no"):
-        qs = [r for r in rows if r["answer_type"] == "yes_no" and str(r["gold"]).strip().lower() == gold]
-        if qs:
-            shares = []
-            for which in ("start", "end"):
-                yes = sum(n for r in qs for a, n in r[f"{which}_answers"].items() if a.strip().lower() == "yes")
-                shares.append(yes / max(1, sum(sum(r[f"{which}_answers"].values()) for r in qs)))
-            out[gold] = (shares[0], shares[1])
-    return out
+def prior_line(change: Mapping[str, Mapping[str, Any]]) -> str:
+    """Did the Yes/No answer move toward each query's gold (learnt per query) or one way on all queries (one
+    prior)? Both claims are "toward the gold", each read from its interval; '' without both golds."""
+    if set(change) != {"yes", "no"}:
+        return ""
+    y, n = change["yes"], change["no"]
+    toward_yes = claim_line(f"the Yes share rises on the {y['n_queries']} gold-Yes queries ({y['start']:.2f} → "
+                            f"{y['end']:.2f})", y["diff"], y["ci_low"], y["ci_high"], digits=2)
+    toward_no = claim_line(f"the Yes share falls on the {n['n_queries']} gold-No queries ({n['start']:.2f} → "
+                           f"{n['end']:.2f})", n["diff"], n["ci_low"], n["ci_high"], higher_is_better=False,
+                           digits=2)
+    vy = verdict(y["diff"], y["ci_low"], y["ci_high"])
+    vn = verdict(n["diff"], n["ci_low"], n["ci_high"], higher_is_better=False)
+    if vy == vn == HOLDS:
+        how = "Both move toward their gold beyond their intervals: the answer is learnt per query."
+    elif {vy, vn} == {HOLDS, WORSE}:
+        how = ("The Yes share moves the same way on both golds beyond their intervals: the answer shifts as one "
+               "prior over queries, not per query, so R_ans gains on one gold what it loses on the other.")
+    elif vy == vn == WORSE:
+        how = "Both move away from their gold beyond their intervals."
+    else:
+        how = ("At least one is a tie: these probes cannot tell an answer learnt per query from one prior shared "
+               "by all queries.")
+    return f"\nYes/No queries (seeds x queries intervals):\n\n- {toward_yes}\n- {toward_no}\n\n{how}"
 
 
 def _per_query(summary: Mapping[str, Any]) -> int:
@@ -177,7 +174,7 @@ def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
 Start: {start}. {summary['n_queries']} fixed training queries, every one in every step, {summary['steps']} steps,
 training seeds {summary['seeds']}; recipe `{info['config']['grpo']['config']}` with
 `{json.dumps(info['config']['grpo'].get('overrides', {}), default=str)}`.
-Each policy (the start and every seed's end) re-sampled {_draws(summary)} per query (`rl.probe`), full Stock-R1 reward; interval: {rise['interval']} bootstrap
+Each policy (the start and every seed's end) re-sampled {_draws(summary)} (`rl.probe`), full Stock-R1 reward; interval: {rise['interval']} bootstrap
 ({summary['n_boot']} resamples, the wider of the seeds x queries and the queries-only one).
 
 ## Verdict
