@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "qa_baselines": ("benchmarks.qa.baselines:main", "question-only vs majority / random walk on QA (no policy)"),
     "backtest": ("benchmarks.backtest:main", "z-score signal backtest (Table 6)"),
     "ablation": ("benchmarks.ablation.command:main", "SFT vs GRPO vs u-GRPO and reward ablations (Table 3)"),
+    "ablation_reach": ("benchmarks.ablation.reach:main", "can the ablation's target be met through the tools (readers vs SFT)"),
     "grpo_check": ("benchmarks.grpo_check.command:main", "does GRPO raise the reward of its own training queries (seeds x queries)"),
     "compare": ("benchmarks.compare.command:main", "Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter"),
     "throughput": ("benchmarks.throughput:main", "GRPO step time vs TRL, decoder share of rollout time"),

@@ -37,7 +37,14 @@ import numpy as np
 import torch
 
 from benchmarks.qa.answers import answer_spread, spread_md
-from benchmarks.qa.reuse import ROLLOUT_BATCH, fingerprint, reused_pairs, rollout_record, write_reuse_index
+from benchmarks.qa.reuse import (
+    ROLLOUT_BATCH,
+    fingerprint,
+    reused_pairs,
+    rollout_record,
+    rollout_settings,
+    write_reuse_index,
+)
 from benchmarks.qa.targets import READER, family_comparisons, own_trajectory, targets, targets_md
 from forecast_action.build import load_decoder
 from llm.policy import Policy, PolicyConfig
@@ -349,8 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     spreads: dict[str, list[dict]] = {}
     rollouts: list[dict] = []  # every rollout of every policy row, for re-grading without re-decoding
     fingerprints: dict[str, str] = {}
-    settings = {"data": cfg.get("data", {}), "max_new_tokens": args.max_new_tokens, "threads": args.threads,
-                "max_context_chars": cfg.get("max_context_chars"), "device": args.device}
+    settings = rollout_settings(cfg, args.max_new_tokens, args.threads, args.device)
     t0 = time.time()
     policy_hits: dict[str, np.ndarray] = {}
     arms = ((args.name, run, args.n), (f"{args.name}-no-ts-tokens", args.ablation_checkpoint, args.n),

@@ -58,6 +58,13 @@ def stored_rollout(rec: Mapping[str, Any]) -> StoredRollout:
                          n_generated=int(rec["n_generated"]))
 
 
+def rollout_settings(run_cfg: Mapping[str, Any], max_new_tokens: int, threads: int, device: str = "cpu") -> dict[str, Any]:
+    """The decoding settings a fingerprint covers, from the SFT run's config (its data section and context
+    length) and the command's flags: one definition for ``bench qa`` and every reader of its rollouts."""
+    return {"data": run_cfg.get("data", {}), "max_new_tokens": max_new_tokens, "threads": threads,
+            "max_context_chars": run_cfg.get("max_context_chars"), "device": device}
+
+
 def fingerprint(run_dir: Path, qa_path: Path, settings: Mapping[str, Any]) -> str:
     """sha256 of everything that enters a greedy rollout of ``run_dir`` (see the module docstring)."""
     h = hashlib.sha256()
