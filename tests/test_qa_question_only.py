@@ -102,6 +102,8 @@ def test_classifier_by_hand() -> None:
     p_yes = clf.proba(probe)[:, clf.classes.index("Yes")]
     np.testing.assert_allclose(p_yes, [0.75, 0.5, 0.25], atol=0.01)
     assert [clf.answer(it) for it in (probe[0], probe[2])] == ["Yes", "No"]
+    # the middle value is a tie to within float rounding: it goes to the first class in sorted order, "No"
+    assert clf.classes[:2] == ["No", "Yes"] and clf.answer(probe[1]) == "No"
 
 
 def other_answer(it: QAItem) -> str:
