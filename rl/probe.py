@@ -10,12 +10,14 @@ answer reward) of its own training queries above the SFT policy's, beyond the sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from llm.logprobs import token_logprobs
+from llm.special_tokens import ANSWER_OPEN
 from rl.rewards import PENALTY, REWARD_NAMES, RewardWeights, variance_shares
 from rl.soft_tokens import soft_tokens
 from rl.trainer import GRPOSample, StockR1Scorer
@@ -61,3 +63,52 @@ def probe_rewards(engine, samples: Sequence[GRPOSample], thresholds: Any, group_
 def _mean_or_none(v: np.ndarray) -> float | None:
     v = np.asarray(v, dtype=np.float64)
     return None if np.isnan(v).all() else float(np.nanmean(v))
+
+
+def answer_contexts(engine, samples: Sequence[GRPOSample], group_size: int, seed: int) -> list[dict[str, Any]]:
+    """Fixed contexts for ``answer_logodds``: ``group_size`` rollouts per yes/no query of ``samples`` sampled
+    from ``engine``'s policy (the start), each cut right after the first ``<answer>`` it wrote, as
+    ``{query, gold, ids, given}``: the query's index in ``samples``, its gold answer, the token ids (prompt,
+    reasoning, tool observation, ``<answer>``) and the answer the rollout went on to give. A rollout that
+    never wrote ``<answer>`` gives no context."""
+    yes_no = [i for i, s in enumerate(samples) if s.columns.get("answer_type") == "yes_no"]
+    if not yes_no:
+        return []
+    torch.manual_seed(seed)
+    if getattr(engine, "generator", None) is not None:
+        engine.generator.manual_seed(seed)
+    picked = [samples[i] for i in yes_no]
+    with torch.no_grad():
+        rollouts = engine.generate([s.prompt for s in picked], soft_tokens(picked), [s.sample_ref for s in picked],
+                                   num_return_sequences=group_size)
+    tag = engine.tokenizer.convert_tokens_to_ids(ANSWER_OPEN)
+    out = []
+    for r in rollouts:
+        cut = next((t for t, (tok, g) in enumerate(zip(r.token_ids, r.gen_mask, strict=True)) if g and tok == tag), None)
+        if cut is not None:
+            q = yes_no[r.prompt_index]
+            out.append({"query": q, "gold": samples[q].columns.get("answer"), "ids": list(r.token_ids[:cut + 1]),
+                        "given": r.answer})
+    return out
+
+
+def answer_logodds(policy, samples: Sequence[GRPOSample], contexts: Sequence[Mapping[str, Any]],
+                   yes: str = "Yes", no: str = "No") -> list[float]:
+    """Per context of ``answer_contexts``: ``policy``'s log p(Yes) − log p(No) for the answer written right
+    after ``<answer>`` (temperature 1; a word of several tokens: the sum of their log-probs), with the
+    context's text fixed, so two policies are compared on the same reasoning and observation without
+    sampling noise. The soft tokens are the query's (``soft_tokens``; the decoder is frozen during RL, so
+    the start's and an end's agree)."""
+    words = [policy.tokenizer.encode(w, add_special_tokens=False) for w in (yes, no)]
+    ts = soft_tokens(samples)
+    out = []
+    for c in contexts:
+        lp = []
+        for w in words:  # one forward per answer word, logits only over the word's positions
+            x = torch.tensor([list(c["ids"]) + w], dtype=torch.long)
+            with torch.no_grad():
+                t = token_logprobs(policy, x, torch.ones_like(x), None if ts is None else ts[c["query"]][None],
+                                   logits_to_keep=len(w))
+            lp.append(float(t[0, -len(w):].sum()))
+        out.append(lp[0] - lp[1])
+    return out

@@ -42,7 +42,7 @@ from llm.special_tokens import ts_placeholders
 from llm.tokenizer import chat_prompt
 from llm.tools import ForecastTool
 from rl.logging import RunLogger
-from rl.probe import probe_rewards
+from rl.probe import answer_contexts, answer_logodds, probe_rewards
 from rl.run_config import GRPORunConfig, RolloutConfig
 from rl.soft_tokens import SoftTokenSource
 from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
@@ -260,3 +260,21 @@ def probe_run(config: str | Path | Mapping[str, Any], run_dir: str | Path | None
         decoder = load_decoder(Path(run_dir) / "decoder")
     engine = st.engine(policy.eval(), decoder, max_batch_rows=max_batch_rows)
     return probe_rewards(engine, st.samples, st.thresholds, group_size, seed, st.train_cfg.rewards)
+
+
+def answer_contexts_run(config: str | Path | Mapping[str, Any], sft_dir: str | Path | None, group_size: int,
+                        seed: int, overrides: Mapping[str, Any] | None = None,
+                        max_batch_rows: int | None = 16) -> list[dict[str, Any]]:
+    """``rl.probe.answer_contexts`` of the start policy on the training queries the GRPO config draws."""
+    st = build_setup(load_config(config, overrides), None if sft_dir is None else Path(sft_dir))
+    engine = st.engine(st.policy.eval(), st.decoder, max_batch_rows=max_batch_rows)
+    return answer_contexts(engine, st.samples, group_size, seed)
+
+
+def answer_logodds_run(config: str | Path | Mapping[str, Any], run_dir: str | Path | None,
+                       sft_dir: str | Path | None, contexts: list[dict[str, Any]],
+                       overrides: Mapping[str, Any] | None = None) -> list[float]:
+    """``rl.probe.answer_logodds`` of the policy in ``run_dir`` (None: the start) on fixed ``contexts``."""
+    st = build_setup(load_config(config, overrides), None if sft_dir is None else Path(sft_dir))
+    policy = st.policy if run_dir is None else Policy.load(Path(run_dir) / "policy")
+    return answer_logodds(policy.eval(), st.samples, contexts)

@@ -190,7 +190,8 @@ def test_the_check_runs_end_to_end_on_the_tiny_random_init_policy(tmp_path: Path
                       "loss": {"beta": 0.04}}, "wandb": {"mode": "disabled"}}
     (tmp_path / "grpo.yaml").write_text(yaml.safe_dump(grpo))
     check = {"grpo": {"config": str(tmp_path / "grpo.yaml"), "overrides": {}}, "sft_run_dir": None, "n_queries": 8,
-             "steps": 2, "seeds": [0, 1], "probe_group_size": 2, "probe_repeats": 2, "window": 1, "work_dir": str(tmp_path / "work"),
+             "steps": 2, "seeds": [0, 1], "probe_group_size": 2, "probe_repeats": 2, "answer_contexts": 2,
+             "window": 1, "work_dir": str(tmp_path / "work"),
              "threads": 1, "n_boot": 100}
     (tmp_path / "check.yaml").write_text(yaml.safe_dump(check))
     out = tmp_path / "out"
@@ -208,7 +209,12 @@ def test_the_check_runs_end_to_end_on_the_tiny_random_init_policy(tmp_path: Path
     assert set(steps) == {"0", "1"}
     # two probe draws of G 2 per policy, each cached on its own, pooled into one record of 4 rollouts per query
     assert {p.name for p in (tmp_path / "work" / "probe").iterdir()} == {
-        f"{w}-s{s}-g2{r}.json" for w in ("start", "end") for s in (0, 1) for r in ("", "-r1")}
+        f"{w}-s{s}-g2{r}.json" for w in ("start", "end") for s in (0, 1) for r in ("", "-r1")} | {
+        "answer-contexts-g2.json", "logodds-start-g2.json", "logodds-end-s0-g2.json", "logodds-end-s1-g2.json"}
+    # one log-odds per context for every policy (12 tokens rarely reach <answer>: often none)
+    n_ctx = len(json.loads((tmp_path / "work" / "probe" / "answer-contexts-g2.json").read_text())["contexts"])
+    for name in ("logodds-start-g2.json", "logodds-end-s0-g2.json"):
+        assert len(json.loads((tmp_path / "work" / "probe" / name).read_text())["logodds"]) == n_ctx
     assert s["probe_repeats"] == 2 and s["per_query_draws"] == 2 and len(s["per_query"]) == 8
     assert all(sum(q["start_answers"].values()) == 2 * 2 * 2 for q in s["per_query"])  # seeds x draws x G
     text = (out / "README.md").read_text()

@@ -46,7 +46,7 @@ from benchmarks.ablation.command import sft_start
 from benchmarks.ablation.summary import interval, read_metric
 from benchmarks.grpo_check.report import STEP_KEYS, plot, readme
 from rl.run_config import GRPORunConfig
-from rl.setup import load_config, probe_run, run_grpo
+from rl.setup import answer_contexts_run, answer_logodds_run, load_config, probe_run, run_grpo
 from stockr1.config import (
     YamlConfig,
     as_plain,
@@ -62,6 +62,7 @@ from stockr1.outdir import command_line, output_dir, refuse_existing
 
 MIN_QUERIES, MIN_SEEDS = 8, 2
 PROBE_SEED = 1000  # probe sampling seeds 1000 + s: not the training seeds
+CONTEXT_SEED = 999  # sampling seed of the start's fixed answer contexts (answer_contexts)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class GRPOCheckConfig(YamlConfig):
     seeds: tuple[int, ...] = (0, 1)
     probe_group_size: int = 8
     probe_repeats: int = 1  # independent draws of probe_group_size rollouts per query, pooled (probe_draws)
+    answer_contexts: int = 0  # start rollouts per yes/no query whose answer log-odds every policy is read on (0: off)
     window: int = 3  # steps averaged at the start and the end of each training curve (descriptive)
     work_dir: str = "checkpoints/grpo_check"
     ckpt_every: int | None = None  # GRPO checkpoint interval (None = only at the end); a killed run resumes there
@@ -98,8 +100,9 @@ class GRPOCheckConfig(YamlConfig):
         if cfg.ckpt_every is not None and cfg.ckpt_every < 1:
             raise ValueError(f"ckpt_every must be >= 1 (or null: at the end), got {cfg.ckpt_every}")
         if (cfg.steps < 1 or cfg.probe_group_size < 2 or cfg.probe_repeats < 1 or cfg.window < 1 or cfg.threads < 1
-                or cfg.n_boot < 1):
-            raise ValueError("steps, probe_repeats, window, threads, n_boot must be >= 1 and probe_group_size >= 2")
+                or cfg.n_boot < 1 or cfg.answer_contexts < 0):
+            raise ValueError("steps, probe_repeats, window, threads, n_boot must be >= 1, probe_group_size >= 2 and "
+                             "answer_contexts >= 0")
         check_merged(GRPORunConfig, cfg.grpo.config, run_overrides(cfg, cfg.seeds[0]), "grpo_check grpo.overrides")
         return cfg
 
@@ -211,6 +214,7 @@ def run_check(cfg: GRPOCheckConfig, log=print) -> dict[str, Any]:
                 for name, seed in probe_draws(cfg, which, s)])
             timings[f"probe/{which}-s{s}"] = time.perf_counter() - t0
         steps[s] = read_steps(run_dir / "metrics.jsonl")
+    logodds = read_logodds(cfg, work, sft, timings) if cfg.answer_contexts else None
     full = load_config(cfg.grpo.config, run_overrides(cfg, cfg.seeds[0]))
     t, r = full.get("train", {}), full.get("rollout", {})
     loss = t.get("loss", {})
@@ -221,7 +225,56 @@ def run_check(cfg: GRPOCheckConfig, log=print) -> dict[str, Any]:
               "uncertainty": t.get("uncertainty", {}).get("enabled")}
     start = sft_start(sft, False) if sft is not None else {"policy_base": str(full.get("policy", {}).get(
         "name_or_path")) + " (config's policy, random init)", "sft_release_hash": None, "sft_run_dir": None}
-    return {"probe": probes, "steps": steps, "timings": timings, "recipe": recipe, "start": start}
+    return {"probe": probes, "steps": steps, "timings": timings, "recipe": recipe, "start": start, "logodds": logodds}
+
+
+def read_logodds(cfg: GRPOCheckConfig, work: Path, sft: Path | None, timings: dict[str, float]) -> dict[str, Any]:
+    """The start's fixed answer contexts (``rl.probe.answer_contexts``, sampling seed ``CONTEXT_SEED``) and
+    every policy's log-odds of Yes on them: {contexts (without their token ids), start [C], end {seed: [C]}},
+    each cached under ``work_dir/probe``."""
+    over = run_overrides(cfg, cfg.seeds[0])  # the queries and rollout settings do not depend on the seed
+    g = cfg.answer_contexts
+    t0 = time.perf_counter()
+    ctx = _cached(work / "probe" / f"answer-contexts-g{g}.json",
+                  lambda: {"contexts": answer_contexts_run(cfg.grpo.config, sft, g, CONTEXT_SEED, over)})["contexts"]
+    timings["answer_contexts"] = time.perf_counter() - t0
+    out: dict[str, Any] = {"contexts": [{k: v for k, v in c.items() if k != "ids"} for c in ctx], "end": {}}
+    for which, s in (("start", None), *(("end", s) for s in cfg.seeds)):
+        t0 = time.perf_counter()
+        name = f"logodds-{which}" + ("" if s is None else f"-s{s}") + f"-g{g}.json"
+        vals = _cached(work / "probe" / name, lambda s=s: {"logodds": answer_logodds_run(
+            cfg.grpo.config, None if s is None else work / f"s{s}", sft, ctx, over)})["logodds"]
+        if s is None:
+            out["start"] = vals
+        else:
+            out["end"][s] = vals
+        timings[f"logodds/{which}" + ("" if s is None else f"-s{s}")] = time.perf_counter() - t0
+    return out
+
+
+def logodds_change(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: int) -> dict[str, dict[str, Any]] | None:
+    """gold ("yes" / "no") -> the change end − start of the log-odds of Yes after ``<answer>`` on the start's
+    fixed contexts, per (seed, query) the mean over the query's contexts, with ``interval`` (seeds x queries;
+    its verdict reads "the log-odds of Yes rose"), and the mean log-odds at the start and the end. As
+    ``yes_share_change`` but teacher-forced: no sampling noise beyond the choice of contexts. A gold with
+    fewer than 2 queries is left out; None without log-odds."""
+    if not logodds:
+        return None
+    ctx = logodds["contexts"]
+    start = np.asarray(logodds["start"], dtype=np.float64)
+    end = {int(s): np.asarray(v, dtype=np.float64) for s, v in logodds["end"].items()}
+    out = {}
+    for gold in ("yes", "no"):
+        queries = sorted({c["query"] for c in ctx if str(c["gold"]).strip().lower() == gold})
+        if len(queries) < 2:
+            continue
+        rows = [np.array([i for i, c in enumerate(ctx) if c["query"] == q]) for q in queries]
+        s0 = np.array([start[r].mean() for r in rows])
+        ends = {s: np.array([end[s][r].mean() for r in rows]) for s in seeds}
+        out[gold] = {"n_queries": len(queries), "n_contexts": int(sum(len(r) for r in rows)),
+                     "start": float(s0.mean()), "end": float(np.mean(list(ends.values()))),
+                     **interval(ends, dict.fromkeys(seeds, s0), n_boot)}
+    return out
 
 
 def _spread(vals: list[float]) -> dict[str, float]:
@@ -266,7 +319,8 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
             "end_reward": _spread([end[s]["reward_total"] for s in seeds]),
             "start_variance_share": _mean_shares([start[s].get("variance_share") or {} for s in seeds]),
             "per_query": per_query_answers(start, end, seeds),
-            "yes_share_change": yes_share_change(start, end, seeds, cfg.n_boot)}
+            "yes_share_change": yes_share_change(start, end, seeds, cfg.n_boot),
+            "answer_contexts": cfg.answer_contexts, "logodds_change": logodds_change(res.get("logodds"), seeds, cfg.n_boot)}
 
 
 def _yes_share(answers: list[Any]) -> float:

@@ -121,30 +121,49 @@ def query_section(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def prior_line(change: Mapping[str, Mapping[str, Any]]) -> str:
+def prior_line(change: Mapping[str, Mapping[str, Any]], what: str = "the Yes share",
+               heading: str = "Yes/No queries (seeds x queries intervals)", source: str = "these probes",
+               digits: int = 2) -> str:
     """Did the Yes/No answer move toward each query's gold (learnt per query) or one way on all queries (one
-    prior)? Both claims are "toward the gold", each read from its interval; '' without both golds."""
+    prior)? ``what`` is the measure of Yes (its share of sampled answers, or its teacher-forced log-odds);
+    both claims are "toward the gold", each read from its interval; '' without both golds."""
     if set(change) != {"yes", "no"}:
         return ""
     y, n = change["yes"], change["no"]
-    toward_yes = claim_line(f"the Yes share rises on the {y['n_queries']} gold-Yes queries ({y['start']:.2f} → "
-                            f"{y['end']:.2f})", y["diff"], y["ci_low"], y["ci_high"], digits=2)
-    toward_no = claim_line(f"the Yes share falls on the {n['n_queries']} gold-No queries ({n['start']:.2f} → "
-                           f"{n['end']:.2f})", n["diff"], n["ci_low"], n["ci_high"], higher_is_better=False,
-                           digits=2)
+    f = f"{{:.{digits}f}}"
+    toward_yes = claim_line(f"{what} rises on the {y['n_queries']} gold-Yes queries ({f.format(y['start'])} → "
+                            f"{f.format(y['end'])})", y["diff"], y["ci_low"], y["ci_high"], digits=digits)
+    toward_no = claim_line(f"{what} falls on the {n['n_queries']} gold-No queries ({f.format(n['start'])} → "
+                           f"{f.format(n['end'])})", n["diff"], n["ci_low"], n["ci_high"], higher_is_better=False,
+                           digits=digits)
     vy = verdict(y["diff"], y["ci_low"], y["ci_high"])
     vn = verdict(n["diff"], n["ci_low"], n["ci_high"], higher_is_better=False)
     if vy == vn == HOLDS:
         how = "Both move toward their gold beyond their intervals: the answer is learnt per query."
     elif {vy, vn} == {HOLDS, WORSE}:
-        how = ("The Yes share moves the same way on both golds beyond their intervals: the answer shifts as one "
-               "prior over queries, not per query, so R_ans gains on one gold what it loses on the other.")
+        how = (f"{what[0].upper() + what[1:]} moves the same way on both golds beyond their intervals: the answer "
+               "shifts as one prior over queries, not per query, so R_ans gains on one gold what it loses on the other.")
     elif vy == vn == WORSE:
         how = "Both move away from their gold beyond their intervals."
     else:
-        how = ("At least one is a tie: these probes cannot tell an answer learnt per query from one prior shared "
-               "by all queries.")
-    return f"\nYes/No queries (seeds x queries intervals):\n\n- {toward_yes}\n- {toward_no}\n\n{how}"
+        how = (f"At least one is a tie: {source} cannot tell an answer learnt per query from one prior shared by "
+               "all queries.")
+    return f"\n{heading}:\n\n- {toward_yes}\n- {toward_no}\n\n{how}"
+
+
+def logodds_section(summary: Mapping[str, Any]) -> str:
+    """The teacher-forced version of the Yes-share claims, or '' when the check read no log-odds."""
+    change = summary.get("logodds_change")
+    if not change or set(change) != {"yes", "no"}:
+        return ""
+    n_ctx = change["yes"]["n_contexts"] + change["no"]["n_contexts"]
+    intro = (f"## The answer's log-odds on fixed contexts\n\nThe start wrote {summary['answer_contexts']} rollouts "
+             f"per yes/no query (sampling seed 999); the {n_ctx} that reached `<answer>` are cut there, and every "
+             "policy (the start, each seed's end) gives log p(Yes) − log p(No) for the next token on that same "
+             "text (`rl.probe.answer_logodds`, temperature 1). The reasoning and the observation are held fixed, "
+             "so this measures how each policy maps a context to its answer, without sampling noise.\n")
+    return intro + prior_line(change, "the log-odds of Yes", "Per gold (seeds x queries intervals)",
+                              "the log-odds", digits=2) + "\n\n"
 
 
 def _per_query(summary: Mapping[str, Any]) -> int:
@@ -193,7 +212,7 @@ Each policy (the start and every seed's end) re-sampled {_draws(summary)} (`rl.p
 ## Per step (mean ± std over seeds)
 
 {step_table(summary)}
-{query_section(summary)}## Diagnostics
+{query_section(summary)}{logodds_section(summary)}## Diagnostics
 
 {chr(10).join(f"- {d}" for d in diagnostics(summary))}
 {figs}

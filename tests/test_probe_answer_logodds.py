@@ -1,0 +1,84 @@
+"""The answer's log-odds on fixed contexts (rl.probe.answer_logodds; grpo_check's teacher-forced version of
+the Yes-share claims): it is log p(Yes) − log p(No) from the policy's own logits, summed over a word's
+tokens, it reads the context, and the per-gold claims are computed and worded by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from benchmarks.grpo_check.command import logodds_change
+from benchmarks.grpo_check.report import logodds_section
+from llm.policy import Policy
+from llm.special_tokens import ANSWER_OPEN
+from rl.probe import answer_logodds
+from rl.trainer import GRPOSample
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return Policy.load(ROOT / "release" / "tiny" / "sft" / "policy").eval()
+
+
+def _word_logprob(policy: Policy, ctx: list[int], word: list[int]) -> float:
+    """By hand: the log-softmax of the full logits at each of the word's positions."""
+    x = torch.tensor([ctx + word])
+    with torch.no_grad():
+        logp = torch.log_softmax(policy(x, torch.ones_like(x), None).logits[0].float(), -1)
+    return float(sum(logp[len(ctx) - 1 + i, t] for i, t in enumerate(word)))
+
+
+def test_logodds_is_the_next_token_logprob_gap_and_reads_the_context(policy: Policy) -> None:
+    tok = policy.tokenizer
+    tag = tok.convert_tokens_to_ids(ANSWER_OPEN)
+    yes, no = (tok.encode(w, add_special_tokens=False) for w in ("Yes", "No"))
+    a = tok.encode("the stock rose 3% and will rise", add_special_tokens=False) + [tag]
+    b = tok.encode("volatility fell; the close stays below", add_special_tokens=False) + [tag]
+    got = answer_logodds(policy, [GRPOSample("p", 0)], [{"query": 0, "ids": a}, {"query": 0, "ids": b}])
+    want = [_word_logprob(policy, c, yes) - _word_logprob(policy, c, no) for c in (a, b)]
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    assert abs(got[0] - got[1]) > 1e-4  # another context, another answer distribution
+    two = tok.encode("Yes indeed", add_special_tokens=False)  # a word of several tokens: their log-probs summed
+    assert len(two) > 1
+    got2 = answer_logodds(policy, [GRPOSample("p", 0)], [{"query": 0, "ids": a}], yes="Yes indeed")
+    assert got2[0] == pytest.approx(_word_logprob(policy, a, two) - _word_logprob(policy, a, no), abs=1e-4)
+
+
+def _logodds(yes_shift: float, no_shift: float) -> dict:
+    """2 gold-Yes and 2 gold-No queries, 2 contexts each, start log-odds 0 (+ context noise); seed s's end
+    shifts gold-Yes contexts by ``yes_shift`` and gold-No ones by ``no_shift``."""
+    rng = np.random.default_rng(0)
+    ctx = [{"query": q, "gold": "Yes" if q < 2 else "No", "given": "Yes"} for q in range(4) for _ in range(2)]
+    start = rng.normal(0, 0.05, len(ctx))
+    shift = np.array([yes_shift if c["gold"] == "Yes" else no_shift for c in ctx])
+    end = {s: (start + shift + rng.normal(0, 0.05, len(ctx))).tolist() for s in (0, 1)}
+    return {"contexts": ctx, "start": start.tolist(), "end": end}
+
+
+def test_logodds_change_per_gold_by_hand() -> None:
+    lo = _logodds(1.0, 1.0)
+    change = logodds_change(lo, [0, 1], n_boot=200)
+    start = np.asarray(lo["start"])
+    assert change["yes"]["n_queries"] == 2 and change["yes"]["n_contexts"] == 4
+    assert change["yes"]["start"] == pytest.approx(start[:4].mean())
+    want = np.mean([np.mean(lo["end"][s][:4]) for s in (0, 1)]) - start[:4].mean()
+    assert change["yes"]["diff"] == pytest.approx(want)
+    assert change["yes"]["verdict"] == "holds" and change["no"]["verdict"] == "holds"  # both rose (claim read: rise)
+    assert logodds_change(None, [0, 1], 100) is None
+
+
+@pytest.mark.parametrize(("shifts", "words"), [
+    ((1.0, -1.0), "the answer is learnt per query"),
+    ((1.0, 1.0), "the answer shifts as one prior over queries"),
+    ((0.0, 0.0), "the log-odds cannot tell an answer learnt per query from one prior"),
+])
+def test_the_logodds_section_reads_each_golds_interval(shifts, words) -> None:
+    change = logodds_change(_logodds(*shifts), [0, 1], n_boot=200)
+    text = logodds_section({"logodds_change": change, "answer_contexts": 2})
+    assert "## The answer's log-odds on fixed contexts" in text and "the 8 that reached `<answer>`" in text
+    assert "the log-odds of Yes rises on the 2 gold-Yes queries" in text and words in text
