@@ -65,12 +65,25 @@ def _mean_or_none(v: np.ndarray) -> float | None:
     return None if np.isnan(v).all() else float(np.nanmean(v))
 
 
-def answer_contexts(engine, samples: Sequence[GRPOSample], group_size: int, seed: int) -> list[dict[str, Any]]:
+def decision_point(ids: Sequence[int], gen_mask: Sequence[int], tag: int, spaced: Sequence[int]) -> int | None:
+    """Where a rollout decides its yes/no answer: the last model-written ``spaced`` token (" Yes" / " No")
+    before its first ``<answer>`` tag, the word its conclusion states ("So the answer (Yes or No) is No."),
+    which the tag then copies; None when it wrote no tag."""
+    cut = next((t for t, (tok, g) in enumerate(zip(ids, gen_mask, strict=True)) if g and tok == tag), None)
+    if cut is None:
+        return None
+    return next((t for t in range(cut - 1, -1, -1) if gen_mask[t] and ids[t] in spaced), cut + 1)
+
+
+def answer_contexts(engine, samples: Sequence[GRPOSample], group_size: int, seed: int,
+                    yes: str = "Yes", no: str = "No") -> list[dict[str, Any]]:
     """Fixed contexts for ``answer_logodds``: ``group_size`` rollouts per yes/no query of ``samples`` sampled
-    from ``engine``'s policy (the start), each cut right after the first ``<answer>`` it wrote, as
-    ``{query, gold, ids, given}``: the query's index in ``samples``, its gold answer, the token ids (prompt,
-    reasoning, tool observation, ``<answer>``) and the answer the rollout went on to give. A rollout that
-    never wrote ``<answer>`` gives no context."""
+    from ``engine``'s policy (the start), each cut at its decision point (``decision_point``), as
+    ``{query, gold, ids, words, given}``: the query's index in ``samples``, its gold answer, the token ids
+    up to the decision (prompt, reasoning, tool observation, then "... is"), the two answer words as they
+    would be written there (" Yes" / " No" in a conclusion; "Yes" / "No" right after ``<answer>`` when the
+    rollout stated none) and the answer the rollout went on to give. A rollout that never wrote
+    ``<answer>`` gives no context."""
     yes_no = [i for i, s in enumerate(samples) if s.columns.get("answer_type") == "yes_no"]
     if not yes_no:
         return []
@@ -81,30 +94,34 @@ def answer_contexts(engine, samples: Sequence[GRPOSample], group_size: int, seed
     with torch.no_grad():
         rollouts = engine.generate([s.prompt for s in picked], soft_tokens(picked), [s.sample_ref for s in picked],
                                    num_return_sequences=group_size)
-    tag = engine.tokenizer.convert_tokens_to_ids(ANSWER_OPEN)
+    tok = engine.tokenizer
+    tag = tok.convert_tokens_to_ids(ANSWER_OPEN)
+    spaced = [tok.encode(" " + w, add_special_tokens=False) for w in (yes, no)]
+    spaced_ids = [w[0] for w in spaced if len(w) == 1]  # a word of several tokens has no single decision token
     out = []
     for r in rollouts:
-        cut = next((t for t, (tok, g) in enumerate(zip(r.token_ids, r.gen_mask, strict=True)) if g and tok == tag), None)
-        if cut is not None:
-            q = yes_no[r.prompt_index]
-            out.append({"query": q, "gold": samples[q].columns.get("answer"), "ids": list(r.token_ids[:cut + 1]),
-                        "given": r.answer})
+        j = decision_point(r.token_ids, r.gen_mask, tag, spaced_ids)
+        if j is None:
+            continue
+        q = yes_no[r.prompt_index]
+        after_tag = r.token_ids[j - 1] == tag
+        out.append({"query": q, "gold": samples[q].columns.get("answer"), "ids": list(r.token_ids[:j]),
+                    "words": [yes, no] if after_tag else [" " + yes, " " + no], "given": r.answer})
     return out
 
 
-def answer_logodds(policy, samples: Sequence[GRPOSample], contexts: Sequence[Mapping[str, Any]],
-                   yes: str = "Yes", no: str = "No") -> list[float]:
-    """Per context of ``answer_contexts``: ``policy``'s log p(Yes) − log p(No) for the answer written right
-    after ``<answer>`` (temperature 1; a word of several tokens: the sum of their log-probs), with the
+def answer_logodds(policy, samples: Sequence[GRPOSample], contexts: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Per context of ``answer_contexts``: ``policy``'s log p(Yes) − log p(No) for the context's two answer
+    ``words`` written next (temperature 1; a word of several tokens: the sum of their log-probs), with the
     context's text fixed, so two policies are compared on the same reasoning and observation without
     sampling noise. The soft tokens are the query's (``soft_tokens``; the decoder is frozen during RL, so
     the start's and an end's agree)."""
-    words = [policy.tokenizer.encode(w, add_special_tokens=False) for w in (yes, no)]
     ts = soft_tokens(samples)
     out = []
     for c in contexts:
         lp = []
-        for w in words:  # one forward per answer word, logits only over the word's positions
+        for word in c["words"]:  # one forward per answer word, logits only over the word's positions
+            w = policy.tokenizer.encode(word, add_special_tokens=False)
             x = torch.tensor([list(c["ids"]) + w], dtype=torch.long)
             with torch.no_grad():
                 t = token_logprobs(policy, x, torch.ones_like(x), None if ts is None else ts[c["query"]][None],

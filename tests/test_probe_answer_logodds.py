@@ -14,7 +14,7 @@ from benchmarks.grpo_check.command import logodds_change
 from benchmarks.grpo_check.report import logodds_section
 from llm.policy import Policy
 from llm.special_tokens import ANSWER_OPEN
-from rl.probe import answer_logodds
+from rl.probe import answer_logodds, decision_point
 from rl.trainer import GRPOSample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,13 +39,15 @@ def test_logodds_is_the_next_token_logprob_gap_and_reads_the_context(policy: Pol
     yes, no = (tok.encode(w, add_special_tokens=False) for w in ("Yes", "No"))
     a = tok.encode("the stock rose 3% and will rise", add_special_tokens=False) + [tag]
     b = tok.encode("volatility fell; the close stays below", add_special_tokens=False) + [tag]
-    got = answer_logodds(policy, [GRPOSample("p", 0)], [{"query": 0, "ids": a}, {"query": 0, "ids": b}])
+    words = ["Yes", "No"]
+    got = answer_logodds(policy, [GRPOSample("p", 0)], [{"query": 0, "ids": a, "words": words},
+                                                         {"query": 0, "ids": b, "words": words}])
     want = [_word_logprob(policy, c, yes) - _word_logprob(policy, c, no) for c in (a, b)]
     np.testing.assert_allclose(got, want, atol=1e-4)
     assert abs(got[0] - got[1]) > 1e-4  # another context, another answer distribution
     two = tok.encode("Yes indeed", add_special_tokens=False)  # a word of several tokens: their log-probs summed
     assert len(two) > 1
-    got2 = answer_logodds(policy, [GRPOSample("p", 0)], [{"query": 0, "ids": a}], yes="Yes indeed")
+    got2 = answer_logodds(policy, [GRPOSample("p", 0)], [{"query": 0, "ids": a, "words": ["Yes indeed", "No"]}])
     assert got2[0] == pytest.approx(_word_logprob(policy, a, two) - _word_logprob(policy, a, no), abs=1e-4)
 
 
@@ -82,3 +84,14 @@ def test_the_logodds_section_reads_each_golds_interval(shifts, words) -> None:
     text = logodds_section({"logodds_change": change, "answer_contexts": 2})
     assert "## The answer's log-odds on fixed contexts" in text and "the 8 that reached `<answer>`" in text
     assert "the log-odds of Yes rises on the 2 gold-Yes queries" in text and words in text
+
+
+def test_the_decision_point_is_the_last_written_yes_or_no_before_the_tag() -> None:
+    """Tokens: 5 = " Yes", 6 = " No", 9 = <answer>; mask 0 = prompt or tool observation."""
+    ids = [1, 6, 2, 3, 5, 4, 6, 7, 9, 6]
+    gen = [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
+    assert decision_point(ids, gen, 9, [5, 6]) == 6  # "... is No ." <answer>: the conclusion's word
+    assert decision_point([1, 6, 2, 9, 5], [0, 0, 1, 1, 1], 9, [5, 6]) == 4  # none written (the prompt's
+    # " No" is not the model's): right after the tag
+    assert decision_point([1, 5, 2, 3], [0, 1, 1, 1], 9, [5, 6]) is None  # no tag: no context
+    assert decision_point([1, 6, 5, 9], [0, 1, 0, 1], 9, [5, 6]) == 1  # an observation's " Yes" is not a decision

@@ -158,9 +158,11 @@ def logodds_section(summary: Mapping[str, Any]) -> str:
         return ""
     n_ctx = change["yes"]["n_contexts"] + change["no"]["n_contexts"]
     intro = (f"## The answer's log-odds on fixed contexts\n\nThe start wrote {summary['answer_contexts']} rollouts "
-             f"per yes/no query (sampling seed 999); the {n_ctx} that reached `<answer>` are cut there, and every "
-             "policy (the start, each seed's end) gives log p(Yes) − log p(No) for the next token on that same "
-             "text (`rl.probe.answer_logodds`, temperature 1). The reasoning and the observation are held fixed, "
+             f"per yes/no query (sampling seed 999); the {n_ctx} that reached `<answer>` are cut where each decides: "
+             "before the last \" Yes\" / \" No\" it wrote ahead of the tag, the word its conclusion states and the "
+             "tag copies (right after the tag when it stated none; `rl.probe.decision_point`). Every policy (the "
+             "start, each seed's end) gives log p(Yes) − log p(No) for the word written there, on that same text "
+             "(`rl.probe.answer_logodds`, temperature 1). The reasoning and the observation are held fixed, "
              "so this measures how each policy maps a context to its answer, without sampling noise.\n")
     return intro + prior_line(change, "the log-odds of Yes", "Per gold (seeds x queries intervals)",
                               "the log-odds", digits=2) + "\n\n"
