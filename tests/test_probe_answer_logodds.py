@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from benchmarks.grpo_check.command import logodds_change
-from benchmarks.grpo_check.report import logodds_section
+from benchmarks.grpo_check.report import blocking_line, logodds_section
 from llm.policy import Policy
 from llm.special_tokens import ANSWER_OPEN
 from rl.probe import answer_logodds, decision_point
@@ -95,3 +95,20 @@ def test_the_decision_point_is_the_last_written_yes_or_no_before_the_tag() -> No
     # " No" is not the model's): right after the tag
     assert decision_point([1, 5, 2, 3], [0, 1, 1, 1], 9, [5, 6]) is None  # no tag: no context
     assert decision_point([1, 6, 5, 9], [0, 1, 0, 1], 9, [5, 6]) == 1  # an observation's " Yes" is not a decision
+
+
+def _summary(change: dict | None, share: float, key: str = "logodds_change") -> dict:
+    return {"per_step": {"reward/var_share/r_ans": {1: {"mean": share - 0.05}, 2: {"mean": share + 0.05}}},
+            key: change}
+
+
+def test_the_blocking_line_names_r_ans_only_on_its_evidence() -> None:
+    one_prior = logodds_change(_logodds(-1.5, -1.5), [0, 1], n_boot=200)
+    line = blocking_line(_summary(one_prior, 0.65))
+    assert line.startswith("Which component blocks it: **R_ans**. It carries 65% of the within-group")
+    assert "one answer prior over all queries (the log-odds of Yes -1." in line and "on fixed contexts" in line
+    # a share below half: the prior moved, but R_ans does not set most of the advantage
+    assert "not settled" in blocking_line(_summary(one_prior, 0.3)) and "as one prior" in blocking_line(_summary(one_prior, 0.3))
+    tie = logodds_change(_logodds(0.0, 0.0), [0, 1], n_boot=200)
+    assert "in a way these intervals cannot tell" in blocking_line(_summary(tie, 0.65))
+    assert "no per-query answers" in blocking_line(_summary(None, 0.65))

@@ -136,19 +136,52 @@ def prior_line(change: Mapping[str, Mapping[str, Any]], what: str = "the Yes sha
     toward_no = claim_line(f"{what} falls on the {n['n_queries']} gold-No queries ({f.format(n['start'])} → "
                            f"{f.format(n['end'])})", n["diff"], n["ci_low"], n["ci_high"], higher_is_better=False,
                            digits=digits)
-    vy = verdict(y["diff"], y["ci_low"], y["ci_high"])
-    vn = verdict(n["diff"], n["ci_low"], n["ci_high"], higher_is_better=False)
-    if vy == vn == HOLDS:
-        how = "Both move toward their gold beyond their intervals: the answer is learnt per query."
-    elif {vy, vn} == {HOLDS, WORSE}:
-        how = (f"{what[0].upper() + what[1:]} moves the same way on both golds beyond their intervals: the answer "
-               "shifts as one prior over queries, not per query, so R_ans gains on one gold what it loses on the other.")
-    elif vy == vn == WORSE:
-        how = "Both move away from their gold beyond their intervals."
-    else:
-        how = (f"At least one is a tie: {source} cannot tell an answer learnt per query from one prior shared by "
-               "all queries.")
+    how = {"per_query": "Both move toward their gold beyond their intervals: the answer is learnt per query.",
+           "one_prior": (f"{what[0].upper() + what[1:]} moves the same way on both golds beyond their intervals: the "
+                         "answer shifts as one prior over queries, not per query, so R_ans gains on one gold what it "
+                         "loses on the other."),
+           "away": "Both move away from their gold beyond their intervals.",
+           "tie": (f"At least one is a tie: {source} cannot tell an answer learnt per query from one prior shared by "
+                   "all queries.")}[prior_kind(change)]
     return f"\n{heading}:\n\n- {toward_yes}\n- {toward_no}\n\n{how}"
+
+
+def prior_kind(change: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """What the two "toward the gold" claims say together: per_query (both hold), one_prior (one holds, the
+    other is worse: the same shift on both golds), away (both worse), tie (either ties); None without both."""
+    if set(change) != {"yes", "no"}:
+        return None
+    vy = verdict(change["yes"]["diff"], change["yes"]["ci_low"], change["yes"]["ci_high"])
+    vn = verdict(change["no"]["diff"], change["no"]["ci_low"], change["no"]["ci_high"], higher_is_better=False)
+    if vy == vn == HOLDS:
+        return "per_query"
+    if {vy, vn} == {HOLDS, WORSE}:
+        return "one_prior"
+    return "away" if vy == vn == WORSE else "tie"
+
+
+def blocking_line(summary: Mapping[str, Any]) -> str:
+    """Which reward component blocks the rise, read from the evidence: R_ans's share of the within-group
+    variance during training and how the answer moved (the teacher-forced log-odds when the check read them,
+    else the sampled Yes shares). Names R_ans only where the answer moved as one prior beyond both intervals
+    and R_ans carries most of the variance; otherwise says what is not settled."""
+    share = _mean_over_steps(summary, "reward/var_share/r_ans")
+    found = next(((key, what, source, kind) for key, what, source in (
+        ("logodds_change", "the log-odds of Yes", "on fixed contexts"), ("yes_share_change", "the Yes share", "in the probes"))
+        if (kind := prior_kind(summary.get(key) or {})) is not None), None)
+    if found is None or share is None:
+        return "Which component blocks it is not settled: the check has no per-query answers to read."
+    key, what, source, kind = found
+    ch = summary[key]
+    moved = f"{what} {ch['yes']['diff']:+.2f} on gold-Yes queries, {ch['no']['diff']:+.2f} on gold-No ones, {source}"
+    if kind == "one_prior" and share >= 0.5:
+        return (f"Which component blocks it: **R_ans**. It carries {share:.0%} of the within-group reward variance "
+                "during training, so it sets most of each advantage, and its gradient moved one answer prior over all "
+                f"queries ({moved}), which R_ans pays on one gold and charges on the other.")
+    how = {"per_query": "per query", "one_prior": "as one prior", "away": "away from its gold",
+           "tie": "in a way these intervals cannot tell"}[kind]
+    return (f"Which component blocks it is not settled: R_ans carries {share:.0%} of the within-group reward variance "
+            f"and the answer moved {how} ({moved}).")
 
 
 def logodds_section(summary: Mapping[str, Any]) -> str:
@@ -187,7 +220,8 @@ def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     both = (f"\n- the two intervals: seeds x queries [{a:+.3f}, {b:+.3f}] (resampling the {rise['n_seeds']} training "
             f"seeds), queries only [{c:+.3f}, {d:+.3f}]; the verdict reads the wider ({rise['interval']})")
     status = ("The optimiser optimises on these queries." if rise["verdict"] == HOLDS else
-              "The reward does not rise beyond the interval: read the diagnostics below before anything else.")
+              "The reward does not rise beyond the interval: read the diagnostics below before anything else. "
+              + blocking_line(summary))
     return f"""# GRPO on its own training queries (`stockr1 bench grpo_check`)
 
 {generated_line(command, info.get('commit'), info.get('date'))}
