@@ -228,7 +228,7 @@ def test_sft_start_records_the_policy_base_and_the_weights_hash(tmp_path):
 
 
 def test_timings_persist_and_merge(tmp_path):
-    from benchmarks.ablation.command import Timings
+    from benchmarks.cache import Timings
 
     path = tmp_path / "w" / "timings.json"
     a, b = Timings(path), Timings(path)  # two invocations splitting the rows

@@ -221,3 +221,9 @@ def test_the_check_runs_end_to_end_on_the_tiny_random_init_policy(tmp_path: Path
     assert "## Verdict" in text and "## Diagnostics" in text and (out / "training.png").exists()
     with pytest.raises(FileExistsError):
         main(["--config", str(tmp_path / "check.yaml"), "--out", str(out)])
+    # every stage's wall time is kept in the work dir: a re-render from the caches reports what each cost when it ran
+    t = json.loads((tmp_path / "work" / "timings.json").read_text())
+    assert {"grpo/s0", "grpo/s1", "probe/start-s0-g2", "probe/end-s1-g2-r1", "answer-contexts-g2",
+            "logodds-end-s1-g2"} <= set(t) and all(v > 0 for v in t.values())
+    assert main(["--config", str(tmp_path / "check.yaml"), "--out", str(out), "--overwrite"]) == 0
+    assert json.loads((out / "run_info.json").read_text())["timings_s"] == t

@@ -48,6 +48,7 @@ import yaml
 from benchmarks.ablation.plots import entropy_curves, plot_entropy, plot_training
 from benchmarks.ablation.report import readme
 from benchmarks.ablation.summary import ordering, summarise, training_evidence
+from benchmarks.cache import Timings, cached
 from benchmarks.qa.command import evaluate_run
 from forecast_action.derive import ActionThresholds, actions_from_windows
 from forecast_action.score import score_action
@@ -308,36 +309,6 @@ def _write_yaml(cfg: Mapping[str, Any], path: Path, note: str) -> Path:
     return path
 
 
-class Timings(dict):
-    """Wall seconds per stage, persisted in ``<work_dir>/timings.json`` so that a resumed or
-    split benchmark still reports what every cached stage cost when it ran."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(json.loads(path.read_text()) if path.exists() else {})
-        self.path = path
-
-    def record(self, key: str, seconds: float) -> None:
-        """Set one key in the file as it is now: the file is the truth (two invocations may split
-        the rows between them), so a stale in-memory value never overwrites a newer one."""
-        if self.path.exists():
-            self.update(json.loads(self.path.read_text()))
-        self[key] = float(seconds)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(dict(self), indent=1))
-
-
-def _cached(path: Path, fn, timings: Timings, key: str):
-    """JSON result at ``path`` if present, else ``fn()`` written there (the resume unit)."""
-    if path.exists():
-        return json.loads(path.read_text())
-    t0 = time.perf_counter()
-    res = fn()
-    timings.record(key, time.perf_counter() - t0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res, indent=1, default=str))
-    return res
-
-
 def check_source(work: Path, sft_dir: Path) -> None:
     """``work`` caches GRPO runs and evaluations built on one SFT run: stamp it with that run's weights
     (``llm.sft.run_fingerprint``) and refuse, naming both, when a retrained SFT run meets old caches."""
@@ -409,7 +380,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
             eval_name = f"{v.key}-s{sft_seed}" if v.grpo is None else name
             log(f"[ablation] eval {name}")
             split = cfg.eval.split
-            row = dict(_cached(
+            row = dict(cached(
                 work / "eval" / f"{eval_name}-{split}-n{len(ev['items'])}-t{mnt}.json",
                 lambda run_dir=run_dir, ev=ev, mnt=mnt: evaluate(run_dir, ev["items"], ev["windows"],
                                                                  ev["thresholds"], mnt, ev["ctx_chars"]),
@@ -418,7 +389,7 @@ def run_ablation(cfg: AblationConfig, out: Path, log=print) -> dict[str, Any]:
             if g > 0:  # the training-query reward of this policy, re-sampled (the SFT row per seed too)
                 log(f"[ablation] probe {name}")
                 setup_variant = v if v.grpo is not None else VARIANTS_BY_KEY["ugrpo"]
-                pr = _cached(work / "probe" / f"{name}-g{g}.json",
+                pr = cached(work / "probe" / f"{name}-g{g}.json",
                              lambda run_dir=run_dir, sv=setup_variant, seed=seed, sft_dir=sft_dir, sft_cfg=sft_cfg, g=g:
                              probe_run(cfg.grpo.config, run_dir, sft_dir, g, PROBE_SEED + seed,
                                        grpo_overrides(cfg, sv, seed, sft_cfg)),

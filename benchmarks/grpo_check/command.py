@@ -44,6 +44,7 @@ import torch
 
 from benchmarks.ablation.command import sft_start
 from benchmarks.ablation.summary import interval, read_metric
+from benchmarks.cache import Timings, cached
 from benchmarks.grpo_check.report import STEP_KEYS, plot, readme
 from rl.run_config import GRPORunConfig
 from rl.setup import answer_contexts_run, answer_logodds_run, load_config, probe_run, run_grpo
@@ -180,39 +181,30 @@ def read_steps(metrics: Path) -> dict[str, dict[int, float]]:
     return out
 
 
-def _cached(path: Path, fn) -> dict[str, Any]:
-    if path.exists():
-        return json.loads(path.read_text())
-    res = fn()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res, indent=1, default=str))
-    return res
-
-
 def run_check(cfg: GRPOCheckConfig, log=print) -> dict[str, Any]:
-    """Train every seed, probe the start and each end; returns {probe, steps, timings, recipe, start}."""
+    """Train every seed, probe the start and each end; returns {probe, steps, timings, recipe, start, logodds}.
+    ``timings``: the wall seconds of every stage when it ran (``benchmarks.cache``), cached ones included."""
     work = Path(cfg.work_dir)
     sft = Path(cfg.sft_run_dir) if cfg.sft_run_dir else None
     probes: dict[str, dict[int, Any]] = {"start": {}, "end": {}}
     steps: dict[int, dict[str, dict[int, float]]] = {}
-    timings: dict[str, float] = {}
+    timings = Timings(work / "timings.json")
     for s in cfg.seeds:
         over = run_overrides(cfg, s)
         run_dir = work / f"s{s}"
-        t0 = time.perf_counter()
         if not (run_dir / "summary.json").exists():
             log(f"[grpo_check] GRPO seed {s}: {cfg.steps} steps on {cfg.n_queries} queries -> {run_dir}")
+            t0 = time.perf_counter()
             run_grpo(cfg.grpo.config, run=f"s{s}", out_root=work, resume=True, sft_dir=sft, overrides=over,
                      use_wandb=False)
-        timings[f"grpo/s{s}"] = time.perf_counter() - t0
+            timings.record(f"grpo/s{s}", time.perf_counter() - t0)  # a resumed run: this invocation's part
         for which, policy_dir in (("start", None), ("end", run_dir)):
-            t0 = time.perf_counter()
-            probes[which][s] = pool_probes([_cached(
+            probes[which][s] = pool_probes([cached(
                 work / "probe" / name,
                 lambda policy_dir=policy_dir, over=over, seed=seed: probe_run(cfg.grpo.config, policy_dir, sft,
-                                                                              cfg.probe_group_size, seed, over))
+                                                                              cfg.probe_group_size, seed, over),
+                timings, f"probe/{name.removesuffix('.json')}")
                 for name, seed in probe_draws(cfg, which, s)])
-            timings[f"probe/{which}-s{s}"] = time.perf_counter() - t0
         steps[s] = read_steps(run_dir / "metrics.jsonl")
     logodds = read_logodds(cfg, work, sft, timings) if cfg.answer_contexts else None
     full = load_config(cfg.grpo.config, run_overrides(cfg, cfg.seeds[0]))
@@ -225,30 +217,28 @@ def run_check(cfg: GRPOCheckConfig, log=print) -> dict[str, Any]:
               "uncertainty": t.get("uncertainty", {}).get("enabled")}
     start = sft_start(sft, False) if sft is not None else {"policy_base": str(full.get("policy", {}).get(
         "name_or_path")) + " (config's policy, random init)", "sft_release_hash": None, "sft_run_dir": None}
-    return {"probe": probes, "steps": steps, "timings": timings, "recipe": recipe, "start": start, "logodds": logodds}
+    return {"probe": probes, "steps": steps, "timings": dict(timings), "recipe": recipe, "start": start,
+            "logodds": logodds}
 
 
-def read_logodds(cfg: GRPOCheckConfig, work: Path, sft: Path | None, timings: dict[str, float]) -> dict[str, Any]:
+def read_logodds(cfg: GRPOCheckConfig, work: Path, sft: Path | None, timings: Timings) -> dict[str, Any]:
     """The start's fixed answer contexts (``rl.probe.answer_contexts``, sampling seed ``CONTEXT_SEED``) and
     every policy's log-odds of Yes on them: {contexts (without their token ids), start [C], end {seed: [C]}},
     each cached under ``work_dir/probe``."""
     over = run_overrides(cfg, cfg.seeds[0])  # the queries and rollout settings do not depend on the seed
     g = cfg.answer_contexts
-    t0 = time.perf_counter()
-    ctx = _cached(work / "probe" / f"answer-contexts-g{g}.json",
-                  lambda: {"contexts": answer_contexts_run(cfg.grpo.config, sft, g, CONTEXT_SEED, over)})["contexts"]
-    timings["answer_contexts"] = time.perf_counter() - t0
+    ctx = cached(work / "probe" / f"answer-contexts-g{g}.json",
+                 lambda: {"contexts": answer_contexts_run(cfg.grpo.config, sft, g, CONTEXT_SEED, over)},
+                 timings, f"answer-contexts-g{g}")["contexts"]
     out: dict[str, Any] = {"contexts": [{k: v for k, v in c.items() if k != "ids"} for c in ctx], "end": {}}
-    for which, s in (("start", None), *(("end", s) for s in cfg.seeds)):
-        t0 = time.perf_counter()
-        name = f"logodds-{which}" + ("" if s is None else f"-s{s}") + f"-g{g}.json"
-        vals = _cached(work / "probe" / name, lambda s=s: {"logodds": answer_logodds_run(
-            cfg.grpo.config, None if s is None else work / f"s{s}", sft, ctx, over)})["logodds"]
+    for s in (None, *cfg.seeds):
+        name = "logodds-" + ("start" if s is None else f"end-s{s}") + f"-g{g}"
+        vals = cached(work / "probe" / f"{name}.json", lambda s=s: {"logodds": answer_logodds_run(
+            cfg.grpo.config, None if s is None else work / f"s{s}", sft, ctx, over)}, timings, name)["logodds"]
         if s is None:
             out["start"] = vals
         else:
             out["end"][s] = vals
-        timings[f"logodds/{which}" + ("" if s is None else f"-s{s}")] = time.perf_counter() - t0
     return out
 
 
