@@ -13,10 +13,12 @@ from benchmarks.ablation.reach import (
     Answerer,
     compare_rows,
     conclusion,
+    consensus_actions,
     reader_row,
     readme,
-    sft_rollouts,
+    sft_pairs,
     sft_row,
+    stored_sft,
 )
 from benchmarks.qa.reuse import StoredRollout
 from forecast_action.derive import ActionThresholds, actions_from_windows
@@ -37,14 +39,16 @@ def _setup(n_test: int = 60):
 
 def test_an_oracle_tools_reader_answers_and_acts_with_full_marks() -> None:
     w, items, th, targets = _setup()
-    row = reader_row("oracle", [ToolReader(_oracle, w, items)] * 2, items, th, targets, own_tool=False)
+    reader = ToolReader(_oracle, w, items)
+    row = reader_row("oracle", [(reader, consensus_actions(reader, th))] * 2, items, targets, own_tool=False)
     assert row.qa.shape == row.action.shape == (2, len(items))
     assert row.qa.min() == 1.0
     np.testing.assert_allclose(row.action, 1.0)
     # the reader must read each item's own window: with the futures rolled, the action scores fall
     perm = np.roll(np.arange(len(w)), 7)
     shuffled = Windows(w.ticker, w.date, w.x, w.y, w.hist, w.future[perm], w.split, w.context)
-    wrong = reader_row("rolled", [ToolReader(_oracle, shuffled, items)], items, th, targets, own_tool=False)
+    rolled = ToolReader(_oracle, shuffled, items)
+    wrong = reader_row("rolled", [(rolled, consensus_actions(rolled, th))], items, targets, own_tool=False)
     assert wrong.action.mean() < 0.9 and wrong.qa.mean() < 1.0
 
 
@@ -118,15 +122,19 @@ def test_the_readme_is_generated_from_the_summary() -> None:
 def test_sft_rollouts_come_only_from_a_qa_folder_of_the_same_run(tmp_path) -> None:
     _, items, _, targets = _setup(4)
     with pytest.raises(FileNotFoundError, match="not a `stockr1 bench qa` output folder"):
-        sft_rollouts(tmp_path, "abc", items)
-    (tmp_path / "reuse.json").write_text(json.dumps({"fingerprints": {"sft-row": "abc"}}))
+        stored_sft(tmp_path, "abc")
+    (tmp_path / "reuse.json").write_text(json.dumps({"fingerprints": {"sft-row": "abc", "other": "def"}}))
     recs = [{"policy": "sft-row", "id": it.id, "completion": "c", "model_answer": it.answer, "n_generated": 3,
              "action": targets[0].model_dump(exclude_none=True)} for it in items[:3]]
+    recs.append({"policy": "other", "id": items[3].id, "completion": "c", "model_answer": None, "n_generated": 3,
+                 "action": None})  # another row's rollout is not the start's
     (tmp_path / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     with pytest.raises(ValueError, match="no policy row"):
-        sft_rollouts(tmp_path, "other-run", items[:3])
+        stored_sft(tmp_path, "other-run")
+    row, stored = stored_sft(tmp_path, "abc")
+    assert row == "sft-row" and set(stored) == {it.id for it in items[:3]}
     with pytest.raises(ValueError, match="lacks 1 of the 4 questions"):
-        sft_rollouts(tmp_path, "abc", items)
-    pairs = sft_rollouts(tmp_path, "abc", items[2::-1])  # by id, in the order asked
+        sft_pairs(row, stored, items)
+    pairs = sft_pairs(row, stored, items[2::-1])  # by id, in the order asked
     assert [it.id for it, _ in pairs] == [it.id for it in items[2::-1]]
     assert pairs[0][1].answer == items[2].answer and pairs[0][1].action == targets[0]

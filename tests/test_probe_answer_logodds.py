@@ -81,8 +81,9 @@ def test_logodds_change_per_gold_by_hand() -> None:
 ])
 def test_the_logodds_section_reads_each_golds_interval(shifts, words) -> None:
     change = logodds_change(_logodds(*shifts), [0, 1], n_boot=200)
-    text = logodds_section({"logodds_change": change, "answer_contexts": 2})
+    text = logodds_section({"logodds_change": change, "answer_contexts": 2, "context_seed": 7})
     assert "## The answer's log-odds on fixed contexts" in text and "the 8 that reached `<answer>`" in text
+    assert "(sampling seed 7)" in text
     assert "the log-odds of Yes rises on the 2 gold-Yes queries" in text and words in text
 
 
@@ -106,7 +107,7 @@ def test_the_blocking_line_names_r_ans_only_on_its_evidence() -> None:
     one_prior = logodds_change(_logodds(-1.5, -1.5), [0, 1], n_boot=200)
     line = blocking_line(_summary(one_prior, 0.65))
     assert line.startswith("Which component blocks it: **R_ans**. It carries 65% of the within-group")
-    assert "one answer prior over all queries (the log-odds of Yes -1." in line and "on fixed contexts" in line
+    assert "the answer moved as one prior over all queries (the log-odds of Yes -1." in line and "on fixed contexts" in line
     # a share below half: the prior moved, but R_ans does not set most of the advantage
     assert "not settled" in blocking_line(_summary(one_prior, 0.3)) and "as one prior" in blocking_line(_summary(one_prior, 0.3))
     tie = logodds_change(_logodds(0.0, 0.0), [0, 1], n_boot=200)

@@ -83,10 +83,10 @@ class Answerer:
     own_tool: bool
 
 
-def sft_rollouts(qa_dir: Path, fp: str, items: Sequence[Any]) -> list[tuple[Any, Any]]:
-    """(item, stored rollout) of the SFT start for every item, by question id, from ``bench qa``'s folder
-    ``qa_dir``. Refused, naming what differs, when no row there has fingerprint ``fp`` (another run, QA
-    file or decoding setting) or the row lacks one of the items."""
+def stored_sft(qa_dir: Path, fp: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """(row name, id -> stored rollout record) of the SFT start in ``bench qa``'s folder ``qa_dir``, read once.
+    Refused, naming what differs, when no row there has fingerprint ``fp`` (another run, QA file or decoding
+    setting)."""
     index = qa_dir / RUN_FILE
     if not index.is_file():
         raise FileNotFoundError(f"{index} is missing: {qa_dir} is not a `stockr1 bench qa` output folder")
@@ -98,10 +98,15 @@ def sft_rollouts(qa_dir: Path, fp: str, items: Sequence[Any]) -> list[tuple[Any,
                          "sft.run_dir> --max-new-tokens <eval.max_new_tokens>`")
     recs = {r["id"]: r for line in (qa_dir / "rollouts.jsonl").read_text().splitlines()
             if (r := json.loads(line))["policy"] == rows[0]}
+    return rows[0], recs
+
+
+def sft_pairs(row: str, recs: Mapping[str, Mapping[str, Any]], items: Sequence[Any]) -> list[tuple[Any, Any]]:
+    """(item, stored rollout) for every item, by question id; refused when the row lacks one of them."""
     missing = [it.id for it in items if it.id not in recs]
     if missing:
-        raise ValueError(f"{qa_dir} row {rows[0]} lacks {len(missing)} of the {len(items)} questions "
-                         f"(e.g. {missing[:3]}): rerun `stockr1 bench qa` with a larger --n")
+        raise ValueError(f"row {row} lacks {len(missing)} of the {len(items)} questions (e.g. {missing[:3]}): "
+                         "rerun `stockr1 bench qa` with a larger --n")
     return [(it, stored_rollout(recs[it.id])) for it in items]
 
 
@@ -121,16 +126,20 @@ def own_trajectory_row(pairs: Sequence[tuple[Any, Any]], windows: Any) -> tuple[
     return row, follows_rate(pairs, implied)
 
 
-def reader_row(name: str, draws: Sequence[ToolReader], items: Sequence[Any], thresholds: ActionThresholds,
+def consensus_actions(reader: ToolReader, thresholds: ActionThresholds) -> dict[int, Any]:
+    """window -> the consensus action g over the reader's sample paths of that window (every forecast row)."""
+    windows = sorted(reader.row_of, key=reader.row_of.get)  # the window of each forecast row, in row order
+    acts = actions_from_forecast(reader.forecast, reader.windows.select(np.array(windows)).last_close, thresholds)
+    return dict(zip(windows, acts, strict=True))
+
+
+def reader_row(name: str, draws: Sequence[tuple[ToolReader, Mapping[int, Any]]], items: Sequence[Any],
                targets: Sequence[Any], own_tool: bool) -> Answerer:
-    """A tool's reader over its draws: its QA answer and its consensus action per item, scored like a policy's."""
-    qa, act = [], []
-    for reader in draws:
-        qa.append([float(is_correct(it, reader.answer(it))) for it in items])
-        rows = sorted(reader.row_of, key=reader.row_of.get)  # the window of each forecast row, in row order
-        acts = actions_from_forecast(reader.forecast, reader.windows.select(np.array(rows)).last_close, thresholds)
-        act.append([score_action(acts[reader.row_of[int(it.window)]], t).score
-                    for it, t in zip(items, targets, strict=True)])
+    """A tool's reader over its draws (each: the reader and its ``consensus_actions``): its QA answer and its
+    consensus action per item, scored like a policy's."""
+    qa = [[float(is_correct(it, reader.answer(it))) for it in items] for reader, _ in draws]
+    act = [[score_action(acts[int(it.window)], t).score for it, t in zip(items, targets, strict=True)]
+           for _, acts in draws]
     what = f"reads the sample paths of {TOOL_NAMES.get(name, name)}"
     return Answerer(f"reader_{name}", what, np.array(qa), np.array(act), own_tool)
 
@@ -258,16 +267,20 @@ def readme(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def tool_readers(run: Path, windows: Any, items: Sequence[Any], ts_path: str | None,
-                 draws: int) -> dict[tuple[str, bool], list[ToolReader]]:
-    """(tool, is it the policy's own) -> one ``ToolReader`` per draw (sampling seed = draw), each
-    forecasting every window of ``items`` once."""
+def tool_readers(run: Path, windows: Any, items: Sequence[Any], ts_path: str | None, draws: int,
+                 thresholds: ActionThresholds) -> dict[tuple[str, bool], list[tuple[ToolReader, dict[int, Any]]]]:
+    """(tool, is it the policy's own) -> per draw (sampling seed = draw), a ``ToolReader`` forecasting every
+    window of ``items`` once and its ``consensus_actions``."""
     decoder = load_decoder(run / "decoder")
     makers = {("garch", False): lambda seed: garch_forecaster(windows, seed=seed),
               ("decoder", True): lambda seed: decoder_forecaster(decoder, seed=seed)}
     if ts_path:
         makers[("ts", False)] = lambda seed: ensemble_forecaster(ts_path, seed=seed)
-    return {k: [ToolReader(make(d), windows, items) for d in range(draws)] for k, make in makers.items()}
+    out = {}
+    for k, make in makers.items():
+        readers = [ToolReader(make(d), windows, items) for d in range(draws)]
+        out[k] = [(r, consensus_actions(r, thresholds)) for r in readers]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,19 +308,18 @@ def main(argv: list[str] | None = None) -> int:
     th_path = run / "thresholds.json"  # g as the SFT / GRPO runs used it, as the ablation loads it
     thresholds = ActionThresholds.load(th_path) if th_path.exists() else ActionThresholds.fit(train_only(windows))
     fp = fingerprint(run, run / "qa.jsonl", rollout_settings(run_cfg, cfg.eval.max_new_tokens, cfg.threads))
-    sft_rollouts(qa_dir, fp, [])  # the folder and fingerprint checked before any forecast
-    stored = {json.loads(line)["id"] for line in (qa_dir / "rollouts.jsonl").read_text().splitlines()}
+    row, stored = stored_sft(qa_dir, fp)  # the folder and fingerprint checked before any forecast
     slices = {"ablation": ("the ablation's questions (`eval.n`, `balanced_slice`)", balanced_slice(test, cfg.eval.n)),
               "all": (f"every question of {qa_dir}", [it for it in test if it.id in stored])}
-    readers = tool_readers(run, windows, test, args.tool_reader_ts, args.reader_draws)
+    readers = tool_readers(run, windows, test, args.tool_reader_ts, args.reader_draws, thresholds)
     n_boot = args.n_boot or cfg.n_boot
     out_slices = {}
     for key, (label, items) in slices.items():
-        pairs = sft_rollouts(qa_dir, fp, items)
+        pairs = sft_pairs(row, stored, items)
         targets = actions_from_windows(windows.select(np.array([it.window for it in items])), thresholds)
         own, follows = own_trajectory_row(pairs, windows)
         rows = [sft_row(pairs, targets), own,
-                *(reader_row(k, r, items, thresholds, targets, mine) for (k, mine), r in readers.items())]
+                *(reader_row(k, r, items, targets, mine) for (k, mine), r in readers.items())]
         out_slices[key] = {"label": label, "n": len(items), "follows_rate": follows,
                            "metrics": compare_rows(rows, n_boot)}
     summary = {"command": command_line("stockr1 bench ablation_reach", argv), "commit": git_commit(),

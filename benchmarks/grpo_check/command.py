@@ -243,8 +243,8 @@ def read_logodds(cfg: GRPOCheckConfig, work: Path, sft: Path | None, timings: Ti
 
 
 def logodds_change(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: int) -> dict[str, dict[str, Any]] | None:
-    """gold ("yes" / "no") -> the change end − start of the log-odds of Yes after ``<answer>`` on the start's
-    fixed contexts, per (seed, query) the mean over the query's contexts, with ``interval`` (seeds x queries;
+    """gold ("yes" / "no") -> the change end − start of the log-odds of Yes at each fixed context's decision
+    point (``rl.probe.answer_contexts``), per (seed, query) the mean over the query's contexts, with ``interval`` (seeds x queries;
     its verdict reads "the log-odds of Yes rose"), and the mean log-odds at the start and the end. As
     ``yes_share_change`` but teacher-forced: no sampling noise beyond the choice of contexts. A gold with
     fewer than 2 queries is left out; None without log-odds."""
@@ -310,7 +310,8 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
             "start_variance_share": _mean_shares([start[s].get("variance_share") or {} for s in seeds]),
             "per_query": per_query_answers(start, end, seeds),
             "yes_share_change": yes_share_change(start, end, seeds, cfg.n_boot),
-            "answer_contexts": cfg.answer_contexts, "logodds_change": logodds_change(res.get("logodds"), seeds, cfg.n_boot)}
+            "answer_contexts": cfg.answer_contexts, "context_seed": CONTEXT_SEED,
+            "logodds_change": logodds_change(res.get("logodds"), seeds, cfg.n_boot)}
 
 
 def _yes_share(answers: list[Any]) -> float:

@@ -176,8 +176,8 @@ def blocking_line(summary: Mapping[str, Any]) -> str:
     moved = f"{what} {ch['yes']['diff']:+.2f} on gold-Yes queries, {ch['no']['diff']:+.2f} on gold-No ones, {source}"
     if kind == "one_prior" and share >= 0.5:
         return (f"Which component blocks it: **R_ans**. It carries {share:.0%} of the within-group reward variance "
-                "during training, so it sets most of each advantage, and its gradient moved one answer prior over all "
-                f"queries ({moved}), which R_ans pays on one gold and charges on the other.")
+                "during training, so it sets most of each advantage, and the answer moved as one prior over all queries "
+                f"({moved}), which R_ans pays on one gold and charges on the other.")
     how = {"per_query": "per query", "one_prior": "as one prior", "away": "away from its gold",
            "tie": "in a way these intervals cannot tell"}[kind]
     return (f"Which component blocks it is not settled: R_ans carries {share:.0%} of the within-group reward variance "
@@ -191,7 +191,7 @@ def logodds_section(summary: Mapping[str, Any]) -> str:
         return ""
     n_ctx = change["yes"]["n_contexts"] + change["no"]["n_contexts"]
     intro = (f"## The answer's log-odds on fixed contexts\n\nThe start wrote {summary['answer_contexts']} rollouts "
-             f"per yes/no query (sampling seed 999); the {n_ctx} that reached `<answer>` are cut where each decides: "
+             f"per yes/no query (sampling seed {summary['context_seed']}); the {n_ctx} that reached `<answer>` are cut where each decides: "
              "before the last \" Yes\" / \" No\" it wrote ahead of the tag, the word its conclusion states and the "
              "tag copies (right after the tag when it stated none; `rl.probe.decision_point`). Every policy (the "
              "start, each seed's end) gives log p(Yes) − log p(No) for the word written there, on that same text "
