@@ -162,7 +162,7 @@ def test_a_seed_spread_rise_is_a_tie_and_a_clear_rise_holds() -> None:
     tie = summarise(_res([0.3, -0.25]), cfg)  # one seed up, one down: the mean +0.025 is no rise
     assert tie["rise"]["verdict"] == "tie" and tie["rise"]["interval"] == "seeds x questions"
     text = readme(tie, _info())
-    assert "(end − start, probe, seeds x queries): +0.02" in text and "**tie** (the interval includes 0)" in text
+    assert "(end − start, probe, 95.0% interval): +0.02" in text and "**tie** (the interval includes 0)" in text
     assert "read the diagnostics below before anything else" in text
     assert (f"(± 0.000) is the probe's sampling noise alone, {cfg.probe_group_size} rollouts per query; the\n  end's "
             f"(± {np.std([1.3, 0.75], ddof=1):.3f}) is the training-seed spread") in text  # the start: one policy
@@ -177,6 +177,31 @@ def test_a_seed_spread_rise_is_a_tie_and_a_clear_rise_holds() -> None:
     assert (f"seeds x queries [{a:+.3f}, {b:+.3f}] (resampling the 2 training seeds), queries only "
             f"[{c:+.3f}, {d:+.3f}]; the verdict reads the wider (seeds x questions)") in readme(tie, _info())
     assert up["policy_base"] == "tiny" and up["sft_release_hash"] == "0123456789ab"
+
+
+def test_a_second_look_at_the_same_seeds_splits_alpha(tmp_path: Path) -> None:
+    base = {**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 400}
+    first = summarise(_res([0.3, -0.25]), GRPOCheckConfig.from_dict(base))
+    (tmp_path / "summary.json").write_text(json.dumps({**first, "steps": 5}))
+    cfg = GRPOCheckConfig.from_dict({**base, "steps": 10, "level": 0.975, "earlier_look": str(tmp_path)})
+    second = summarise(_res([0.3, 0.1]), cfg)
+    wide, narrow = second["rise"], summarise(_res([0.3, 0.1]), GRPOCheckConfig.from_dict(base))["rise"]
+    assert wide["level"] == 0.975 and wide["ci_low"] < narrow["ci_low"] and wide["ci_high"] > narrow["ci_high"]
+    assert second["earlier_look"]["steps"] == 5 and second["earlier_look"]["rise"]["verdict"] == "tie"
+    text = readme(second, _info())
+    assert "at most 5.0% + 2.5% = 7.5% (Bonferroni), so this look's interval is 97.5%" in text
+    r = first["rise"]
+    assert "(end − start, probe, 97.5% interval)" in text
+    assert f"trained them 5 steps and read {r['diff']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] (tie, 95.0%" in text
+    assert "second look" not in readme(first, _info())  # a first look has no sequential section
+    for edit, message in (({"seeds": [0, 1, 2]}, "same seeds and fewer steps"), ({"steps": 5}, "fewer steps")):
+        with pytest.raises(ValueError, match=message):
+            summarise(_res([0.3, 0.1]), GRPOCheckConfig.from_dict({**base, "steps": 10, "level": 0.975,
+                                                                   "earlier_look": str(tmp_path), **edit}))
+    with pytest.raises(FileNotFoundError, match="earlier_look"):
+        summarise(_res([0.3, 0.1]), GRPOCheckConfig.from_dict({**base, "earlier_look": str(tmp_path / "none")}))
+    with pytest.raises(ValueError, match="0.5 < level < 1"):
+        GRPOCheckConfig.from_dict({**base, "level": 95})
 
 
 @pytest.mark.slow

@@ -51,19 +51,19 @@ def per_seed_matrix(seeds: Mapping[int, Mapping[str, Any]], key: str, ids: Seque
 
 
 def interval(a: Mapping[int, np.ndarray], b: Mapping[int, np.ndarray] | None = None, n_boot: int = 2000,
-             seed: int = 0) -> dict[str, Any]:
+             seed: int = 0, level: float = 0.95) -> dict[str, Any]:
     """Mean of ``a`` (b None) or paired ``a - b`` over the seeds both have: both intervals (module
-    docstring), the wider reported as ``ci_low`` / ``ci_high`` with its verdict."""
+    docstring) at ``level``, the wider reported as ``ci_low`` / ``ci_high`` with its verdict."""
     seeds = sorted(set(a) if b is None else set(a) & set(b))
     if not seeds:
         raise ValueError(f"no common seeds: {sorted(a)} vs {sorted(b or {})}")
     A = np.stack([np.asarray(a[s], dtype=np.float64) for s in seeds])
     B = np.zeros_like(A) if b is None else np.stack([np.asarray(b[s], dtype=np.float64) for s in seeds])
-    h = hierarchical_bootstrap(A, B, n_boot=n_boot, seed=seed)
-    q = paired_bootstrap(A.mean(0), B.mean(0), block=1, n_boot=n_boot, seed=seed, higher_is_better=True)
+    h = hierarchical_bootstrap(A, B, n_boot=n_boot, level=level, seed=seed)
+    q = paired_bootstrap(A.mean(0), B.mean(0), block=1, n_boot=n_boot, level=level, seed=seed, higher_is_better=True)
     wide = h if (h.hi - h.lo) >= (q.hi - q.lo) else q
     return {"diff": h.diff, "ci_low": wide.lo, "ci_high": wide.hi, "verdict": verdict(h.diff, wide.lo, wide.hi),
-            "interval": "seeds x questions" if wide is h else "questions", "n_seeds": len(seeds),
+            "interval": "seeds x questions" if wide is h else "questions", "n_seeds": len(seeds), "level": level,
             "ci_seeds_questions": [h.lo, h.hi], "ci_questions": [q.lo, q.hi]}
 
 

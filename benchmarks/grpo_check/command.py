@@ -91,6 +91,8 @@ class GRPOCheckConfig(YamlConfig):
     ckpt_every: int | None = None  # GRPO checkpoint interval (None = only at the end); a killed run resumes there
     threads: int = 2
     n_boot: int = 2000
+    level: float = 0.95  # the verdict's interval level (lower alpha for a further look at the same seeds)
+    earlier_look: str | None = None  # results dir of an earlier look at these seeds (fewer steps): alpha is split
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GRPOCheckConfig:
@@ -101,9 +103,9 @@ class GRPOCheckConfig(YamlConfig):
         if cfg.ckpt_every is not None and cfg.ckpt_every < 1:
             raise ValueError(f"ckpt_every must be >= 1 (or null: at the end), got {cfg.ckpt_every}")
         if (cfg.steps < 1 or cfg.probe_group_size < 2 or cfg.probe_repeats < 1 or cfg.window < 1 or cfg.threads < 1
-                or cfg.n_boot < 1 or cfg.answer_contexts < 0):
-            raise ValueError("steps, probe_repeats, window, threads, n_boot must be >= 1, probe_group_size >= 2 and "
-                             "answer_contexts >= 0")
+                or cfg.n_boot < 1 or cfg.answer_contexts < 0 or not 0.5 < cfg.level < 1):
+            raise ValueError("steps, probe_repeats, window, threads, n_boot must be >= 1, probe_group_size >= 2, "
+                             f"answer_contexts >= 0 and 0.5 < level < 1 (got level {cfg.level})")
         check_merged(GRPORunConfig, cfg.grpo.config, run_overrides(cfg, cfg.seeds[0]), "grpo_check grpo.overrides")
         return cfg
 
@@ -242,7 +244,8 @@ def read_logodds(cfg: GRPOCheckConfig, work: Path, sft: Path | None, timings: Ti
     return out
 
 
-def logodds_change(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: int) -> dict[str, dict[str, Any]] | None:
+def logodds_change(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: int,
+                   level: float = 0.95) -> dict[str, dict[str, Any]] | None:
     """gold ("yes" / "no") -> the change end − start of the log-odds of Yes at each fixed context's decision
     point (``rl.probe.answer_contexts``), per (seed, query) the mean over the query's contexts, with ``interval`` (seeds x queries;
     its verdict reads "the log-odds of Yes rose"), and the mean log-odds at the start and the end. As
@@ -263,7 +266,7 @@ def logodds_change(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: 
         ends = {s: np.array([end[s][r].mean() for r in rows]) for s in seeds}
         out[gold] = {"n_queries": len(queries), "n_contexts": int(sum(len(r) for r in rows)),
                      "start": float(s0.mean()), "end": float(np.mean(list(ends.values()))),
-                     **interval(ends, dict.fromkeys(seeds, s0), n_boot)}
+                     **interval(ends, dict.fromkeys(seeds, s0), n_boot, level=level)}
     return out
 
 
@@ -280,7 +283,7 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
     seeds = sorted(int(s) for s in end)
     q = {s: np.asarray(end[s]["per_query_total"]) for s in seeds}
     q0 = {s: np.asarray(start[s]["per_query_total"]) for s in seeds}
-    rise = interval(q, q0, cfg.n_boot)
+    rise = interval(q, q0, cfg.n_boot, level=cfg.level)
     comps = {}
     for name in ("r_ans", "r_act", "r_prec", "r_cons"):
         d = [end[s][f"reward/{name}"] - start[s][f"reward/{name}"] for s in seeds
@@ -302,16 +305,32 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
                         "last": float(np.mean([c[t] for t in ts[-cfg.window:]]))}
     return {**res["start"], "recipe": res["recipe"], "n_queries": cfg.n_queries, "steps": cfg.steps, "seeds": seeds,
             "probe_group_size": cfg.probe_group_size, "probe_repeats": cfg.probe_repeats, "n_boot": cfg.n_boot, "window": cfg.window,
-            "threads": cfg.threads,
+            "threads": cfg.threads, "level": cfg.level, "earlier_look": read_earlier_look(cfg),
             "per_query_draws": min(int(r.get("per_query_draws", 1)) for r in [*start.values(), *end.values()]),
             "rise": rise, "rise_components": comps, "curve": curve, "per_step": per_step,
             "start_reward": _spread([start[s]["reward_total"] for s in seeds]),
             "end_reward": _spread([end[s]["reward_total"] for s in seeds]),
             "start_variance_share": _mean_shares([start[s].get("variance_share") or {} for s in seeds]),
             "per_query": per_query_answers(start, end, seeds),
-            "yes_share_change": yes_share_change(start, end, seeds, cfg.n_boot),
+            "yes_share_change": yes_share_change(start, end, seeds, cfg.n_boot, cfg.level),
             "answer_contexts": cfg.answer_contexts, "context_seed": CONTEXT_SEED,
-            "logodds_change": logodds_change(res.get("logodds"), seeds, cfg.n_boot)}
+            "logodds_change": logodds_change(res.get("logodds"), seeds, cfg.n_boot, cfg.level)}
+
+
+def read_earlier_look(cfg: GRPOCheckConfig) -> dict[str, Any] | None:
+    """The earlier look at the same seeds (``cfg.earlier_look``: its results dir) as {dir, steps, level, seeds,
+    rise}, for the README's alpha accounting; None without one. The looks must share their seeds."""
+    if cfg.earlier_look is None:
+        return None
+    path = Path(cfg.earlier_look) / "summary.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"earlier_look: {path} not found (the results dir of the earlier look at these seeds)")
+    prev = json.loads(path.read_text())
+    if sorted(prev["seeds"]) != sorted(cfg.seeds) or prev["steps"] >= cfg.steps:
+        raise ValueError(f"earlier_look {cfg.earlier_look}: an earlier look has the same seeds and fewer steps, got "
+                         f"seeds {prev['seeds']} at {prev['steps']} steps vs {list(cfg.seeds)} at {cfg.steps}")
+    return {"dir": cfg.earlier_look, "steps": prev["steps"], "level": prev.get("level", prev["rise"].get("level", 0.95)),
+            "seeds": prev["seeds"], "rise": {k: prev["rise"][k] for k in ("diff", "ci_low", "ci_high", "verdict")}}
 
 
 def _yes_share(answers: list[Any]) -> float:
@@ -320,7 +339,7 @@ def _yes_share(answers: list[Any]) -> float:
 
 
 def yes_share_change(start: Mapping[int, Mapping[str, Any]], end: Mapping[int, Mapping[str, Any]],
-                     seeds: list[int], n_boot: int) -> dict[str, dict[str, Any]] | None:
+                     seeds: list[int], n_boot: int, level: float = 0.95) -> dict[str, dict[str, Any]] | None:
     """gold ("yes" / "no") -> the change end − start of the share of Yes answers on the yes/no training
     queries with that gold, per (seed, query), with ``interval`` (seeds x queries; its verdict reads "the Yes
     share rose"). It tells an answer learnt per query (Yes up on gold-Yes, down on gold-No) from one prior
@@ -339,7 +358,7 @@ def yes_share_change(start: Mapping[int, Mapping[str, Any]], end: Mapping[int, M
                  for w, side in (("start", start), ("end", end))}
         out[gold] = {"n_queries": len(idx), "start": float(np.mean(list(share["start"].values()))),
                      "end": float(np.mean(list(share["end"].values()))),
-                     **interval(share["end"], share["start"], n_boot)}
+                     **interval(share["end"], share["start"], n_boot, level=level)}
     return out
 
 

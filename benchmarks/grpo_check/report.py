@@ -201,6 +201,27 @@ def logodds_section(summary: Mapping[str, Any]) -> str:
                               "the log-odds", digits=2) + "\n\n"
 
 
+def look_section(summary: Mapping[str, Any]) -> str:
+    """The sequential design when this check is a further look at the seeds of an earlier one: what the earlier
+    look found and the Bonferroni bound on claiming a rise falsely over both looks; '' for a first look."""
+    prev = summary.get("earlier_look")
+    if not prev:
+        return ""
+    r, level = prev["rise"], summary.get("level", 0.95)
+    bound = (1 - prev["level"]) + (1 - level)
+    return (f"\nThis is a second look at the same seeds: [{prev['dir']}]({_rel(prev['dir'])}) trained them "
+            f"{prev['steps']} steps and read {r['diff']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] "
+            f"({r['verdict']}, {prev['level']:.1%} interval); these runs continue them to {summary['steps']} steps and "
+            f"every end is probed afresh. Over the two looks the chance of claiming a rise that is not there is at most "
+            f"{1 - prev['level']:.1%} + {1 - level:.1%} = {bound:.1%} (Bonferroni), so this look's interval is "
+            f"{level:.1%}.\n")
+
+
+def _rel(results_dir: str) -> str:
+    """A link from one results/grpo_check/<check> README to another check's results dir."""
+    return "../" + Path(results_dir).name
+
+
 def _per_query(summary: Mapping[str, Any]) -> int:
     return summary["probe_group_size"] * summary.get("probe_repeats", 1)
 
@@ -208,8 +229,9 @@ def _per_query(summary: Mapping[str, Any]) -> int:
 def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     """README.md of the check, from ``summary.json`` and ``run_info.json``."""
     rise = summary["rise"]
-    verdict_line = claim_line("GRPO raises the reward of its own training queries (end − start, probe, seeds x "
-                              "queries)", rise["diff"], rise["ci_low"], rise["ci_high"], digits=3)
+    level = summary.get("level", 0.95)
+    verdict_line = claim_line(f"GRPO raises the reward of its own training queries (end − start, probe, {level:.1%} "
+                              "interval)", rise["diff"], rise["ci_low"], rise["ci_high"], digits=3)
     comps = "; ".join(f"{c} {v['mean']:+.3f} ± {v['std']:.3f}" for c, v in summary["rise_components"].items())
     curve = "; ".join(f"seed {s}: {c['first']:+.3f} → {c['last']:+.3f}" for s, c in summary["curve"].items())
     start = (f"`{summary['sft_run_dir']}` (policy base `{summary['policy_base']}`, weights `{summary['sft_release_hash']}`)"
@@ -229,9 +251,9 @@ def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
 Start: {start}. {summary['n_queries']} fixed training queries, every one in every step, {summary['steps']} steps,
 training seeds {summary['seeds']}; recipe `{info['config']['grpo']['config']}` with
 `{json.dumps(info['config']['grpo'].get('overrides', {}), default=str)}`.
-Each policy (the start and every seed's end) re-sampled {_draws(summary)} (`rl.probe`), full Stock-R1 reward; interval: {rise['interval']} bootstrap
+Each policy (the start and every seed's end) re-sampled {_draws(summary)} (`rl.probe`), full Stock-R1 reward; interval: {level:.1%} {rise['interval']} bootstrap
 ({summary['n_boot']} resamples, the wider of the seeds x queries and the queries-only one).
-
+{look_section(summary)}
 ## Verdict
 
 - {verdict_line}{both}
