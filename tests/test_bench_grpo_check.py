@@ -13,6 +13,7 @@ from benchmarks.grpo_check.command import (
     main,
     pool_probes,
     probe_draws,
+    read_earlier_look,
     read_steps,
     summarise,
 )
@@ -184,7 +185,7 @@ def test_a_second_look_at_the_same_seeds_splits_alpha(tmp_path: Path) -> None:
     first = summarise(_res([0.3, -0.25]), GRPOCheckConfig.from_dict(base))
     (tmp_path / "summary.json").write_text(json.dumps({**first, "steps": 5}))
     cfg = GRPOCheckConfig.from_dict({**base, "steps": 10, "level": 0.975, "earlier_look": str(tmp_path)})
-    second = summarise(_res([0.3, 0.1]), cfg)
+    second = summarise({**_res([0.3, 0.1]), "earlier_look": read_earlier_look(cfg)}, cfg)
     wide, narrow = second["rise"], summarise(_res([0.3, 0.1]), GRPOCheckConfig.from_dict(base))["rise"]
     assert wide["level"] == 0.975 and wide["ci_low"] < narrow["ci_low"] and wide["ci_high"] > narrow["ci_high"]
     assert second["earlier_look"]["steps"] == 5 and second["earlier_look"]["rise"]["verdict"] == "tie"
@@ -196,10 +197,16 @@ def test_a_second_look_at_the_same_seeds_splits_alpha(tmp_path: Path) -> None:
     assert "second look" not in readme(first, _info())  # a first look has no sequential section
     for edit, message in (({"seeds": [0, 1, 2]}, "same seeds and fewer steps"), ({"steps": 5}, "fewer steps")):
         with pytest.raises(ValueError, match=message):
-            summarise(_res([0.3, 0.1]), GRPOCheckConfig.from_dict({**base, "steps": 10, "level": 0.975,
-                                                                   "earlier_look": str(tmp_path), **edit}))
+            read_earlier_look(GRPOCheckConfig.from_dict({**base, "steps": 10, "level": 0.975,
+                                                         "earlier_look": str(tmp_path), **edit}))
     with pytest.raises(FileNotFoundError, match="earlier_look"):
-        summarise(_res([0.3, 0.1]), GRPOCheckConfig.from_dict({**base, "earlier_look": str(tmp_path / "none")}))
+        read_earlier_look(GRPOCheckConfig.from_dict({**base, "earlier_look": str(tmp_path / "none")}))
+    third = tmp_path / "second"
+    third.mkdir()
+    (third / "summary.json").write_text(json.dumps({**second, "steps": 10}))
+    with pytest.raises(ValueError, match="only a second look is accounted for"):  # the bound counts two alphas
+        read_earlier_look(GRPOCheckConfig.from_dict({**base, "steps": 15, "level": 0.99, "earlier_look": str(third)}))
+    assert read_earlier_look(GRPOCheckConfig.from_dict(base)) is None
     with pytest.raises(ValueError, match="0.5 < level < 1"):
         GRPOCheckConfig.from_dict({**base, "level": 95})
 

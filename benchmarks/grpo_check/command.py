@@ -186,6 +186,7 @@ def read_steps(metrics: Path) -> dict[str, dict[int, float]]:
 def run_check(cfg: GRPOCheckConfig, log=print) -> dict[str, Any]:
     """Train every seed, probe the start and each end; returns {probe, steps, timings, recipe, start, logodds}.
     ``timings``: the wall seconds of every stage when it ran (``benchmarks.cache``), cached ones included."""
+    earlier = read_earlier_look(cfg)  # refused before hours of training, not after
     work = Path(cfg.work_dir)
     sft = Path(cfg.sft_run_dir) if cfg.sft_run_dir else None
     probes: dict[str, dict[int, Any]] = {"start": {}, "end": {}}
@@ -220,7 +221,7 @@ def run_check(cfg: GRPOCheckConfig, log=print) -> dict[str, Any]:
     start = sft_start(sft, False) if sft is not None else {"policy_base": str(full.get("policy", {}).get(
         "name_or_path")) + " (config's policy, random init)", "sft_release_hash": None, "sft_run_dir": None}
     return {"probe": probes, "steps": steps, "timings": dict(timings), "recipe": recipe, "start": start,
-            "logodds": logodds}
+            "logodds": logodds, "earlier_look": earlier}
 
 
 def read_logodds(cfg: GRPOCheckConfig, work: Path, sft: Path | None, timings: Timings) -> dict[str, Any]:
@@ -305,7 +306,7 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
                         "last": float(np.mean([c[t] for t in ts[-cfg.window:]]))}
     return {**res["start"], "recipe": res["recipe"], "n_queries": cfg.n_queries, "steps": cfg.steps, "seeds": seeds,
             "probe_group_size": cfg.probe_group_size, "probe_repeats": cfg.probe_repeats, "n_boot": cfg.n_boot, "window": cfg.window,
-            "threads": cfg.threads, "level": cfg.level, "earlier_look": read_earlier_look(cfg),
+            "threads": cfg.threads, "level": cfg.level, "earlier_look": res.get("earlier_look"),
             "per_query_draws": min(int(r.get("per_query_draws", 1)) for r in [*start.values(), *end.values()]),
             "rise": rise, "rise_components": comps, "curve": curve, "per_step": per_step,
             "start_reward": _spread([start[s]["reward_total"] for s in seeds]),
@@ -319,7 +320,8 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
 
 def read_earlier_look(cfg: GRPOCheckConfig) -> dict[str, Any] | None:
     """The earlier look at the same seeds (``cfg.earlier_look``: its results dir) as {dir, steps, level, seeds,
-    rise}, for the README's alpha accounting; None without one. The looks must share their seeds."""
+    rise}, for the README's alpha accounting; None without one. The looks must share their seeds, and the
+    earlier one must be a first look (the bound counts two)."""
     if cfg.earlier_look is None:
         return None
     path = Path(cfg.earlier_look) / "summary.json"
@@ -329,6 +331,9 @@ def read_earlier_look(cfg: GRPOCheckConfig) -> dict[str, Any] | None:
     if sorted(prev["seeds"]) != sorted(cfg.seeds) or prev["steps"] >= cfg.steps:
         raise ValueError(f"earlier_look {cfg.earlier_look}: an earlier look has the same seeds and fewer steps, got "
                          f"seeds {prev['seeds']} at {prev['steps']} steps vs {list(cfg.seeds)} at {cfg.steps}")
+    if prev.get("earlier_look"):  # the README's bound adds two alphas; a third look needs its own accounting
+        raise ValueError(f"earlier_look {cfg.earlier_look} is itself a further look (at {prev['earlier_look']['dir']}): "
+                         "only a second look is accounted for")
     return {"dir": cfg.earlier_look, "steps": prev["steps"], "level": prev.get("level", prev["rise"].get("level", 0.95)),
             "seeds": prev["seeds"], "rise": {k: prev["rise"][k] for k in ("diff", "ci_low", "ci_high", "verdict")}}
 
