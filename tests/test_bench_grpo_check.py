@@ -91,6 +91,32 @@ def test_the_per_query_section_shows_which_answers_moved() -> None:
     assert summary["yes_share_change"] == {} and "Yes/No queries" not in text  # one query per gold: no interval
 
 
+def test_each_component_rise_reads_its_own_interval_over_seeds_and_queries() -> None:
+    """R_act rises on every query for both seeds (holds); R_ans rises on half the queries and falls as much on
+    the other half, alike in both seeds, so its std over seeds is 0 while its interval spans 0 (a tie the
+    mean ± std would hide); R_cons is undefined on one query in one record, so that query is left out."""
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 400})
+    res = _res([0.3, 0.25], q=8)
+    for s in (0, 1):
+        for which in ("start", "end"):
+            up = 0.2 * (which == "end")
+            res["probe"][which][s]["per_query"] = [
+                {"gold": "Yes", "answer_type": "yes_no", "answers": ["Yes"], "r_ans": 0.5 + (up if i % 2 else -up),
+                 "r_act": 0.4 + up + 0.01 * i, "r_prec": 0.3, "r_cons": None if (which, s, i) == ("end", 1, 3) else 0.6}
+                for i in range(8)]
+    comps = summarise(res, cfg)["rise_components"]
+    assert comps["r_act"]["interval"]["verdict"] == "holds" and comps["r_act"]["interval"]["diff"] == pytest.approx(0.2)
+    assert comps["r_ans"]["interval"]["verdict"] == "tie" and comps["r_ans"]["std"] == 0.0
+    assert comps["r_cons"]["n_queries"] == 7 and comps["r_prec"]["interval"]["diff"] == pytest.approx(0.0)
+    text = readme(summarise(res, cfg), _info())
+    assert "  - r_act +0.000 ± 0.000; 8 queries: r_act rises: +0.200 [+0.2" in text and "**holds**" in text
+    line = next(r for r in text.splitlines() if r.startswith("  - r_ans"))
+    assert "8 queries: r_ans rises: " in line and "[-0.150, +0.150]: **tie**" in line
+    assert "four readings, not corrected for their number" in text
+    res["probe"]["end"][0].pop("per_query")  # one record without per-query components: mean ± std only
+    assert "no per-query records, so no interval" in readme(summarise(res, cfg), _info())
+
+
 def _yes_no(start_yes: list[int], end_yes: list[int], golds: list[str], rises: list[float]) -> dict:
     """Probe records of 2 seeds whose query i gives ``start_yes[i]`` / ``end_yes[i]`` Yes answers of 4."""
     res = _res(rises, q=len(golds))

@@ -113,3 +113,8 @@ def test_the_blocking_line_names_r_ans_only_on_its_evidence() -> None:
     tie = logodds_change(_logodds(0.0, 0.0), [0, 1], n_boot=200)
     assert "in a way these intervals cannot tell" in blocking_line(_summary(tie, 0.65))
     assert "no per-query answers" in blocking_line(_summary(None, 0.65))
+    assert "other components" not in line  # no per-component intervals: nothing said of them
+    iv = {"r_ans": {"interval": {"verdict": "tie"}}, "r_act": {"interval": {"verdict": "holds"}},
+          "r_prec": {"interval": {"verdict": "tie"}}, "r_cons": {"mean": 0.1, "std": 0.0}}  # r_cons: no interval
+    line = blocking_line({**_summary(one_prior, 0.65), "rise_components": iv})
+    assert line.endswith("The other components' rises read (per component, above): r_act holds, r_prec tie.")

@@ -285,12 +285,7 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
     q = {s: np.asarray(end[s]["per_query_total"]) for s in seeds}
     q0 = {s: np.asarray(start[s]["per_query_total"]) for s in seeds}
     rise = interval(q, q0, cfg.n_boot, level=cfg.level)
-    comps = {}
-    for name in ("r_ans", "r_act", "r_prec", "r_cons"):
-        d = [end[s][f"reward/{name}"] - start[s][f"reward/{name}"] for s in seeds
-             if end[s].get(f"reward/{name}") is not None and start[s].get(f"reward/{name}") is not None]
-        if d:
-            comps[name] = _spread(d)
+    comps = component_rises(start, end, seeds, cfg.n_boot, cfg.level)
     per_step: dict[str, dict[int, dict[str, float]]] = {}
     for k in STEP_KEYS:
         by_seed = [res["steps"][s][k] for s in seeds if k in res["steps"].get(s, {})]
@@ -316,6 +311,34 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
             "yes_share_change": yes_share_change(start, end, seeds, cfg.n_boot, cfg.level),
             "answer_contexts": cfg.answer_contexts, "context_seed": CONTEXT_SEED,
             "logodds_change": logodds_change(res.get("logodds"), seeds, cfg.n_boot, cfg.level)}
+
+
+def component_rises(start: Mapping[int, Mapping[str, Any]], end: Mapping[int, Mapping[str, Any]], seeds: list[int],
+                    n_boot: int, level: float = 0.95) -> dict[str, dict[str, Any]]:
+    """Reward component -> its rise end − start: ``mean`` / ``std`` over seeds of the probe's component mean,
+    and, where every probe record kept per-query components, ``interval`` over (seed, query) as the verdict's
+    (seeds x queries, the wider of the two) on the ``n_queries`` queries where that component is defined for
+    every seed and both policies (R_cons and R_prec are undefined on a query none of whose rollouts wrote a
+    valid action). A small std over seeds says little when the queries disagree: the interval reads both."""
+    recs = [start[s] for s in seeds] + [end[s] for s in seeds]
+    per_query = all(r.get("per_query") for r in recs)
+    out: dict[str, dict[str, Any]] = {}
+    for name in ("r_ans", "r_act", "r_prec", "r_cons"):
+        d = [end[s][f"reward/{name}"] - start[s][f"reward/{name}"] for s in seeds
+             if end[s].get(f"reward/{name}") is not None and start[s].get(f"reward/{name}") is not None]
+        if not d:
+            continue
+        out[name] = _spread(d)
+        if not per_query:
+            continue
+        val = {w: {s: np.array([np.nan if q.get(name) is None else q[name] for q in side[s]["per_query"]])
+                   for s in seeds} for w, side in (("start", start), ("end", end))}
+        ok = ~np.any([np.isnan(val[w][s]) for w in val for s in seeds], axis=0)
+        if ok.sum() >= 2:
+            out[name] |= {"n_queries": int(ok.sum()),
+                          "interval": interval({s: val["end"][s][ok] for s in seeds},
+                                               {s: val["start"][s][ok] for s in seeds}, n_boot, level=level)}
+    return out
 
 
 def read_earlier_look(cfg: GRPOCheckConfig) -> dict[str, Any] | None:

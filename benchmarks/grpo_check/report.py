@@ -177,11 +177,21 @@ def blocking_line(summary: Mapping[str, Any]) -> str:
     if kind == "one_prior" and share >= 0.5:
         return (f"Which component blocks it: **R_ans**. It carries {share:.0%} of the within-group reward variance "
                 "during training, so it sets most of each advantage, and the answer moved as one prior over all queries "
-                f"({moved}), which R_ans pays on one gold and charges on the other.")
+                f"({moved}), which R_ans pays on one gold and charges on the other.{_other_components(summary)}")
     how = {"per_query": "per query", "one_prior": "as one prior", "away": "away from its gold",
            "tie": "in a way these intervals cannot tell"}[kind]
     return (f"Which component blocks it is not settled: R_ans carries {share:.0%} of the within-group reward variance "
-            f"and the answer moved {how} ({moved}).")
+            f"and the answer moved {how} ({moved}).{_other_components(summary)}")
+
+
+def _other_components(summary: Mapping[str, Any]) -> str:
+    """How the components besides R_ans read on their own intervals (Verdict, per component), or ''."""
+    other = {c: v["interval"]["verdict"] for c, v in (summary.get("rise_components") or {}).items()
+             if c != "r_ans" and "interval" in v}
+    if not other:
+        return ""
+    return (" The other components' rises read (per component, above): "
+            + ", ".join(f"{c} {v}" for c, v in other.items()) + ".")
 
 
 def logodds_section(summary: Mapping[str, Any]) -> str:
@@ -222,6 +232,32 @@ def _rel(results_dir: str) -> str:
     return "../" + Path(results_dir).name
 
 
+def component_lines(summary: Mapping[str, Any]) -> str:
+    """The per-component rises: mean ± std over seeds, and the interval over seeds x queries where the probes
+    kept per-query components. These say which component moved; they are diagnostics read beside the verdict,
+    not four more verdicts on the check (nothing here corrects for reading four), so their words are the
+    interval's and no more."""
+    comps = summary.get("rise_components") or {}
+    if not comps:
+        return "- per component: –"
+    level = summary.get("level", 0.95)
+    if not any("interval" in v for v in comps.values()):
+        return ("- per component (end − start, mean ± std over seeds; no per-query records, so no interval): "
+                + "; ".join(f"{c} {v['mean']:+.3f} ± {v['std']:.3f}" for c, v in comps.items()))
+    rows = []
+    for c, v in comps.items():
+        if "interval" not in v:
+            rows.append(f"  - {c} {v['mean']:+.3f} ± {v['std']:.3f} (no interval: fewer than 2 queries define it)")
+            continue
+        i = v["interval"]
+        rows.append(f"  - {c} {v['mean']:+.3f} ± {v['std']:.3f}; {v['n_queries']} queries: "
+                    f"{claim_line(f'{c} rises', i['diff'], i['ci_low'], i['ci_high'], digits=3)}")
+    return (f"- per component, a diagnostic of which one moved (end − start: mean ± std over seeds of the probe's "
+            f"mean over rollouts, then the {level:.1%} seeds x queries interval of the per-query means, on the queries "
+            "that define it; four readings, "
+            "not corrected for their number):\n" + "\n".join(rows))
+
+
 def _per_query(summary: Mapping[str, Any]) -> int:
     return summary["probe_group_size"] * summary.get("probe_repeats", 1)
 
@@ -232,7 +268,6 @@ def readme(summary: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     level = summary.get("level", 0.95)
     verdict_line = claim_line(f"GRPO raises the reward of its own training queries (end − start, probe, {level:.1%} "
                               "interval)", rise["diff"], rise["ci_low"], rise["ci_high"], digits=3)
-    comps = "; ".join(f"{c} {v['mean']:+.3f} ± {v['std']:.3f}" for c, v in summary["rise_components"].items())
     curve = "; ".join(f"seed {s}: {c['first']:+.3f} → {c['last']:+.3f}" for s, c in summary["curve"].items())
     start = (f"`{summary['sft_run_dir']}` (policy base `{summary['policy_base']}`, weights `{summary['sft_release_hash']}`)"
              if summary.get("sft_release_hash") else f"the config's policy (`{summary['policy_base']}`)")
@@ -258,8 +293,8 @@ Each policy (the start and every seed's end) re-sampled {_draws(summary)} (`rl.p
 
 - {verdict_line}{both}
 - probe reward start {summary['start_reward']['mean']:+.3f} ± {summary['start_reward']['std']:.3f} → end
-  {summary['end_reward']['mean']:+.3f} ± {summary['end_reward']['std']:.3f} (mean ± std over seeds); per component
-  (end − start, mean ± std over seeds): {comps or '–'}
+  {summary['end_reward']['mean']:+.3f} ± {summary['end_reward']['std']:.3f} (mean ± std over seeds)
+{component_lines(summary)}
 - the start is one policy, probed once per seed with that seed's sampling seeds: its spread over seeds
   (± {summary['start_reward']['std']:.3f}) is the probe's sampling noise alone, {_per_query(summary)} rollouts per query; the
   end's (± {summary['end_reward']['std']:.3f}) is the training-seed spread plus that noise
