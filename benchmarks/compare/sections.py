@@ -137,34 +137,71 @@ def scale_section(run_info: Mapping[str, Any], intervals: Mapping[str, Any] | No
             "- The real-scale protocol is configs/compare/real.yaml (GPU), with the same code path.", ""]
 
 
+def _backbone(run_info: Mapping[str, Any], method: str) -> tuple[str, bool]:
+    """(base model, random-init?) of one method's policy: its own entry in ``policies`` (a row may run
+    on another backbone than the config's policy, e.g. Stock-R1 as the shipped small pretrained policy),
+    else the config's policy."""
+    own = (run_info.get("policies") or {}).get(method)
+    policy = run_info["config"]["policy"]
+    name = str((own or policy).get("name_or_path"))
+    random_init = name == "tiny" or (own is None and int(policy.get("random_init_layers") or 0) > 0)
+    return name, random_init
+
+
+def _count(rate: float, n: int | None) -> str:
+    """A rate as a count of ``n`` decisions (a percentage without ``n``)."""
+    return f"{round(rate * n)} of {n}" if n else f"{100 * rate:.1f}%"
+
+
 def probe_section(run_info: Mapping[str, Any], intervals: Mapping[str, Any] | None,
-                  levels: Mapping[str, Any] | None = None) -> list[str]:
+                  levels: Mapping[str, Any] | None = None,
+                  metrics: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
     """The memorisation probe's paired gaps (``<method> - <method> (anonymised)``) whose interval excludes 0,
-    and what such a gap can mean for the run's policies."""
+    and what such a gap can mean for each method's own backbone: on a random-init policy it is not
+    memorisation; on a pretrained one it may be, mixed with the probe's shift of the inputs, and ``metrics``
+    show when that shift broke the output format (unparsed decisions with and without the probe)."""
     an = run_info.get("anonymise")
     if not an or not intervals:
         return []
     gaps = {k.split(" - ")[0]: v for k, v in intervals["differences"].items() if k.endswith("(anonymised)")}
-    beyond = [f"{m} ({label} {100 * c['value']:+.1f} [{100 * c['lo']:+.1f}, {100 * c['hi']:+.1f}] points)"
-              for m, g in gaps.items() for key, label in (("cumulative_return", "CR"), ("hit_rate", "HR"))
-              if (c := g.get(key)) and c["lo"] is not None and c["hi"] is not None
-              and verdict(c["value"], c["lo"], c["hi"]) != TIE]
-    policy = run_info["config"]["policy"]
-    random_init = policy.get("name_or_path") == "tiny" or int(policy.get("random_init_layers") or 0) > 0
+    found = {m: [(label, c) for key, label in (("cumulative_return", "CR"), ("hit_rate", "HR"))
+                 if (c := g.get(key)) and c["lo"] is not None and c["hi"] is not None
+                 and verdict(c["value"], c["lo"], c["hi"]) != TIE] for m, g in gaps.items()}
+    found = {m: v for m, v in found.items() if v}
+    beyond = {m: [f"{label} {100 * c['value']:+.1f} [{100 * c['lo']:+.1f}, {100 * c['hi']:+.1f}] points"
+                  for label, c in v] for m, v in found.items()}
     lines = ["## Memorisation probe: the gaps", "",
-             ("Paired gaps beyond noise: " + "; ".join(beyond) + ".") if beyond else
-             "No paired gap (CR, HR) excludes 0: the probe changed no method's results beyond noise.", ""]
-    if random_init and beyond:
-        lines += [f"These policies are random-init and never saw the test period, so these gaps are not memorisation. "
-                  f"The probe keeps every answer, label and reward (tested) but moves the inputs outside the training "
-                  f"range (dates {an['weeks']} weeks later, prices x {an['scale']}); a policy that keys on absolute "
-                  "price levels or calendar years reacts. At real scale the same gap mixes memorisation with this "
-                  "level dependence; telling them apart needs a policy that is invariant to the rescaling first.", ""]
-        if levels:  # Stock-R1 writes absolute levels: where they sit against the plain and the rescaled closes
-            lo, hi = levels["close_range"]
-            lines += [f"Stock-R1's emitted end values span {levels['end_value_range'][0]:.4g} .. "
-                      f"{levels['end_value_range'][1]:.4g}, against test closes of {lo:.4g} .. {hi:.4g} "
-                      f"({100 * levels['share_end_value_below_close']:.0f}% of them below the day's close) and "
-                      f"rescaled closes of {lo * an['scale']:.4g} .. {hi * an['scale']:.4g}: whether a written level "
-                      "reads as a fall or a rise depends on the price scale, not on the market.", ""]
+             ("Paired gaps beyond noise: " + "; ".join(f"{m} ({', '.join(v)})" for m, v in beyond.items()) + ".")
+             if beyond else "No paired gap (CR, HR) excludes 0: the probe changed no method's results beyond noise.", ""]
+    random_init = [m for m in beyond if _backbone(run_info, m)[1]]
+    if random_init:
+        lines += [f"Random-init policies ({', '.join(random_init)}) never saw the test period, so their gaps are not "
+                  "memorisation. The probe keeps every answer, label "
+                  f"and reward (tested) but moves the inputs outside the training range (dates {an['weeks']} weeks "
+                  f"later, prices x {an['scale']}); a policy that keys on absolute price levels or calendar years "
+                  "reacts. At real scale the same gap mixes memorisation with this level dependence; telling them "
+                  "apart needs a policy that is invariant to the rescaling first.", ""]
+    for m in (m for m in beyond if not _backbone(run_info, m)[1]):
+        base = f"{m} runs on the pretrained `{_backbone(run_info, m)[0]}`"
+        line = (f"{base}, so its gap may be memorisation (the knowledge-cutoff line at the top says whether these "
+                "decision days precede its cutoff), mixed with its reaction to the probe's shifted inputs."
+                if any(c["value"] > 0 for _, c in found[m]) else
+                f"{base}; its gap is below 0 (it did worse on the named stocks and dates than on the anonymised "
+                "ones), which knowing them would not cause: it is its reaction to the probe's shifted inputs.")
+        plain, anon = (metrics or {}).get(m), (metrics or {}).get(f"{m} (anonymised)")
+        if plain and anon and plain.get("parse_failure_rate") is not None and anon.get("parse_failure_rate") is not None:
+            n = int(plain["n_decisions"]) if plain.get("n_decisions") else None
+            line += (f" Its unparsed decisions: {_count(plain['parse_failure_rate'], n)} without the probe, "
+                     f"{_count(anon['parse_failure_rate'], n)} with it")
+            line += (": the shifted prompt breaks its output format, so part of the gap is that, not knowledge; a gap "
+                     "read as memorisation needs a probe that leaves the policy's format intact."
+                     if anon["parse_failure_rate"] > plain["parse_failure_rate"] else ".")
+        lines += [line, ""]
+    if levels and beyond:  # Stock-R1 writes absolute levels: where they sit against the plain and rescaled closes
+        lo, hi = levels["close_range"]
+        lines += [f"Stock-R1's emitted end values span {levels['end_value_range'][0]:.4g} .. "
+                  f"{levels['end_value_range'][1]:.4g}, against test closes of {lo:.4g} .. {hi:.4g} "
+                  f"({100 * levels['share_end_value_below_close']:.0f}% of them below the day's close) and "
+                  f"rescaled closes of {lo * an['scale']:.4g} .. {hi * an['scale']:.4g}: whether a written level "
+                  "reads as a fall or a rise depends on the price scale, not on the market.", ""]
     return lines
