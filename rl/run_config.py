@@ -24,9 +24,11 @@ from stockr1.data.config import DataConfig
 @dataclass(frozen=True)
 class GRPOQAConfig(QAConfig):
     """The QA items GRPO trains on: the SFT run's own (``qa.jsonl``) when it has them, else generated
-    with these settings; ``max_train_queries``: a seeded random subset of the train split (None = all)."""
+    with these settings; ``max_train_queries``: a seeded random subset of the train split (None = all);
+    ``balance_yes_no``: that subset only yes/no items, half of them with gold Yes (``rl.setup.select_train_queries``)."""
 
     max_train_queries: int | None = None
+    balance_yes_no: bool = False
 
 
 ROLLOUT_BACKENDS = ("hf", "vllm")

@@ -34,6 +34,7 @@ from forecast_action.build import build_decoder, load_decoder, save_decoder
 from forecast_action.derive import ActionThresholds, actions_from_windows
 from llm.build import load_data
 from llm.policy import Policy, PolicyConfig
+from llm.qa.core import QAItem
 from llm.qa.dataset import load_items
 from llm.qa.generator import QAConfig, QAGenerator
 from llm.qa.prompt import SYSTEM_PROMPT, user_message
@@ -163,6 +164,27 @@ def train_config(cfg: Mapping[str, Any], max_steps: int | None = None) -> GRPOTr
     return GRPOTrainConfig.from_dict(tcfg)
 
 
+def select_train_queries(items: list[QAItem], max_q: int | None, seed: int = 0,
+                         balance_yes_no: bool = False) -> list[QAItem]:
+    """The train items GRPO trains on, in their file order: ``max_q`` of them picked by a seeded permutation
+    (None: all). ``balance_yes_no``: only yes/no items, ``max_q / 2`` with gold Yes and as many with gold No
+    (each half the first of its gold in the permutation), so that one answer prior shared by every query earns
+    R_ans nothing and only answers learnt per query raise it (results/grpo_check: the prior is what moved)."""
+    order = np.random.default_rng(seed).permutation(len(items))
+    if not balance_yes_no:
+        return items if not max_q else [items[i] for i in sorted(order[: int(max_q)])]
+    if not max_q or int(max_q) % 2:
+        raise ValueError(f"qa.balance_yes_no needs an even qa.max_train_queries (half per gold), got {max_q}")
+    half, picked = int(max_q) // 2, []
+    for gold in ("Yes", "No"):
+        idx = [int(i) for i in order if items[i].answer_type == "yes_no" and items[i].answer == gold][:half]
+        if len(idx) < half:
+            raise ValueError(f"qa.balance_yes_no: the train split holds {len(idx)} yes/no items with gold {gold}, "
+                             f"fewer than the {half} that qa.max_train_queries {max_q} needs")
+        picked += idx
+    return [items[i] for i in sorted(picked)]
+
+
 def build_setup(cfg: Mapping[str, Any], sft: Path | None, max_steps: int | None = None) -> GRPOSetup:
     """Data -> train items (the SFT run's, train split only) -> thresholds -> policy + decoder ->
     GRPO samples, exactly as a run trains on them."""
@@ -171,15 +193,12 @@ def build_setup(cfg: Mapping[str, Any], sft: Path | None, max_steps: int | None 
     train_cfg = train_config(cfg, max_steps)
     windows, context_fn = load_data(cfg.get("data", {}))
     qa = dict(cfg.get("qa", {}))
-    max_q = qa.pop("max_train_queries", None)
+    max_q, balance = qa.pop("max_train_queries", None), bool(qa.pop("balance_yes_no", False))
     if sft is not None and (sft / "qa.jsonl").exists():  # the SFT run's own items and thresholds
         items = load_items(sft / "qa.jsonl")
     else:
         items, _ = QAGenerator(windows, context_fn).generate(QAConfig(**qa))
-    train_items = [it for it in items if it.split == "train"]
-    if max_q:
-        keep = np.random.default_rng(qa.get("seed", 0)).permutation(len(train_items))[: int(max_q)]
-        train_items = [train_items[i] for i in sorted(keep)]
+    train_items = select_train_queries([it for it in items if it.split == "train"], max_q, qa.get("seed", 0), balance)
     th_file = sft / "thresholds.json" if sft is not None else None
     thresholds = ActionThresholds.load(th_file) if th_file and th_file.exists() else ActionThresholds.fit(train_only(windows))
     policy, decoder = load_models(cfg, sft)

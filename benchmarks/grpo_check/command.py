@@ -81,6 +81,7 @@ class GRPOCheckConfig(YamlConfig):
     grpo: CheckGRPO = field(default_factory=CheckGRPO)
     sft_run_dir: str | None = None  # the start; null = the config's policy (random init for tiny)
     n_queries: int = 8
+    balance_yes_no: bool = False  # the queries: yes/no only, half gold Yes (rl.setup.select_train_queries)
     steps: int = 20
     seeds: tuple[int, ...] = (0, 1)
     probe_group_size: int = 8
@@ -100,6 +101,8 @@ class GRPOCheckConfig(YamlConfig):
         if cfg.n_queries < MIN_QUERIES or len(set(cfg.seeds)) < MIN_SEEDS:
             raise ValueError(f"the check needs n_queries >= {MIN_QUERIES} and >= {MIN_SEEDS} distinct seeds (a seed "
                              f"spread), got {cfg.n_queries} and {list(cfg.seeds)}")
+        if cfg.balance_yes_no and cfg.n_queries % 2:
+            raise ValueError(f"balance_yes_no needs an even n_queries (half per gold), got {cfg.n_queries}")
         if cfg.ckpt_every is not None and cfg.ckpt_every < 1:
             raise ValueError(f"ckpt_every must be >= 1 (or null: at the end), got {cfg.ckpt_every}")
         if (cfg.steps < 1 or cfg.probe_group_size < 2 or cfg.probe_repeats < 1 or cfg.window < 1 or cfg.threads < 1
@@ -121,7 +124,7 @@ def run_overrides(cfg: GRPOCheckConfig, seed: int) -> dict[str, Any]:
         saved = load_yaml(sft_cfg)
         start |= {k: saved[k] for k in ("data", "max_context_chars") if k in saved}
     return deep_update(deep_update(cfg.grpo.overrides, start), {
-        "qa": {"max_train_queries": cfg.n_queries},
+        "qa": {"max_train_queries": cfg.n_queries, **({"balance_yes_no": True} if cfg.balance_yes_no else {})},
         "train": {"queries_per_step": cfg.n_queries, "max_steps": cfg.steps, "seed": int(seed),
                   "ckpt_every": min(cfg.ckpt_every or cfg.steps, cfg.steps)}})
 
