@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.grpo_check.command import logodds_change
+from benchmarks.grpo_check.command import logodds_change, logodds_split
 from benchmarks.grpo_check.report import blocking_line, logodds_section
 from llm.policy import Policy
 from llm.special_tokens import ANSWER_OPEN
@@ -72,6 +72,36 @@ def test_logodds_change_per_gold_by_hand() -> None:
     assert change["yes"]["diff"] == pytest.approx(want)
     assert change["yes"]["verdict"] == "holds" and change["no"]["verdict"] == "holds"  # both rose (claim read: rise)
     assert logodds_change(None, [0, 1], 100) is None
+
+
+def test_the_split_cancels_a_shared_shift_and_weights_golds_equally() -> None:
+    """Δ_Yes = +1.5, Δ_No = +0.5 on 2 + 2 queries: shared (1.5 + 0.5) / 2 = 1.0, toward gold (1.5 − 0.5) / 2 = 0.5.
+    With 2 gold-Yes and 4 gold-No queries the golds still weigh half each, not 1/3 and 2/3."""
+    lo = _logodds(1.5, 0.5)
+    split = logodds_split(lo, [0, 1], n_boot=200)
+    change = logodds_change(lo, [0, 1], n_boot=200)
+    assert split["shared"]["diff"] == pytest.approx((change["yes"]["diff"] + change["no"]["diff"]) / 2)
+    assert split["toward_gold"]["diff"] == pytest.approx((change["yes"]["diff"] - change["no"]["diff"]) / 2)
+    assert split["shared"]["diff"] == pytest.approx(1.0, abs=0.1) and split["toward_gold"]["verdict"] == "holds"
+    one_prior = logodds_split(_logodds(-1.0, -1.0), [0, 1], n_boot=200)  # the same shift on both golds
+    assert abs(one_prior["toward_gold"]["diff"]) < 0.1 and one_prior["toward_gold"]["verdict"] == "tie"
+    assert one_prior["shared"]["verdict"] == "worse"  # toward No
+    text = logodds_section({"logodds_change": logodds_change(_logodds(-1.0, -1.0), [0, 1], n_boot=200),
+                            "logodds_split": one_prior, "answer_contexts": 2, "context_seed": 7})
+    assert "(Δ_Yes + Δ_No) / 2: -1.0" in text and "toward No, beyond its interval" in text
+    assert "2 gold-Yes and 2 gold-No queries" in text and "no verdict rests on it" in text
+    assert "the shared shift cancelled: (Δ_Yes − Δ_No) / 2: +0.0" in text or "(Δ_Yes − Δ_No) / 2: -0.0" in text
+    # 2 gold-Yes queries moved +2 and +1, 4 gold-No ones +0, +0, +0, +3 (one context each, start 0, both seeds):
+    # the golds weigh half each, Δ_Yes = 1.5 and Δ_No = 0.75, not the pooled means over 6 queries
+    moves = [2.0, 1.0, 0.0, 0.0, 0.0, 3.0]
+    uneven = {"contexts": [{"query": q, "gold": "Yes" if q < 2 else "No"} for q in range(6)], "start": [0.0] * 6,
+              "end": {0: moves, 1: moves}}
+    got = logodds_split(uneven, [0, 1], n_boot=200)
+    assert got["toward_gold"]["diff"] == pytest.approx((1.5 - 0.75) / 2)
+    assert got["shared"]["diff"] == pytest.approx((1.5 + 0.75) / 2)
+    lone = _logodds(1.0, 1.0)
+    lone["contexts"] = [{**c, "gold": "Yes" if c["query"] < 3 else "No"} for c in lone["contexts"]]
+    assert logodds_split(lone, [0, 1], 100) is None and logodds_split(None, [0, 1], 100) is None  # 1 gold-No query
 
 
 @pytest.mark.parametrize(("shifts", "words"), [

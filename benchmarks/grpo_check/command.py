@@ -59,6 +59,7 @@ from stockr1.config import (
     print_config,
 )
 from stockr1.manifest import git_commit
+from stockr1.metrics.verdict import verdict
 from stockr1.outdir import command_line, output_dir, refuse_existing
 
 MIN_QUERIES, MIN_SEEDS = 8, 2
@@ -274,6 +275,58 @@ def logodds_change(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: 
     return out
 
 
+def logodds_split(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: int,
+                  level: float = 0.95) -> dict[str, dict[str, Any]] | None:
+    """The log-odds change split in two, golds weighted equally: ``shared`` = (Δ_Yes + Δ_No) / 2, the shift
+    every query took whatever its gold (a prior), and ``toward_gold`` = (Δ_Yes − Δ_No) / 2, how far the
+    queries moved toward their own gold with that shift cancelled; Δ_g is ``logodds_change``'s diff on gold
+    g. Each with ``interval``'s fields, from a bootstrap stratified by gold (``_stratified_interval``), so
+    every resample keeps the golds' counts and the shared shift stays cancelled. None unless both golds
+    have >= 2 queries."""
+    if not logodds:
+        return None
+    ctx = logodds["contexts"]
+    golds = {c["query"]: str(c["gold"]).strip().lower() for c in ctx}
+    by_gold = {g: sorted(q for q, v in golds.items() if v == g) for g in ("yes", "no")}
+    if min(len(v) for v in by_gold.values()) < 2:
+        return None
+
+    start = np.asarray(logodds["start"], dtype=np.float64)
+    end = {int(s): np.asarray(v, dtype=np.float64) for s, v in logodds["end"].items()}
+
+    def change(g: str) -> np.ndarray:
+        """[S, Q_g] end − start per seed and query (the query's mean over its contexts)."""
+        rows = [np.array([i for i, c in enumerate(ctx) if c["query"] == q]) for q in by_gold[g]]
+        return np.stack([np.array([end[s][r].mean() - start[r].mean() for r in rows]) for s in seeds])
+
+    d_yes, d_no = change("yes"), change("no")
+    counts = {"n_yes": d_yes.shape[1], "n_no": d_no.shape[1]}
+    return {"shared": {**_stratified_interval(d_yes, d_no, 0.5, 0.5, n_boot, level), **counts},
+            "toward_gold": {**_stratified_interval(d_yes, d_no, 0.5, -0.5, n_boot, level), **counts}}
+
+
+def _stratified_interval(a: np.ndarray, b: np.ndarray, ka: float, kb: float, n_boot: int, level: float,
+                         seed: int = 0) -> dict[str, Any]:
+    """``ka mean(a) + kb mean(b)`` for two strata of queries ``a`` [S, Qa] and ``b`` [S, Qb] that share their
+    seeds, with ``interval``'s two intervals: seeds x queries (draw S seeds, then each stratum's queries,
+    with replacement) and queries only (seeds averaged first); the wider is reported with its verdict."""
+    rng = np.random.default_rng(seed)
+    S = a.shape[0]
+    stat = lambda x, y: ka * x.mean() + kb * y.mean()  # noqa: E731
+    sd, ia, ib = (rng.integers(0, n, size=(n_boot, n)) for n in (S, a.shape[1], b.shape[1]))
+    both = np.array([stat(a[sd[i]][:, ia[i]], b[sd[i]][:, ib[i]]) for i in range(n_boot)])
+    qa_, qb_ = a.mean(0), b.mean(0)
+    only = np.array([stat(qa_[ia[i]], qb_[ib[i]]) for i in range(n_boot)])
+    alpha = (1.0 - level) / 2.0
+    ci = {k: [float(v) for v in np.quantile(x, [alpha, 1.0 - alpha])] for k, x in (("sq", both), ("q", only))}
+    wide = "sq" if ci["sq"][1] - ci["sq"][0] >= ci["q"][1] - ci["q"][0] else "q"
+    diff = float(stat(a, b))
+    lo, hi = ci[wide]
+    return {"diff": diff, "ci_low": lo, "ci_high": hi, "verdict": verdict(diff, lo, hi),
+            "interval": "seeds x questions" if wide == "sq" else "questions", "n_seeds": S, "level": level,
+            "ci_seeds_questions": ci["sq"], "ci_questions": ci["q"]}
+
+
 def _spread(vals: list[float]) -> dict[str, float]:
     v = np.asarray(vals, dtype=np.float64)
     return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1 else 0.0, "n": len(v)}
@@ -313,7 +366,8 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
             "per_query": per_query_answers(start, end, seeds),
             "yes_share_change": yes_share_change(start, end, seeds, cfg.n_boot, cfg.level),
             "answer_contexts": cfg.answer_contexts, "context_seed": CONTEXT_SEED,
-            "logodds_change": logodds_change(res.get("logodds"), seeds, cfg.n_boot, cfg.level)}
+            "logodds_change": logodds_change(res.get("logodds"), seeds, cfg.n_boot, cfg.level),
+            "logodds_split": logodds_split(res.get("logodds"), seeds, cfg.n_boot, cfg.level)}
 
 
 def component_rises(start: Mapping[int, Mapping[str, Any]], end: Mapping[int, Mapping[str, Any]], seeds: list[int],

@@ -207,8 +207,29 @@ def logodds_section(summary: Mapping[str, Any]) -> str:
              "start, each seed's end) gives log p(Yes) − log p(No) for the word written there, on that same text "
              "(`rl.probe.answer_logodds`, temperature 1). The reasoning and the observation are held fixed, "
              "so this measures how each policy maps a context to its answer, without sampling noise.\n")
-    return intro + prior_line(change, "the log-odds of Yes", "Per gold (seeds x queries intervals)",
-                              "the log-odds", digits=2) + "\n\n"
+    return (intro + prior_line(change, "the log-odds of Yes", "Per gold (seeds x queries intervals)",
+                               "the log-odds", digits=2) + split_lines(summary.get("logodds_split")) + "\n\n")
+
+
+def split_lines(split: Mapping[str, Mapping[str, Any]] | None) -> str:
+    """The same change split into a shift shared by every query and a move toward each query's gold, golds
+    weighted equally (``logodds_split``): the direct reading of "learnt per query", since a shared shift
+    cancels from the second. A diagnostic added on 2026-12-05 after every check's declared readings,
+    so no declared verdict reads it. '' without a split."""
+    if not split:
+        return ""
+    sh, tg = split["shared"], split["toward_gold"]
+    side = {HOLDS: "toward Yes, beyond its interval", WORSE: "toward No, beyond its interval"}.get(
+        verdict(sh["diff"], sh["ci_low"], sh["ci_high"]), "a tie: the interval includes 0")
+    toward = claim_line("the log-odds move toward each query's own gold, the shared shift cancelled: "
+                        "(Δ_Yes − Δ_No) / 2", tg["diff"], tg["ci_low"], tg["ci_high"], digits=2)
+    n_yes, n_no = sh.get("n_yes"), sh.get("n_no")
+    counts = f"{n_yes} gold-Yes and {n_no} gold-No queries, " if n_yes and n_no else ""
+    return ("\n\nSplit, golds weighted equally (a diagnostic added on 2026-12-05 after every check's declared "
+            f"readings, so no verdict rests on it; {counts}seeds x queries intervals that resample each gold's "
+            "queries apart; with this few queries a percentile bootstrap runs narrow):\n\n"
+            f"- a shift shared by every query, (Δ_Yes + Δ_No) / 2: {sh['diff']:+.2f} [{sh['ci_low']:+.2f}, "
+            f"{sh['ci_high']:+.2f}]: {side}\n- {toward}")
 
 
 def look_section(summary: Mapping[str, Any]) -> str:
