@@ -5,7 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from stockr1.metrics.stats import block_resamples, default_block, hierarchical_bootstrap, paired_bootstrap
+from stockr1.metrics.stats import (
+    block_resamples,
+    default_block,
+    hierarchical_bootstrap,
+    paired_bootstrap,
+    stratified_bootstrap,
+)
 from stockr1.metrics.verdict import claim_line, phrase, target_verdict, verdict
 
 
@@ -121,3 +127,22 @@ def test_hierarchical_bootstrap_carries_the_seed_spread():
     assert p.lo == pytest.approx(1.0) and p.hi == pytest.approx(1.0) and p.verdict == "holds"
     with pytest.raises(ValueError, match="one shape"):
         hierarchical_bootstrap(np.zeros((2, 3)), np.zeros((3, 3)))
+
+
+def test_stratified_bootstrap_resamples_each_stratum_apart() -> None:
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.5, 1.0, (3, 40))
+    # one stratum of weight 1 draws exactly as the two-stage bootstrap does
+    one = stratified_bootstrap([d], [1.0], n_boot=300)
+    ref = hierarchical_bootstrap(d, np.zeros_like(d), n_boot=300)
+    assert (one.diff, one.lo, one.hi, one.verdict) == pytest.approx((ref.diff, ref.lo, ref.hi, ref.verdict))
+    # two constant strata of unequal size: resampling within each keeps its mean, so the weighted sum
+    # 0.5 * 2 - 0.5 * (-1) = 1.5 has no spread; a pooled resample would change the strata's mix
+    a, b = np.full((2, 2), 2.0), np.full((2, 5), -1.0)
+    got = stratified_bootstrap([a, b], [0.5, -0.5], n_boot=200)
+    assert got.diff == pytest.approx(1.5) and got.lo == pytest.approx(1.5) and got.hi == pytest.approx(1.5)
+    assert got.verdict == "holds"
+    with pytest.raises(ValueError, match="at least 2 questions per stratum"):
+        stratified_bootstrap([a, np.zeros((2, 1))], [0.5, 0.5])
+    with pytest.raises(ValueError, match="one weight per"):
+        stratified_bootstrap([a, np.zeros((3, 4))], [0.5, 0.5])

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from stockr1.metrics.stats import hierarchical_bootstrap, paired_bootstrap
+from stockr1.metrics.stats import PairedDiff, hierarchical_bootstrap, paired_bootstrap
 from stockr1.metrics.verdict import HOLDS, TIE, WORSE, verdict
 
 # summary metric -> per-question record key (benchmarks.ablation.per_item); protocol = a parsed answer and
@@ -61,9 +61,15 @@ def interval(a: Mapping[int, np.ndarray], b: Mapping[int, np.ndarray] | None = N
     B = np.zeros_like(A) if b is None else np.stack([np.asarray(b[s], dtype=np.float64) for s in seeds])
     h = hierarchical_bootstrap(A, B, n_boot=n_boot, level=level, seed=seed)
     q = paired_bootstrap(A.mean(0), B.mean(0), block=1, n_boot=n_boot, level=level, seed=seed, higher_is_better=True)
+    return wider(h, q, len(seeds), level)
+
+
+def wider(h: PairedDiff, q: PairedDiff, n_seeds: int, level: float) -> dict[str, Any]:
+    """``interval``'s record from its two intervals, seeds x questions ``h`` and questions only ``q``: the
+    wider reported as ``ci_low`` / ``ci_high`` with its verdict, both kept."""
     wide = h if (h.hi - h.lo) >= (q.hi - q.lo) else q
     return {"diff": h.diff, "ci_low": wide.lo, "ci_high": wide.hi, "verdict": verdict(h.diff, wide.lo, wide.hi),
-            "interval": "seeds x questions" if wide is h else "questions", "n_seeds": len(seeds), "level": level,
+            "interval": "seeds x questions" if wide is h else "questions", "n_seeds": n_seeds, "level": level,
             "ci_seeds_questions": [h.lo, h.hi], "ci_questions": [q.lo, q.hi]}
 
 

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from benchmarks.ablation.command import sft_start
-from benchmarks.ablation.summary import interval, read_metric
+from benchmarks.ablation.summary import interval, read_metric, wider
 from benchmarks.cache import Timings, cached
 from benchmarks.grpo_check.report import STEP_KEYS, plot, readme
 from rl.run_config import GRPORunConfig
@@ -59,7 +59,7 @@ from stockr1.config import (
     print_config,
 )
 from stockr1.manifest import git_commit
-from stockr1.metrics.verdict import verdict
+from stockr1.metrics.stats import stratified_bootstrap
 from stockr1.outdir import command_line, output_dir, refuse_existing
 
 MIN_QUERIES, MIN_SEEDS = 8, 2
@@ -305,26 +305,14 @@ def logodds_split(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: i
             "toward_gold": {**_stratified_interval(d_yes, d_no, 0.5, -0.5, n_boot, level), **counts}}
 
 
-def _stratified_interval(a: np.ndarray, b: np.ndarray, ka: float, kb: float, n_boot: int, level: float,
-                         seed: int = 0) -> dict[str, Any]:
+def _stratified_interval(a: np.ndarray, b: np.ndarray, ka: float, kb: float, n_boot: int,
+                         level: float) -> dict[str, Any]:
     """``ka mean(a) + kb mean(b)`` for two strata of queries ``a`` [S, Qa] and ``b`` [S, Qb] that share their
-    seeds, with ``interval``'s two intervals: seeds x queries (draw S seeds, then each stratum's queries,
-    with replacement) and queries only (seeds averaged first); the wider is reported with its verdict."""
-    rng = np.random.default_rng(seed)
-    S = a.shape[0]
-    stat = lambda x, y: ka * x.mean() + kb * y.mean()  # noqa: E731
-    sd, ia, ib = (rng.integers(0, n, size=(n_boot, n)) for n in (S, a.shape[1], b.shape[1]))
-    both = np.array([stat(a[sd[i]][:, ia[i]], b[sd[i]][:, ib[i]]) for i in range(n_boot)])
-    qa_, qb_ = a.mean(0), b.mean(0)
-    only = np.array([stat(qa_[ia[i]], qb_[ib[i]]) for i in range(n_boot)])
-    alpha = (1.0 - level) / 2.0
-    ci = {k: [float(v) for v in np.quantile(x, [alpha, 1.0 - alpha])] for k, x in (("sq", both), ("q", only))}
-    wide = "sq" if ci["sq"][1] - ci["sq"][0] >= ci["q"][1] - ci["q"][0] else "q"
-    diff = float(stat(a, b))
-    lo, hi = ci[wide]
-    return {"diff": diff, "ci_low": lo, "ci_high": hi, "verdict": verdict(diff, lo, hi),
-            "interval": "seeds x questions" if wide == "sq" else "questions", "n_seeds": S, "level": level,
-            "ci_seeds_questions": ci["sq"], "ci_questions": ci["q"]}
+    seeds, as ``interval``'s record: the seeds x queries and the queries-only stratified bootstraps
+    (``stockr1.metrics.stats.stratified_bootstrap``), the wider reported with its verdict."""
+    h = stratified_bootstrap([a, b], [ka, kb], n_boot, level)
+    q = stratified_bootstrap([a.mean(0, keepdims=True), b.mean(0, keepdims=True)], [ka, kb], n_boot, level)
+    return wider(h, q, a.shape[0], level)
 
 
 def _spread(vals: list[float]) -> dict[str, float]:

@@ -20,7 +20,9 @@ argument's side, by the metric's direction): a tie whenever the interval include
 Trained rows (several training seeds): ``hierarchical_bootstrap`` resamples the seeds and, within the
 resample, the questions (a two-stage bootstrap, Davison & Hinkley 1997 §3.8), so the interval carries the
 training-seed variance as well as the question sampling; an interval over questions alone with the
-seeds averaged per question leaves the seed spread out.
+seeds averaged per question leaves the seed spread out. ``stratified_bootstrap`` does the same for a
+weighted sum of stratum means (e.g. golds weighted equally), resampling each stratum's questions apart so
+every resample keeps the strata's sizes and weights.
 """
 
 from __future__ import annotations
@@ -149,6 +151,38 @@ def hierarchical_bootstrap(
     alpha = (1.0 - level) / 2.0
     lo, hi = (float(v) for v in np.quantile(boots, [alpha, 1.0 - alpha]))
     diff = float(d.mean())
+    return PairedDiff(diff, lo, hi, verdict_of(diff, lo, hi, higher_is_better), level, n_boot, 1)
+
+
+def stratified_bootstrap(
+    strata: list[np.ndarray],
+    weights: list[float],
+    n_boot: int = 2000,
+    level: float = 0.95,
+    higher_is_better: bool = True,
+    seed: int = 0,
+) -> PairedDiff:
+    """Two-stage bootstrap CI of ``sum_k weights[k] * mean(strata[k])``.
+
+    strata: [S, Q_k] per-seed, per-question values (paired differences already taken), the same S seeds in
+            every stratum. Each resample draws S seeds with replacement, then each stratum's Q_k questions
+            with replacement within that stratum. With one seed (``x.mean(0, keepdims=True)``) it is the
+            questions-only interval. ``block`` of the result is 1."""
+    strata = [np.asarray(x, dtype=np.float64) for x in strata]
+    if len(strata) != len(weights) or any(x.ndim != 2 or x.shape[0] != strata[0].shape[0] for x in strata):
+        raise ValueError(f"stratified_bootstrap needs one weight per [S, Q_k] stratum with one S, got "
+                         f"{[x.shape for x in strata]} and {len(weights)} weights")
+    if min(x.shape[1] for x in strata) < 2:
+        raise ValueError(f"need at least 2 questions per stratum, got {[x.shape[1] for x in strata]}")
+    rng = np.random.default_rng(seed)
+    s = strata[0].shape[0]
+    seeds = rng.integers(0, s, size=(n_boot, s))
+    cols = [rng.integers(0, x.shape[1], size=(n_boot, x.shape[1])) for x in strata]
+    boots = np.array([sum(w * x[seeds[i]][:, c[i]].mean() for w, x, c in zip(weights, strata, cols, strict=True))
+                      for i in range(n_boot)])
+    alpha = (1.0 - level) / 2.0
+    lo, hi = (float(v) for v in np.quantile(boots, [alpha, 1.0 - alpha]))
+    diff = float(sum(w * x.mean() for w, x in zip(weights, strata, strict=True)))
     return PairedDiff(diff, lo, hi, verdict_of(diff, lo, hi, higher_is_better), level, n_boot, 1)
 
 
