@@ -34,6 +34,7 @@ from llm.special_tokens import (
     FORECAST_TS_CLOSE,
     FORECAST_TS_OPEN,
 )
+from stockr1.distributed import full_precision
 from stockr1.types import Forecast, Windows
 
 
@@ -147,10 +148,11 @@ class ForecastTool:
         errors = [list(p.errors) for p in parsed]
         windows = self._windows(sample_refs)  # a bad ref is the caller's bug: raise, don't hide it
         try:  # one row per call: a row's forecast never depends on its batch neighbours
-            fc = concat_forecasts([
-                self.decoder.forecast(windows.select(np.array([i])), [a], self.n_samples,
-                                      generator=self.row_generator(windows, i, a))
-                for i, a in enumerate(actions)])
+            with full_precision():
+                fc = concat_forecasts([
+                    self.decoder.forecast(windows.select(np.array([i])), [a], self.n_samples,
+                                          generator=self.row_generator(windows, i, a))
+                    for i, a in enumerate(actions)])
         except Exception as e:  # the decoder failing must not lose the rollout
             msg = f"decoder failed: {type(e).__name__}: {e}"
             return [ToolResult(_wrap(f"error: {msg}"), ForecastObservation(a, errs + [msg]), error=msg)

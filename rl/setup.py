@@ -48,6 +48,7 @@ from rl.run_config import GRPORunConfig, RolloutConfig
 from rl.soft_tokens import SoftTokenSource
 from rl.trainer import GRPOSample, GRPOTrainConfig, GRPOTrainer, StockR1Scorer, make_fabric
 from stockr1.config import config_from_dict, deep_update, load_yaml
+from stockr1.distributed import precision_autocast
 from stockr1.resume import last_checkpoint, start_or_resume
 from stockr1.types import CLOSE, VOLUME, train_only
 
@@ -278,7 +279,8 @@ def probe_run(config: str | Path | Mapping[str, Any], run_dir: str | Path | None
         policy = Policy.load(Path(run_dir) / "policy")
         decoder = load_decoder(Path(run_dir) / "decoder")
     engine = st.engine(policy.eval(), decoder, max_batch_rows=max_batch_rows)
-    return probe_rewards(engine, st.samples, st.thresholds, group_size, seed, st.train_cfg.rewards)
+    with precision_autocast(st.train_cfg.precision, policy.device):  # sampled as the run samples
+        return probe_rewards(engine, st.samples, st.thresholds, group_size, seed, st.train_cfg.rewards)
 
 
 def answer_contexts_run(config: str | Path | Mapping[str, Any], sft_dir: str | Path | None, group_size: int,
@@ -287,7 +289,8 @@ def answer_contexts_run(config: str | Path | Mapping[str, Any], sft_dir: str | P
     """``rl.probe.answer_contexts`` of the start policy on the training queries the GRPO config draws."""
     st = build_setup(load_config(config, overrides), None if sft_dir is None else Path(sft_dir))
     engine = st.engine(st.policy.eval(), st.decoder, max_batch_rows=max_batch_rows)
-    return answer_contexts(engine, st.samples, group_size, seed)
+    with precision_autocast(st.train_cfg.precision, st.policy.device):
+        return answer_contexts(engine, st.samples, group_size, seed)
 
 
 def answer_logodds_run(config: str | Path | Mapping[str, Any], run_dir: str | Path | None,
@@ -296,4 +299,5 @@ def answer_logodds_run(config: str | Path | Mapping[str, Any], run_dir: str | Pa
     """``rl.probe.answer_logodds`` of the policy in ``run_dir`` (None: the start) on fixed ``contexts``."""
     st = build_setup(load_config(config, overrides), None if sft_dir is None else Path(sft_dir))
     policy = st.policy if run_dir is None else Policy.load(Path(run_dir) / "policy")
-    return answer_logodds(policy.eval(), st.samples, contexts)
+    with precision_autocast(st.train_cfg.precision, policy.device):
+        return answer_logodds(policy.eval(), st.samples, contexts)

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from stockr1.distributed import full_precision
+
 
 class SoftTokenSource:
     """``source(refs)`` -> h_ts [n, K, d] of the rows ``refs`` of ``windows``, from ``decoder``'s encoder
@@ -31,7 +33,7 @@ class SoftTokenSource:
         was_training = self.decoder.training
         self.decoder.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), full_precision():  # the tokens SFT fed, whatever the policy's precision
                 return self.decoder.encoder(torch.as_tensor(w.x, dtype=torch.float32, device=dev),
                                             channels=torch.as_tensor(w.channels, device=dev)).h_ts
         finally:

@@ -401,8 +401,9 @@ class GRPOTrainer:
         samples = [self.samples[i] for i in idx]
         t0 = time.perf_counter()
         ts = soft_tokens(samples)
-        rollouts = self.engine.generate([s.prompt for s in samples], ts, [s.sample_ref for s in samples],
-                                        num_return_sequences=cfg.group_size)
+        with fab.autocast():  # the loss passes run under it through the Fabric wrapper; sample as they score
+            rollouts = self.engine.generate([s.prompt for s in samples], ts, [s.sample_ref for s in samples],
+                                            num_return_sequences=cfg.group_size)
         t_roll = time.perf_counter() - t0
         rewards = self.scorer(rollouts, samples)
         total = torch.tensor(rewards.total, dtype=torch.float64)

@@ -13,6 +13,7 @@ keeps ``shard(idx, rank, world)``, so a run's global batch does not depend on th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import Any
 
 # Fabric strategy names a run config may give (the registry's aliases are accepted too)
@@ -58,3 +59,28 @@ def shard(idx: Sequence[int], rank: int, world: int) -> list[int]:
         raise ValueError(f"a global batch of {len(idx)} does not split evenly over {world} ranks; make the "
                          f"batch size a multiple of devices x num_nodes")
     return list(idx[rank::world])
+
+
+def precision_autocast(precision: str, device: Any) -> AbstractContextManager:
+    """The autocast Fabric's ``precision`` runs a module's forward under, for code that calls the bare
+    module (rollout sampling, reward probes): ``torch.autocast`` in bf16 / fp16 for the ``*-mixed`` settings,
+    nothing otherwise (fp32, or weights already in a low dtype: ``bf16-true``). ``device``: the module's."""
+    import torch
+
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(str(precision))
+    if dtype is None:
+        return nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=dtype)
+
+
+def full_precision() -> ExitStack:
+    """No autocast inside, whatever the caller runs under: the forecast tool's trajectory (the text it
+    renders) and the encoder's soft tokens must not depend on the precision the policy samples in, or a
+    ``bf16-mixed`` GRPO run would read other numbers than SFT wrote."""
+    import torch
+
+    stack = ExitStack()
+    stack.enter_context(torch.autocast("cpu", enabled=False))
+    if torch.cuda.is_available():
+        stack.enter_context(torch.autocast("cuda", enabled=False))
+    return stack
