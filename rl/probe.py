@@ -117,15 +117,18 @@ def answer_logodds(policy, samples: Sequence[GRPOSample], contexts: Sequence[Map
     sampling noise. The soft tokens are the query's (``soft_tokens``; the decoder is frozen during RL, so
     the start's and an end's agree)."""
     ts = soft_tokens(samples)
-    out = []
-    for c in contexts:
-        lp = []
-        for word in c["words"]:  # one forward per answer word, logits only over the word's positions
-            w = policy.tokenizer.encode(word, add_special_tokens=False)
-            x = torch.tensor([list(c["ids"]) + w], dtype=torch.long)
-            with torch.no_grad():
-                t = token_logprobs(policy, x, torch.ones_like(x), None if ts is None else ts[c["query"]][None],
-                                   logits_to_keep=len(w))
-            lp.append(float(t[0, -len(w):].sum()))
-        out.append(lp[0] - lp[1])
-    return out
+    with torch.no_grad():
+        return [float(context_logodds(policy, policy.tokenizer, c, ts)) for c in contexts]
+
+
+def context_logodds(policy, tokenizer, context: Mapping[str, Any], ts: torch.Tensor | None) -> torch.Tensor:
+    """log p(Yes) − log p(No) of one ``answer_contexts`` context under ``policy`` (a 0-dim tensor, with a
+    graph when grad is on: ``rl.credit`` differentiates it). ``ts``: the queries' soft tokens [Q, K, d]."""
+    lp = []
+    for word in context["words"]:  # one forward per answer word, logits only over the word's positions
+        w = tokenizer.encode(word, add_special_tokens=False)
+        x = torch.tensor([list(context["ids"]) + w], dtype=torch.long)
+        t = token_logprobs(policy, x, torch.ones_like(x), None if ts is None else ts[context["query"]][None],
+                           logits_to_keep=len(w))
+        lp.append(t[0, -len(w):].sum())
+    return lp[0] - lp[1]

@@ -223,6 +223,19 @@ def sft_dir_of(cfg: Mapping[str, Any], sft_dir: str | Path | None) -> Path | Non
     return path
 
 
+def build_trainer(cfg: Mapping[str, Any], sft: Path | None, out: str | Path, fabric=None,
+                  logger: RunLogger | None = None, max_steps: int | None = None) -> tuple[GRPOTrainer, GRPOSetup]:
+    """The trainer a run of ``cfg`` trains with, at step 0 and not yet fitted (``run_grpo`` fits it; the
+    credit diagnostic of ``rl.credit`` takes its first step's batch and gradients), and its setup."""
+    st = build_setup(cfg, sft, max_steps)
+    train_cfg = st.train_cfg
+    scorer = StockR1Scorer(st.thresholds, train_cfg.rewards, train_cfg.reward_components)
+    trainer = GRPOTrainer(st.policy, st.engine(), st.samples, scorer, train_cfg, out, fabric=fabric, logger=logger,
+                          decoder=st.decoder if train_cfg.lambda_ts > 0 else None,
+                          windows=st.windows if train_cfg.lambda_ts > 0 else None)
+    return trainer, st
+
+
 def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max_steps: int | None = None,
              out_root: str | Path = "checkpoints/grpo", resume: bool = False, sft_dir: str | Path | None = None,
              overrides: Mapping[str, Any] | None = None, use_wandb: bool = True,
@@ -237,15 +250,11 @@ def run_grpo(config: str | Path | Mapping[str, Any], run: str | None = None, max
     # before the launch: every rank decides the same, and no rank writes before all have (launch is a rendezvous)
     start_or_resume(out, last_checkpoint(out / "last.ckpt"), resume, overwrite, "stockr1 grpo")
     fabric = make_fabric(train_config(cfg, max_steps))  # before any work: under DDP every rank runs what follows
-    st = build_setup(cfg, sft, max_steps)
-    train_cfg, policy, decoder, windows = st.train_cfg, st.policy, st.decoder, st.windows
     wb = dict(cfg.get("wandb", {}))
     logger = RunLogger(out, project=wb.get("project", "stockr1-grpo"), group=wb.get("group", run), name=run,
                        config=cfg, use_wandb=use_wandb) if fabric.is_global_zero else None
-    scorer = StockR1Scorer(st.thresholds, train_cfg.rewards, train_cfg.reward_components)
-    trainer = GRPOTrainer(policy, st.engine(), st.samples, scorer, train_cfg, out, fabric=fabric, logger=logger,
-                          decoder=decoder if train_cfg.lambda_ts > 0 else None,
-                          windows=windows if train_cfg.lambda_ts > 0 else None)
+    trainer, st = build_trainer(cfg, sft, out, fabric, logger, max_steps)
+    train_cfg, policy, decoder, windows = st.train_cfg, st.policy, st.decoder, st.windows
     history = trainer.fit(resume=resume)
     if logger is not None:
         logger.finish()

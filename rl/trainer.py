@@ -270,6 +270,29 @@ def rollout_batch(rollouts: Sequence[Any], samples: Sequence[GRPOSample], pad_id
     return {"ids": ids.to(device), "att": att.to(device), "gen": gen.to(device), "ts": ts}
 
 
+@dataclass(frozen=True)
+class StepBatch:
+    """What one step samples (``GRPOTrainer.sample``): Q queries x G rollouts = N rows.
+
+    rewards: ``RewardBreakdown`` of the N rollouts; adv [N] group-relative advantages; u [Q] and w_raw [Q]
+    the queries' U and raw u-GRPO weights, w_q [Q] the weights normalised over the global batch, w [N] w_q
+    per rollout; batch: ``rollout_batch``'s ids / att / gen [N, T] and ts; chunks: the micro-batches;
+    t0, t_roll: when the step started and how long its rollouts took (s)."""
+
+    samples: list[GRPOSample]
+    rollouts: list[Any]
+    rewards: RewardBreakdown
+    adv: Tensor
+    u: Any
+    w_raw: Tensor
+    w_q: Tensor
+    w: Tensor
+    batch: dict[str, Any]
+    chunks: list[slice]
+    t0: float
+    t_roll: float
+
+
 class GRPOTrainer:
     """policy: `llm.policy.Policy`; engine: `llm.rollout.RolloutEngine` over the same policy object;
     samples: the training queries; scorer: rollouts -> rewards (`StockR1Scorer` for Stock-R1, or
@@ -393,7 +416,8 @@ class GRPOTrainer:
         return self.decoder_loss(self.decoder, x, torch.as_tensor(w.y, dtype=torch.float32, device=dev), teacher,
                                  channels=torch.as_tensor(w.channels, device=dev)).total
 
-    def train_step(self) -> dict[str, float]:
+    def sample(self) -> StepBatch:
+        """This step's queries, their G rollouts each, rewards, advantages, weights and the padded batch."""
         cfg, fab = self.cfg, self.fabric
         self._seed(self.step)
         idx = query_indices(len(self.samples), self.step, cfg.queries_per_step, cfg.seed, fab.global_rank,
@@ -411,39 +435,63 @@ class GRPOTrainer:
         u, w_raw = query_weights(samples, rollouts, cfg.uncertainty, cfg.group_size)
         w_q = self._step_weights(w_raw)
         w = w_q.float().repeat_interleave(cfg.group_size)
-        w_kl = w if cfg.uncertainty.weight_kl else None
-        b = rollout_batch(rollouts, samples, self.engine.pad_id, self.fabric.device, ts)
+        b = rollout_batch(rollouts, samples, self.engine.pad_id, fab.device, ts)
         n = len(rollouts)
         chunks = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
+        return StepBatch(samples, rollouts, rewards, adv, u, w_raw, w_q, w, b, chunks, t0, t_roll)
+
+    def old_and_ref(self, sb: StepBatch) -> tuple[Tensor | None, Tensor | None]:
+        """[N, T] log pi_old (only for ``num_iterations > 1``) and log pi_ref (only with a KL reference), in
+        the mode the rollouts were sampled in."""
         old = ref = None
-        self.policy.eval()  # pi_old and pi_ref in the mode the rollouts were sampled in
-        n_tok_batch = b["gen"].sum()  # batch totals: each chunk's loss is its share of the batch loss
-        if cfg.num_iterations > 1:
+        self.policy.eval()
+        if self.cfg.num_iterations > 1:
             with torch.no_grad():
-                old = torch.cat([self._logp(self.policy, b, sl) for sl in chunks])
+                old = torch.cat([self._logp(self.policy, sb.batch, sl) for sl in sb.chunks])
         if self.ref is not None or self.ref_projector is not None:
-            ref = self._ref_logp(b, chunks)
+            ref = self._ref_logp(sb.batch, sb.chunks)
+        return old, ref
+
+    def accumulate(self, sb: StepBatch, old: Tensor | None, ref: Tensor | None,
+                   grad_tokens: Tensor | None = None) -> dict[str, float]:
+        """One pass of the loss over the batch's chunks, gradients accumulated into ``.grad`` (not zeroed
+        here). ``grad_tokens`` [N, T] bool: only these tokens pass gradient (the others enter the loss with
+        their values detached, so every normaliser and the loss value are unchanged): the gradient of the
+        whole batch's loss splits exactly into the parts of disjoint token sets (``rl.credit``). Returns the
+        pass's sums: loss, kl / clip / entropy token sums and the token count."""
+        cfg, fab, b, w = self.cfg, self.fabric, sb.batch, sb.w
+        w_kl = w if cfg.uncertainty.weight_kl else None
+        n, n_tok_batch = len(sb.rollouts), b["gen"].sum()  # batch totals: each chunk's loss is its share
         self.policy.train(cfg.dropout_in_loss)  # default eval: the mode the rollouts were sampled in
+        acc = {"loss": 0.0, "kl": 0.0, "clip_low": 0.0, "clip_high": 0.0, "entropy": 0.0, "tok": 0.0}
+        for k, sl in enumerate(sb.chunks):
+            with fab.no_backward_sync(self.policy, enabled=fab.world_size > 1 and k < len(sb.chunks) - 1):
+                logp, ent = self._logp(self.policy, b, sl, entropy=True)
+                if grad_tokens is not None:
+                    logp = torch.where(grad_tokens[sl].to(logp.device), logp, logp.detach())
+                out = grpo_loss(logp, sb.adv[sl].to(logp.device), b["gen"][sl],
+                                None if old is None else old[sl], None if ref is None else ref[sl],
+                                w[sl].to(logp.device), cfg.loss, batch_sequences=n, batch_tokens=n_tok_batch,
+                                kl_weights=None if w_kl is None else w_kl[sl].to(logp.device))
+                fab.backward(out.loss)
+            m, ntok = b["gen"][sl].float(), float(out.n_tokens)
+            acc["loss"] += float(out.loss.detach())
+            acc["entropy"] += float((ent.detach() * m).sum())
+            for key in ("kl", "clip_low", "clip_high"):
+                acc[key] += float(getattr(out, key)) * ntok
+            acc["tok"] += ntok
+        return acc
+
+    def train_step(self) -> dict[str, float]:
+        cfg, fab = self.cfg, self.fabric
+        sb = self.sample()
+        old, ref = self.old_and_ref(sb)
         stats: dict[str, float] = {}
         for _ in range(cfg.num_iterations):
             self.opt.zero_grad(set_to_none=True)
-            acc = {"loss": 0.0, "kl": 0.0, "clip_low": 0.0, "clip_high": 0.0, "entropy": 0.0, "tok": 0.0}
-            for k, sl in enumerate(chunks):
-                with fab.no_backward_sync(self.policy, enabled=fab.world_size > 1 and k < len(chunks) - 1):
-                    logp, ent = self._logp(self.policy, b, sl, entropy=True)
-                    out = grpo_loss(logp, adv[sl].to(logp.device), b["gen"][sl],
-                                    None if old is None else old[sl], None if ref is None else ref[sl],
-                                    w[sl].to(logp.device), cfg.loss, batch_sequences=n, batch_tokens=n_tok_batch,
-                                    kl_weights=None if w_kl is None else w_kl[sl].to(logp.device))
-                    fab.backward(out.loss)
-                m, ntok = b["gen"][sl].float(), float(out.n_tokens)
-                acc["loss"] += float(out.loss.detach())
-                acc["entropy"] += float((ent.detach() * m).sum())
-                for key in ("kl", "clip_low", "clip_high"):
-                    acc[key] += float(getattr(out, key)) * ntok
-                acc["tok"] += ntok
+            acc = self.accumulate(sb, old, ref)
             if self.decoder is not None:
-                l_ts = self._decoder_loss(rollouts)
+                l_ts = self._decoder_loss(sb.rollouts)
                 fab.backward(cfg.lambda_ts * l_ts)
                 stats["decoder/loss"] = float(l_ts.detach())
             if cfg.max_grad_norm:
@@ -457,11 +505,12 @@ class GRPOTrainer:
         stats.update({"loss": acc["loss"], "policy/entropy": acc["entropy"] / tok, "policy/kl": acc["kl"] / tok,
                       "policy/clip_low": acc["clip_low"] / tok, "policy/clip_high": acc["clip_high"] / tok,
                       "policy/clip_region": (acc["clip_low"] + acc["clip_high"]) / tok,
-                      "time/rollout_s": t_roll, "time/step_s": time.perf_counter() - t0,
-                      "uncertainty/weight_spread": float(w_q.max() / w_q.min()),
-                      "uncertainty/weight_norm_mean": float(w_q.mean())})
+                      "time/rollout_s": sb.t_roll, "time/step_s": time.perf_counter() - sb.t0,
+                      "uncertainty/weight_spread": float(sb.w_q.max() / sb.w_q.min()),
+                      "uncertainty/weight_norm_mean": float(sb.w_q.mean())})
         self.step += 1
-        return step_metrics(self.step, rollouts, samples, rewards, adv, cfg.group_size, u, w_raw, stats, cfg.rewards)
+        return step_metrics(self.step, sb.rollouts, sb.samples, sb.rewards, sb.adv, cfg.group_size, sb.u, sb.w_raw,
+                            stats, cfg.rewards)
 
     def _step_weights(self, w_raw: Tensor) -> Tensor:
         """[Q] the surrogate weights of this rank's queries: w(U) normalised to mean 1 over the step's

@@ -280,7 +280,7 @@ def logodds_split(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: i
     """The log-odds change split in two, golds weighted equally: ``shared`` = (Δ_Yes + Δ_No) / 2, the shift
     every query took whatever its gold (a prior), and ``toward_gold`` = (Δ_Yes − Δ_No) / 2, how far the
     queries moved toward their own gold with that shift cancelled; Δ_g is ``logodds_change``'s diff on gold
-    g. Each with ``interval``'s fields, from a bootstrap stratified by gold (``_stratified_interval``), so
+    g. Each with ``interval``'s fields, from a bootstrap stratified by gold (``stratified_interval``), so
     every resample keeps the golds' counts and the shared shift stays cancelled. None unless both golds
     have >= 2 queries."""
     if not logodds:
@@ -301,11 +301,11 @@ def logodds_split(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: i
 
     d_yes, d_no = change("yes"), change("no")
     counts = {"n_yes": d_yes.shape[1], "n_no": d_no.shape[1]}
-    return {"shared": {**_stratified_interval(d_yes, d_no, 0.5, 0.5, n_boot, level), **counts},
-            "toward_gold": {**_stratified_interval(d_yes, d_no, 0.5, -0.5, n_boot, level), **counts}}
+    return {"shared": {**stratified_interval(d_yes, d_no, 0.5, 0.5, n_boot, level), **counts},
+            "toward_gold": {**stratified_interval(d_yes, d_no, 0.5, -0.5, n_boot, level), **counts}}
 
 
-def _stratified_interval(a: np.ndarray, b: np.ndarray, ka: float, kb: float, n_boot: int,
+def stratified_interval(a: np.ndarray, b: np.ndarray, ka: float, kb: float, n_boot: int,
                          level: float) -> dict[str, Any]:
     """``ka mean(a) + kb mean(b)`` for two strata of queries ``a`` [S, Qa] and ``b`` [S, Qb] that share their
     seeds, as ``interval``'s record: the seeds x queries and the queries-only stratified bootstraps

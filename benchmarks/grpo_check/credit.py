@@ -1,0 +1,188 @@
+"""`stockr1 bench grpo_credit --config configs/grpo_check/smollm2-135m-balanced.yaml --out DIR`: how much of a
+GRPO step moves the answers, and how much the rest of the completion.
+
+The training-query check (``bench grpo_check``) found each query's answer log-odds moving toward its gold
+by ~0.1 nats in 5 steps while shared shifts moved 0.3–4 nats. This asks why, on the same start, queries
+and recipe (the check's config), at the first step of each of its seeds, without training:
+
+1. the step's real batch (``GRPOTrainer.sample``: the rollouts seed s's first step trained on);
+2. the gradient of its loss split exactly in two (``rl.credit.step_gradients``): through the tokens that
+   state the answer (``rl.credit.decision_tokens``) and through all the others;
+3. the gradient of each query's answer log-odds on the check's fixed start contexts
+   (``rl.credit.logodds_gradients``, the first ``--contexts-per-query`` of each query);
+4. AdamW's first update from each gradient (about −lr sign(g)) and its first-order move of every query's
+   log-odds; split as the check splits its readings: toward each query's gold, and shared (golds weighted
+   equally), with the seeds x queries interval (stratified by gold).
+
+So it reads, per step and to first order: how far the recipe's update moves the answers toward their
+golds, how far an update made of the answer tokens' gradient alone would, and how far the rest does. The
+check's observed move per step (``--observed``: its results folder) is shown beside it, descriptively.
+
+Writes ``summary.json`` and a generated ``README.md``; each seed's draw is cached under
+``<work_dir>/credit/`` (a rerun resumes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchmarks.cache import Timings, cached
+from benchmarks.grpo_check.command import CONTEXT_SEED, GRPOCheckConfig, run_overrides, stratified_interval
+from benchmarks.grpo_check.credit_report import readme
+from rl.credit import (
+    adam_first_step,
+    cosine,
+    decision_tokens,
+    logodds_gradients,
+    norm,
+    predicted_moves,
+    step_gradients,
+)
+from rl.setup import answer_contexts_run, build_trainer, load_config
+from stockr1.config import as_plain, parse_config_args, print_config
+from stockr1.manifest import git_commit
+from stockr1.outdir import command_line, output_dir, refuse_existing
+
+PARTS = ("full", "decision", "rest")
+
+
+def _yes_share(answers: list[Any]) -> float | None:
+    parsed = [str(a).strip().lower() for a in answers if a is not None]
+    return None if not parsed else float(np.mean([a == "yes" for a in parsed]))
+
+
+def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_query: int,
+         work: Path) -> dict[str, Any]:
+    """One seed's first step: its batch, the split gradient and each part's first-order moves."""
+    sft = Path(cfg.sft_run_dir) if cfg.sft_run_dir else None
+    trainer, st = build_trainer(load_config(cfg.grpo.config, run_overrides(cfg, seed)), sft, work / f"s{seed}")
+    t0 = time.perf_counter()
+    lo = logodds_gradients(trainer, st.samples, contexts, per_query)
+    t_lo = time.perf_counter() - t0
+    sb = trainer.sample()
+    mask = decision_tokens(sb.rollouts, sb.batch["gen"], trainer.engine.tokenizer)
+    grads = step_gradients(trainer, sb, mask)
+    lr = trainer.cfg.lr * trainer.cfg.lr_factor(0)
+    eps = float(trainer.opt.param_groups[0].get("eps", 1e-8))
+    moves = {p: predicted_moves(adam_first_step(grads[p], lr, eps), lo) for p in PARTS}
+    g = trainer.cfg.group_size
+    answers = [r.answer for r in sb.rollouts]
+    return {
+        "seed": seed, "lr": lr, "eps": eps,
+        "gold": {q: st.samples[q].columns.get("answer") for q in lo},
+        "moves": {p: {str(q): v for q, v in m.items()} for p, m in moves.items()},
+        "cos_full_decision": cosine(grads["full"], grads["decision"]),
+        "cos_full_rest": cosine(grads["full"], grads["rest"]),
+        "norm_share": {p: norm(grads[p]) / norm(grads["full"]) for p in ("decision", "rest")},
+        "decision_token_share": float(mask.sum() / sb.batch["gen"].sum()),
+        "generated_tokens": int(sb.batch["gen"].sum()), "rollouts": len(sb.rollouts),
+        "rollouts_with_answer": int(mask.any(1).sum()),
+        "batch_yes_share": {str(next(i for i, x in enumerate(st.samples) if x is q)): _yes_share(answers[k * g:(k + 1) * g])
+                            for k, q in enumerate(sb.samples)},
+        "time_s": {"logodds_gradients": t_lo, "step": time.perf_counter() - t0 - t_lo},
+    }
+
+
+def run_credit(cfg: GRPOCheckConfig, per_query: int, log=print) -> dict[str, Any]:
+    work = Path(cfg.work_dir) / "credit"
+    timings = Timings(work / "timings.json")
+    sft = cfg.sft_run_dir
+    over = run_overrides(cfg, cfg.seeds[0])
+    contexts = cached(work / f"answer-contexts-{CONTEXT_SEED}.json",
+                      lambda: answer_contexts_run(cfg.grpo.config, sft, cfg.answer_contexts, CONTEXT_SEED, over),
+                      timings, "answer_contexts")
+    draws = {}
+    for s in cfg.seeds:
+        log(f"[grpo_credit] seed {s}: first step's batch, split gradient, log-odds gradients")
+        draws[s] = cached(work / f"draw-s{s}.json", lambda s=s: draw(cfg, s, contexts, per_query, work),
+                          timings, f"draw/s{s}")
+    return {"draws": draws, "timings": dict(timings), "n_contexts": len(contexts)}
+
+
+def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig, per_query: int,
+              observed: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Per part: toward-gold and shared first-order moves (seeds x queries, stratified by gold), the
+    gradient geometry per seed, and the check's observed move per step beside them."""
+    draws = [res["draws"][s] for s in sorted(res["draws"], key=int)]
+    gold = {int(q): str(v).strip().lower() for q, v in draws[0]["gold"].items()}
+    by_gold = {g: sorted(q for q, v in gold.items() if v == g) for g in ("yes", "no")}
+    parts = {}
+    for p in PARTS:
+        a = np.array([[d["moves"][p][str(q)] for q in by_gold["yes"]] for d in draws])
+        b = np.array([[d["moves"][p][str(q)] for q in by_gold["no"]] for d in draws])
+        parts[p] = {"toward_gold": stratified_interval(a, b, 0.5, -0.5, cfg.n_boot, cfg.level),
+                    "shared": stratified_interval(a, b, 0.5, 0.5, cfg.n_boot, cfg.level),
+                    "per_query_mean": {str(q): float(np.mean([d["moves"][p][str(q)] for d in draws])) for q in gold}}
+    geometry = {k: [d[k] for d in draws] for k in ("cos_full_decision", "cos_full_rest", "decision_token_share",
+                                                     "generated_tokens", "rollouts_with_answer")}
+    geometry["norm_share"] = {p: [d["norm_share"][p] for d in draws] for p in ("decision", "rest")}
+    obs = None
+    if observed is not None and observed.get("logodds_split"):
+        sp, steps = observed["logodds_split"], int(observed["steps"])
+        obs = {k: {"diff": sp[k]["diff"] / steps, "ci_low": sp[k]["ci_low"] / steps, "ci_high": sp[k]["ci_high"] / steps,
+                   "verdict": sp[k]["verdict"]} for k in ("toward_gold", "shared")}
+        obs["steps"] = steps
+    return {"seeds": [d["seed"] for d in draws], "lr": draws[0]["lr"], "eps": draws[0]["eps"],
+            "n_queries": len(gold), "golds": {g: len(v) for g, v in by_gold.items()},
+            "contexts_per_query": per_query, "n_contexts": res["n_contexts"], "level": cfg.level, "n_boot": cfg.n_boot,
+            "parts": parts, "geometry": geometry, "observed_per_step": obs,
+            "batch_yes_share": {str(d["seed"]): d["batch_yes_share"] for d in draws},
+            "gold": {str(q): v for q, v in gold.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="stockr1 bench grpo_credit", description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="configs/grpo_check/smollm2-135m-balanced.yaml",
+                    help="a grpo_check config: its start, queries, recipe, seeds and answer contexts")
+    ap.add_argument("--out", default=None, help="result directory; refused if it holds results, unless --overwrite")
+    ap.add_argument("--overwrite", action="store_true", help="replace --out (the cached draws are reused)")
+    ap.add_argument("--contexts-per-query", type=int, default=4, help="start contexts per query for its log-odds gradient")
+    ap.add_argument("--observed", default=None, help="results folder of a grpo_check run of this config (its move per step)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, over = parse_config_args(ap, argv)
+    cfg = GRPOCheckConfig.from_yaml(args.config, over)
+    if args.print_config:
+        print_config(cfg)
+        return 0
+    if args.out is None:
+        ap.error("--out is required")
+    if not cfg.answer_contexts:
+        ap.error(f"{args.config} sets answer_contexts: 0; the log-odds gradients need the check's fixed contexts")
+    if args.contexts_per_query < 1:
+        ap.error("--contexts-per-query must be >= 1")
+    observed = None
+    if args.observed:
+        path = Path(args.observed) / "summary.json"
+        if not path.is_file():
+            ap.error(f"--observed {args.observed}: no summary.json there (a finished `stockr1 bench grpo_check` folder)")
+        observed = json.loads(path.read_text())
+    refuse_existing(args.out, args.overwrite, f" (the draws are cached in {cfg.work_dir}/credit: a rerun reuses them)")
+    torch.set_num_threads(cfg.threads)
+    res = run_credit(cfg, args.contexts_per_query)
+    summary = summarise(res, cfg, args.contexts_per_query, observed)
+    info = {"config_path": args.config, "config": as_plain(cfg), "observed": args.observed,
+            "command": command_line("stockr1 bench grpo_credit", argv), "commit": git_commit(),
+            "date": datetime.date.today().isoformat(), "timings_s": res["timings"]}
+    with output_dir(args.out, args.overwrite) as out:
+        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+        (out / "run_info.json").write_text(json.dumps(info, indent=1, default=str))
+        (out / "README.md").write_text(readme(summary, info))
+    for p in PARTS:
+        t = summary["parts"][p]["toward_gold"]
+        print(f"{p}: toward gold {t['diff']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}] per step (first order)")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

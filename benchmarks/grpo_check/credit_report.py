@@ -1,0 +1,95 @@
+"""The README of `stockr1 bench grpo_credit` (``benchmarks.grpo_check.credit``), generated from its summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from stockr1.metrics.verdict import claim_line, verdict
+from stockr1.outdir import generated_line
+
+LABEL = {"full": "the step's update (all tokens: what GRPO does)",
+         "decision": "an update from the answer tokens' gradient alone",
+         "rest": "an update from every other token's gradient"}
+
+
+def _ci(r: Mapping[str, Any], digits: int = 4) -> str:
+    return f"{r['diff']:+.{digits}f} [{r['ci_low']:+.{digits}f}, {r['ci_high']:+.{digits}f}]"
+
+
+def _range(v: list[float], fmt: str) -> str:
+    return " and ".join(format(x, fmt) for x in v)
+
+
+def reading(s: Mapping[str, Any]) -> str:
+    """What the numbers say, each claim read from its interval; ratios descriptive."""
+    full, dec = s["parts"]["full"]["toward_gold"], s["parts"]["decision"]["toward_gold"]
+    lines = [claim_line(f"Toward gold per step, {LABEL[p]}", s["parts"][p]["toward_gold"]["diff"],
+                        s["parts"][p]["toward_gold"]["ci_low"], s["parts"][p]["toward_gold"]["ci_high"], digits=4,
+                        unit=" nats") for p in ("full", "decision", "rest")]
+    out = "\n".join(f"- {line}" for line in lines)
+    if verdict(dec["diff"], dec["ci_low"], dec["ci_high"]) == "holds" and dec["diff"] > 0:
+        ratio = full["diff"] / dec["diff"]
+        out += (f"\n\nThe step's update moves answers toward their golds {ratio:.2f} times as far as the answer "
+                "tokens' gradient alone would (descriptive: a ratio of two first-order means).")
+    obs = s.get("observed_per_step")
+    if obs:
+        t = obs["toward_gold"]
+        out += (f"\n\nThe check itself saw {t['diff']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}] nats per step "
+                f"toward gold (its post-hoc split over {obs['steps']} steps, divided by the steps: "
+                "Adam's later steps are not its first, so this is an order of magnitude to compare, not a test).")
+    return out
+
+
+def readme(s: Mapping[str, Any], info: Mapping[str, Any]) -> str:
+    g = s["geometry"]
+    rows = []
+    for p in ("full", "decision", "rest"):
+        t, sh = s["parts"][p]["toward_gold"], s["parts"][p]["shared"]
+        rows.append(f"| {LABEL[p]} | {_ci(t)} | {t['verdict']} | {_ci(sh)} | {sh['verdict']} |")
+    obs = s.get("observed_per_step")
+    if obs:
+        rows.append(f"| observed in the check, per step (÷ {obs['steps']}) | {_ci(obs['toward_gold'])} | "
+                    f"{obs['toward_gold']['verdict']} | {_ci(obs['shared'])} | {obs['shared']['verdict']} |")
+    yes = s["batch_yes_share"]
+    yes_lines = "\n".join(
+        f"- seed {seed}: " + ", ".join(f"q{q} ({s['gold'][q]}) " + ("–" if v is None else f"{v:.2f}")
+                                     for q, v in sorted(shares.items(), key=lambda kv: int(kv[0])))
+        for seed, shares in yes.items())
+    return f"""# Where a GRPO step's update comes from (`stockr1 bench grpo_credit`)
+
+{generated_line(info['command'], info['commit'], info['date'])}
+
+Config: `{info['config_path']}` (its start, {s['n_queries']} training queries ({s['golds']['yes']} gold Yes,
+{s['golds']['no']} gold No), recipe and seeds {s['seeds']}), lr {s['lr']:g}. For each seed, its first step's
+real batch is drawn and the gradient of its loss is split exactly into the part through the tokens that state
+the answer (the decision word before `<answer>` and the `<answer>` span) and the part through every other
+model-written token (`rl.credit`). AdamW's first update from each part (−lr g / (|g| + eps)) is applied, to
+first order, to each query's answer log-odds on {s['contexts_per_query']} of the check's fixed start contexts per
+query; the moves are split as the check splits its readings (golds weighted equally), with {s['level']:.0%}
+seeds x queries intervals stratified by gold.
+
+## First-order move of the answer log-odds in one step (nats)
+
+| update | toward each query's gold | verdict | shared by every query | verdict |
+|---|---|---|---|---|
+{chr(10).join(rows)}
+
+{reading(s)}
+
+## The batch's gradient
+
+- answer tokens: {_range(g['decision_token_share'], '.2%')} of the generated tokens (seeds {s['seeds']};
+  {_range([float(x) for x in g['generated_tokens']], ',.0f')} tokens; rollouts with an answer:
+  {_range([float(x) for x in g['rollouts_with_answer']], '.0f')})
+- norm of the answer tokens' part / the whole gradient: {_range(g['norm_share']['decision'], '.3f')}; of the rest's:
+  {_range(g['norm_share']['rest'], '.3f')}
+- cosine(whole, answer tokens' part): {_range(g['cos_full_decision'], '+.3f')}; cosine(whole, rest):
+  {_range(g['cos_full_rest'], '+.3f')}
+- Yes share of each query's rollouts in the batch (query, gold, share):
+{yes_lines}
+
+What this does not say: it is first order and for a fresh optimiser's first step (later Adam steps divide
+by a running √v, and the policy moves); {len(s['seeds'])} seeds give a seed spread from {len(s['seeds'])} draws
+only.
+"""

@@ -1,0 +1,125 @@
+"""Where a GRPO step's update comes from: the tokens that state the answer, or the rest of the completion.
+
+GRPO gives every model-written token of a rollout the rollout's advantage. A yes/no answer is decided by
+one or two of its ~450 tokens (the conclusion's " Yes" / " No" and the ``<answer>`` span); the others (the
+forecast action, the reasoning) carry the same advantage, and their gradients, which do not move that
+answer, sum into the same update. This module splits one step's gradient exactly in two and asks how far
+each part would move each query's answer.
+
+- ``decision_tokens``: [N, T] the answer's tokens of each rollout (``rl.probe.decision_point``, then
+  ``<answer>`` ... ``</answer>``).
+- ``step_gradients``: the gradient of the step's real loss (``GRPOTrainer.accumulate``) and of the same
+  loss with gradient through the decision tokens only; every normaliser and the loss value are the same,
+  so full = decision + rest exactly.
+- ``logodds_gradients``: per query, the mean gradient of log p(Yes) − log p(No) over fixed contexts of the
+  start (``rl.probe.answer_contexts``: the quantity ``bench grpo_check`` measures).
+- ``adam_first_step`` / ``predicted_moves``: AdamW's first update from a gradient, −lr g / (|g| + eps)
+  (about −lr sign(g): a fresh optimiser, as each check seed starts), and its first-order effect on each
+  query's log-odds, Σ update · ∇ log-odds.
+
+The prediction is first order and for the first step only (later Adam steps divide by a running √v); it
+is a diagnostic of the update's direction, compared in ``bench grpo_credit`` with the move the check saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
+from rl.probe import context_logodds, decision_point
+from rl.soft_tokens import soft_tokens
+from rl.trainer import GRPOSample, GRPOTrainer, StepBatch
+
+
+def decision_tokens(rollouts: Sequence[Any], gen: Tensor, tokenizer, yes: str = "Yes", no: str = "No") -> Tensor:
+    """[N, T] bool, for the right-padded rows ``gen`` [N, T] of ``rollouts`` (``StepBatch.batch["gen"]``):
+    the model-written tokens that state the answer, the decision word before the first ``<answer>``
+    (``decision_point``) and the ``<answer>`` ... ``</answer>`` span (tags included). All False for a
+    rollout that wrote no ``<answer>``."""
+    mask = torch.zeros(gen.shape, dtype=torch.bool)
+    tag, close = tokenizer.convert_tokens_to_ids(ANSWER_OPEN), tokenizer.convert_tokens_to_ids(ANSWER_CLOSE)
+    spaced = [tokenizer.encode(" " + w, add_special_tokens=False) for w in (yes, no)]
+    spaced_ids = [w[0] for w in spaced if len(w) == 1]
+    for row, r in enumerate(rollouts):
+        ids, g = list(r.token_ids), list(r.gen_mask)
+        j = decision_point(ids, g, tag, spaced_ids)
+        if j is None:
+            continue
+        start = ids.index(tag)
+        end = next((t for t in range(start, len(ids)) if ids[t] == close), len(ids) - 1)
+        for t in [j, *range(start, end + 1)]:
+            if t < len(ids) and g[t]:
+                mask[row, t] = True
+    return mask.to(gen.device)
+
+
+def trainable(trainer: GRPOTrainer) -> dict[str, torch.nn.Parameter]:
+    """The parameters the step updates, by name."""
+    return {n: p for n, p in trainer.policy.named_parameters() if p.requires_grad}
+
+
+def _grads(params: Mapping[str, torch.nn.Parameter]) -> dict[str, Tensor]:
+    return {n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)) for n, p in params.items()}
+
+
+def step_gradients(trainer: GRPOTrainer, sb: StepBatch, mask: Tensor) -> dict[str, dict[str, Tensor]]:
+    """{"full", "decision", "rest"} -> name -> gradient of the step's loss: all tokens, only ``mask``'s,
+    and the difference (the other tokens' part; exact, the loss being a sum over tokens with fixed
+    normalisers). One pass of ``num_iterations``' first, as the step's first optimiser update sees it."""
+    params = trainable(trainer)
+    old, ref = trainer.old_and_ref(sb)
+    out = {}
+    for name, tokens in (("full", None), ("decision", mask)):
+        trainer.opt.zero_grad(set_to_none=True)
+        trainer.accumulate(sb, old, ref, grad_tokens=tokens)
+        out[name] = _grads(params)
+    trainer.opt.zero_grad(set_to_none=True)
+    out["rest"] = {n: out["full"][n] - out["decision"][n] for n in params}
+    return out
+
+
+def logodds_gradients(trainer: GRPOTrainer, samples: Sequence[GRPOSample], contexts: Sequence[Mapping[str, Any]],
+                      per_query: int) -> dict[int, dict[str, Tensor]]:
+    """query -> name -> the mean gradient of log p(Yes) − log p(No) over the query's first ``per_query``
+    contexts, under the trainer's (start) policy."""
+    params = trainable(trainer)
+    ts = soft_tokens(samples)
+    trainer.policy.eval()
+    by_query: dict[int, list[Mapping[str, Any]]] = {}
+    for c in contexts:
+        if len(by_query.setdefault(int(c["query"]), [])) < per_query:
+            by_query[int(c["query"])].append(c)
+    out = {}
+    for q, cs in sorted(by_query.items()):
+        trainer.opt.zero_grad(set_to_none=True)
+        for c in cs:
+            (context_logodds(trainer.policy, trainer.engine.tokenizer, c, ts) / len(cs)).backward()
+        out[q] = _grads(params)
+    trainer.opt.zero_grad(set_to_none=True)
+    return out
+
+
+def adam_first_step(grad: Mapping[str, Tensor], lr: float, eps: float = 1e-8) -> dict[str, Tensor]:
+    """AdamW's first update from ``grad`` with no weight decay: m̂ = g, v̂ = g², so −lr g / (|g| + eps)."""
+    return {n: -lr * g / (g.abs() + eps) for n, g in grad.items()}
+
+
+def predicted_moves(update: Mapping[str, Tensor], logodds_grads: Mapping[int, Mapping[str, Tensor]]) -> dict[int, float]:
+    """query -> first-order change of its log-odds of Yes under ``update``: Σ update · ∇ log-odds."""
+    return {q: float(sum((update[n].double() * g[n].double()).sum() for n in update)) for q, g in logodds_grads.items()}
+
+
+def cosine(a: Mapping[str, Tensor], b: Mapping[str, Tensor]) -> float:
+    """Cosine between two gradients over all their tensors."""
+    dot = sum(float((a[n].double() * b[n].double()).sum()) for n in a)
+    na = sum(float(a[n].double().pow(2).sum()) for n in a) ** 0.5
+    nb = sum(float(b[n].double().pow(2).sum()) for n in b) ** 0.5
+    return dot / (na * nb) if na > 0 and nb > 0 else float("nan")
+
+
+def norm(a: Mapping[str, Tensor]) -> float:
+    return sum(float(t.double().pow(2).sum()) for t in a.values()) ** 0.5
