@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from stockr1.metrics.verdict import claim_line, verdict
+from stockr1.metrics.verdict import HOLDS, TIE, WORSE, claim_line, verdict
 from stockr1.outdir import generated_line
 
 LABEL = {"full": "the step's update (all tokens: what GRPO does)",
@@ -15,6 +15,17 @@ LABEL = {"full": "the step's update (all tokens: what GRPO does)",
 
 def _ci(r: Mapping[str, Any], digits: int = 4) -> str:
     return f"{r['diff']:+.{digits}f} [{r['ci_low']:+.{digits}f}, {r['ci_high']:+.{digits}f}]"
+
+
+def side(r: Mapping[str, Any]) -> str:
+    """A shared shift has a direction, not a better side: toward Yes, toward No, or a tie."""
+    return {HOLDS: "toward Yes", WORSE: "toward No"}.get(verdict(r["diff"], r["ci_low"], r["ci_high"]), "tie")
+
+
+def _verdict_word(r: Mapping[str, Any]) -> str:
+    v = verdict(r["diff"], r["ci_low"], r["ci_high"])
+    return {TIE: "a tie (its interval includes 0)", HOLDS: "positive beyond its interval",
+            WORSE: "negative beyond its interval"}[v]
 
 
 def _range(v: list[float], fmt: str) -> str:
@@ -28,10 +39,22 @@ def reading(s: Mapping[str, Any]) -> str:
                         s["parts"][p]["toward_gold"]["ci_low"], s["parts"][p]["toward_gold"]["ci_high"], digits=4,
                         unit=" nats") for p in ("full", "decision", "rest")]
     out = "\n".join(f"- {line}" for line in lines)
-    if verdict(dec["diff"], dec["ci_low"], dec["ci_high"]) == "holds" and dec["diff"] > 0:
-        ratio = full["diff"] / dec["diff"]
-        out += (f"\n\nThe step's update moves answers toward their golds {ratio:.2f} times as far as the answer "
-                "tokens' gradient alone would (descriptive: a ratio of two first-order means).")
+    v_full, v_dec = verdict(full["diff"], full["ci_low"], full["ci_high"]), verdict(dec["diff"], dec["ci_low"], dec["ci_high"])
+    if v_full == HOLDS and v_dec == HOLDS and dec["diff"] > 0:
+        out += (f"\n\nThe step's update moves answers toward their golds {full['diff'] / dec['diff']:.2f} times as far as "
+                "the answer tokens' gradient alone would (descriptive: a ratio of two first-order means).")
+    g = s["geometry"]
+    if v_dec == HOLDS and dec["diff"] > 0 and v_full != HOLDS:
+        out += (f"\n\nReading: the answer tokens' gradient alone would move each query's answer toward its gold beyond "
+                f"its interval, but they are {max(g['decision_token_share']):.2%} or less of the generated tokens and "
+                f"carry {min(g['norm_share']['decision']):.3f}–{max(g['norm_share']['decision']):.3f} of the gradient's "
+                f"norm; the step's update points where the other tokens' gradient points (cosine "
+                f"{min(g['cos_full_rest']):.3f} or more in every seed), and that gradient's move toward gold is "
+                f"{_verdict_word(s['parts']['rest']['toward_gold'])}, so the whole step's is {_verdict_word(full)}.")
+    sh = s["parts"]["full"]["shared"]
+    if side(sh) != "tie":
+        out += (f"\n\nThe step's update shifts every query's answer {side(sh)} ({sh['diff']:+.4f} nats, beyond its "
+                f"interval) while its move toward each query's own gold is {_verdict_word(full)}.")
     obs = s.get("observed_per_step")
     if obs:
         t = obs["toward_gold"]
@@ -46,11 +69,11 @@ def readme(s: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     rows = []
     for p in ("full", "decision", "rest"):
         t, sh = s["parts"][p]["toward_gold"], s["parts"][p]["shared"]
-        rows.append(f"| {LABEL[p]} | {_ci(t)} | {t['verdict']} | {_ci(sh)} | {sh['verdict']} |")
+        rows.append(f"| {LABEL[p]} | {_ci(t)} | {t['verdict']} | {_ci(sh)} | {side(sh)} |")
     obs = s.get("observed_per_step")
     if obs:
         rows.append(f"| observed in the check, per step (÷ {obs['steps']}) | {_ci(obs['toward_gold'])} | "
-                    f"{obs['toward_gold']['verdict']} | {_ci(obs['shared'])} | {obs['shared']['verdict']} |")
+                    f"{obs['toward_gold']['verdict']} | {_ci(obs['shared'])} | {side(obs['shared'])} |")
     yes = s["batch_yes_share"]
     yes_lines = "\n".join(
         f"- seed {seed}: " + ", ".join(f"q{q} ({s['gold'][q]}) " + ("–" if v is None else f"{v:.2f}")
@@ -71,7 +94,7 @@ seeds x queries intervals stratified by gold.
 
 ## First-order move of the answer log-odds in one step (nats)
 
-| update | toward each query's gold | verdict | shared by every query | verdict |
+| update | toward each query's gold | verdict | shared by every query | direction |
 |---|---|---|---|---|
 {chr(10).join(rows)}
 
@@ -90,6 +113,7 @@ seeds x queries intervals stratified by gold.
 {yes_lines}
 
 What this does not say: it is first order and for a fresh optimiser's first step (later Adam steps divide
-by a running √v, and the policy moves); {len(s['seeds'])} seeds give a seed spread from {len(s['seeds'])} draws
-only.
+by a running √v, and the policy moves, so large first-order moves overstate the real ones); the seed
+spread comes from {len(s['seeds'])} draws only, and a percentile bootstrap over {s['golds']['yes']} + {s['golds']['no']}
+queries runs narrow.
 """

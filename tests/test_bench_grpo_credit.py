@@ -1,0 +1,42 @@
+"""`stockr1 bench grpo_credit` end to end on the shipped tiny release: what it writes, verdicts read from
+the intervals, and a rerun that reuses the cached draws."""
+
+import json
+from pathlib import Path
+
+import yaml
+
+from benchmarks.grpo_check.credit import PARTS, main
+from stockr1.metrics.verdict import verdict
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_grpo_credit_on_the_tiny_release_writes_its_split_and_reuses_its_draws(tmp_path) -> None:
+    cfg = {"grpo": {"config": str(ROOT / "configs/grpo/tiny.yaml"),
+                    "overrides": {"rollout": {"max_new_tokens": 640}, "train": {"micro_batch": 8, "group_size": 2}}},
+           "sft_run_dir": str(ROOT / "release/tiny/sft"), "n_queries": 8, "balance_yes_no": True, "steps": 1,
+           "seeds": [0, 1], "answer_contexts": 1, "work_dir": str(tmp_path / "work"), "n_boot": 200}
+    path = tmp_path / "credit.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "out"
+    assert main(["--config", str(path), "--out", str(out), "--contexts-per-query", "1"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["golds"] == {"yes": 4, "no": 4} and s["seeds"] == [0, 1] and s["lr"] > 0
+    for p in PARTS:
+        for side in ("toward_gold", "shared"):
+            r = s["parts"][p][side]
+            assert r["ci_low"] <= r["diff"] <= r["ci_high"] and r["verdict"] == verdict(r["diff"], r["ci_low"], r["ci_high"])
+    g = s["geometry"]
+    assert all(0 < x < 0.2 for x in g["decision_token_share"])  # a few answer tokens among hundreds
+    assert all(-1 <= c <= 1 for c in g["cos_full_decision"] + g["cos_full_rest"])
+    readme = (out / "README.md").read_text()
+    for p in PARTS:  # each generated claim carries the verdict of its own interval
+        t = s["parts"][p]["toward_gold"]
+        assert f"{t['diff']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}] nats: **{t['verdict']}**" in readme
+    draws = sorted((tmp_path / "work" / "credit").glob("draw-s*.json"))
+    assert [d.name for d in draws] == ["draw-s0.json", "draw-s1.json"]
+    before = {d: d.stat().st_mtime_ns for d in draws}
+    assert main(["--config", str(path), "--out", str(out), "--overwrite", "--contexts-per-query", "1"]) == 0
+    assert {d: d.stat().st_mtime_ns for d in draws} == before  # cached: not drawn again
+    assert json.loads((out / "summary.json").read_text())["parts"] == s["parts"]
