@@ -16,9 +16,11 @@ each part would move each query's answer.
 - ``adam_first_step`` / ``predicted_moves``: AdamW's first update from a gradient, −lr g / (|g| + eps)
   (about −lr sign(g): a fresh optimiser, as each check seed starts), and its first-order effect on each
   query's log-odds, Σ update · ∇ log-odds.
+- ``applied_moves``: the same update applied, the log-odds read again, the parameters restored: the real
+  effect, against which the first-order prediction is checked.
 
-The prediction is first order and for the first step only (later Adam steps divide by a running √v); it
-is a diagnostic of the update's direction, compared in ``bench grpo_credit`` with the move the check saw.
+Both are for the first step only (later Adam steps divide by a running √v); a diagnostic of the update's
+direction, compared in ``bench grpo_credit`` with the move the check saw.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -89,17 +92,51 @@ def logodds_gradients(trainer: GRPOTrainer, samples: Sequence[GRPOSample], conte
     params = trainable(trainer)
     ts = soft_tokens(samples)
     trainer.policy.eval()
-    by_query: dict[int, list[Mapping[str, Any]]] = {}
-    for c in contexts:
-        if len(by_query.setdefault(int(c["query"]), [])) < per_query:
-            by_query[int(c["query"])].append(c)
     out = {}
-    for q, cs in sorted(by_query.items()):
+    for q, cs in _per_query(contexts, per_query).items():
         trainer.opt.zero_grad(set_to_none=True)
         for c in cs:
             (context_logodds(trainer.policy, trainer.engine.tokenizer, c, ts) / len(cs)).backward()
         out[q] = _grads(params)
     trainer.opt.zero_grad(set_to_none=True)
+    return out
+
+
+def _per_query(contexts: Sequence[Mapping[str, Any]], per_query: int) -> dict[int, list[Mapping[str, Any]]]:
+    """query -> its first ``per_query`` contexts, by query."""
+    by_query: dict[int, list[Mapping[str, Any]]] = {}
+    for c in contexts:
+        if len(by_query.setdefault(int(c["query"]), [])) < per_query:
+            by_query[int(c["query"])].append(c)
+    return dict(sorted(by_query.items()))
+
+
+def applied_moves(trainer: GRPOTrainer, samples: Sequence[GRPOSample], contexts: Sequence[Mapping[str, Any]],
+                  per_query: int, updates: Mapping[str, Mapping[str, Tensor]]) -> dict[str, dict[int, float]]:
+    """name -> query -> the real change of the query's mean log-odds over its first ``per_query`` contexts when
+    ``updates[name]`` is added to the trainable parameters: what ``predicted_moves`` says to first order. The
+    parameters are restored by copy after each update."""
+    params = trainable(trainer)
+    ts = soft_tokens(samples)
+    picked = _per_query(contexts, per_query)
+    trainer.policy.eval()
+
+    @torch.no_grad()
+    def read() -> dict[int, float]:
+        return {q: float(np.mean([float(context_logodds(trainer.policy, trainer.engine.tokenizer, c, ts)) for c in cs]))
+                for q, cs in picked.items()}
+
+    saved = {n: p.detach().clone() for n, p in params.items()}
+    before, out = read(), {}
+    for name, update in updates.items():
+        with torch.no_grad():
+            for n, p in params.items():
+                p.add_(update[n])
+        after = read()
+        out[name] = {q: after[q] - before[q] for q in before}
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(saved[n])
     return out
 
 

@@ -24,15 +24,17 @@ def test_grpo_credit_on_the_tiny_release_writes_its_split_and_reuses_its_draws(t
     s = json.loads((out / "summary.json").read_text())
     assert s["golds"] == {"yes": 4, "no": 4} and s["seeds"] == [0, 1] and s["lr"] > 0
     for p in PARTS:
-        for side in ("toward_gold", "shared"):
-            r = s["parts"][p][side]
-            assert r["ci_low"] <= r["diff"] <= r["ci_high"] and r["verdict"] == verdict(r["diff"], r["ci_low"], r["ci_high"])
+        for kind in ("applied", "first_order"):
+            for side in ("toward_gold", "shared"):
+                r = s["parts"][p][kind][side]
+                assert r["ci_low"] <= r["diff"] <= r["ci_high"]
+                assert r["verdict"] == verdict(r["diff"], r["ci_low"], r["ci_high"])
     g = s["geometry"]
     assert all(0 < x < 0.2 for x in g["decision_token_share"])  # a few answer tokens among hundreds
     assert all(-1 <= c <= 1 for c in g["cos_full_decision"] + g["cos_full_rest"])
     readme = (out / "README.md").read_text()
     for p in PARTS:  # each generated claim carries the verdict of its own interval
-        t = s["parts"][p]["toward_gold"]
+        t = s["parts"][p]["applied"]["toward_gold"]
         assert f"{t['diff']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}] nats: **{t['verdict']}**" in readme
     draws = sorted((tmp_path / "work" / "credit").glob("draw-s*.json"))
     assert [d.name for d in draws] == ["draw-s0.json", "draw-s1.json"]

@@ -9,7 +9,15 @@ import torch
 
 from llm.rollout import RolloutEngine
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
-from rl.credit import adam_first_step, cosine, decision_tokens, logodds_gradients, predicted_moves, trainable
+from rl.credit import (
+    adam_first_step,
+    applied_moves,
+    cosine,
+    decision_tokens,
+    logodds_gradients,
+    predicted_moves,
+    trainable,
+)
 from rl.grpo import GRPOLossConfig
 from rl.probe import answer_logodds
 from rl.trainer import FuncScorer, GRPOSample, GRPOTrainConfig, GRPOTrainer
@@ -87,9 +95,9 @@ def test_adam_first_step_and_the_predicted_move_by_hand() -> None:
     assert predicted_moves(u, lo) == {0: pytest.approx(0.2, rel=1e-4)}  # eps shaves 1e-5 off the 1e-3 entry
 
 
-def test_the_predicted_first_order_move_matches_the_real_one(tiny_policy, tmp_path) -> None:
-    """Take a small step along the log-odds gradient's sign: the real change of each query's log-odds is
-    what ``predicted_moves`` says, to first order."""
+def test_the_predicted_first_order_move_matches_the_applied_one(tiny_policy, tmp_path) -> None:
+    """Take a small step along the log-odds gradient's sign: the real change of each query's log-odds
+    (``applied_moves``) is what ``predicted_moves`` says, to first order, and the weights come back."""
     tr = _trainer(tiny_policy, tmp_path)
     tok = tr.engine.tokenizer
     contexts = [{"query": q, "gold": tr.samples[q].columns["answer"], "words": ["Yes", "No"],
@@ -100,12 +108,12 @@ def test_the_predicted_first_order_move_matches_the_real_one(tiny_policy, tmp_pa
     # ascend query 0's log-odds; a tiny lr keeps the first-order term dominant
     step = adam_first_step({n: -g for n, g in lo[0].items()}, lr=1e-5)
     predicted = predicted_moves(step, lo)
+    weights = {n: p.detach().clone() for n, p in trainable(tr).items()}
     before = np.array(answer_logodds(tr.policy, tr.samples, contexts)).reshape(4, 2).mean(1)
-    with torch.no_grad():
-        for n, p in trainable(tr).items():
-            p.add_(step[n])
-    after = np.array(answer_logodds(tr.policy, tr.samples, contexts)).reshape(4, 2).mean(1)
-    real = after - before
-    assert predicted[0] > 0 and real[0] == pytest.approx(predicted[0], rel=0.05)
+    real = applied_moves(tr, tr.samples, contexts, 2, {"up": step, "down": {n: -u for n, u in step.items()}})
+    assert predicted[0] > 0 and real["up"][0] == pytest.approx(predicted[0], rel=0.05)
+    assert real["down"][0] == pytest.approx(-predicted[0], rel=0.05)
     for q in range(1, 4):
-        assert real[q] == pytest.approx(predicted[q], rel=0.1, abs=0.05 * predicted[0])
+        assert real["up"][q] == pytest.approx(predicted[q], rel=0.1, abs=0.05 * predicted[0])
+    assert all(torch.equal(p, weights[n]) for n, p in trainable(tr).items())  # restored
+    np.testing.assert_array_equal(np.array(answer_logodds(tr.policy, tr.samples, contexts)).reshape(4, 2).mean(1), before)

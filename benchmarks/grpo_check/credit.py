@@ -41,6 +41,7 @@ from benchmarks.grpo_check.command import CONTEXT_SEED, GRPOCheckConfig, run_ove
 from benchmarks.grpo_check.credit_report import readme
 from rl.credit import (
     adam_first_step,
+    applied_moves,
     cosine,
     decision_tokens,
     logodds_gradients,
@@ -74,13 +75,18 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
     grads = step_gradients(trainer, sb, mask)
     lr = trainer.cfg.lr * trainer.cfg.lr_factor(0)
     eps = float(trainer.opt.param_groups[0].get("eps", 1e-8))
-    moves = {p: predicted_moves(adam_first_step(grads[p], lr, eps), lo) for p in PARTS}
+    updates = {p: adam_first_step(grads[p], lr, eps) for p in PARTS}
+    moves = {p: predicted_moves(updates[p], lo) for p in PARTS}
+    t1 = time.perf_counter()
+    real = applied_moves(trainer, st.samples, contexts, per_query, updates)
+    t_real = time.perf_counter() - t1
     g = trainer.cfg.group_size
     answers = [r.answer for r in sb.rollouts]
     return {
         "seed": seed, "lr": lr, "eps": eps,
         "gold": {q: st.samples[q].columns.get("answer") for q in lo},
         "moves": {p: {str(q): v for q, v in m.items()} for p, m in moves.items()},
+        "real_moves": {p: {str(q): v for q, v in m.items()} for p, m in real.items()},
         "cos_full_decision": cosine(grads["full"], grads["decision"]),
         "cos_full_rest": cosine(grads["full"], grads["rest"]),
         "norm_share": {p: norm(grads[p]) / norm(grads["full"]) for p in ("decision", "rest")},
@@ -89,7 +95,7 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
         "rollouts_with_answer": int(mask.any(1).sum()),
         "batch_yes_share": {str(next(i for i, x in enumerate(st.samples) if x is q)): _yes_share(answers[k * g:(k + 1) * g])
                             for k, q in enumerate(sb.samples)},
-        "time_s": {"logodds_gradients": t_lo, "step": time.perf_counter() - t0 - t_lo},
+        "time_s": {"logodds_gradients": t_lo, "applied": t_real, "step": time.perf_counter() - t0 - t_lo - t_real},
     }
 
 
@@ -111,18 +117,20 @@ def run_credit(cfg: GRPOCheckConfig, per_query: int, log=print) -> dict[str, Any
 
 def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig, per_query: int,
               observed: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Per part: toward-gold and shared first-order moves (seeds x queries, stratified by gold), the
-    gradient geometry per seed, and the check's observed move per step beside them."""
+    """Per part and kind (``first_order``: predicted; ``applied``: the update applied and the log-odds read
+    again): toward-gold and shared moves (seeds x queries, stratified by gold), the gradient geometry per
+    seed, and the check's observed move per step beside them."""
     draws = [res["draws"][s] for s in sorted(res["draws"], key=int)]
     gold = {int(q): str(v).strip().lower() for q, v in draws[0]["gold"].items()}
     by_gold = {g: sorted(q for q, v in gold.items() if v == g) for g in ("yes", "no")}
-    parts = {}
-    for p in PARTS:
-        a = np.array([[d["moves"][p][str(q)] for q in by_gold["yes"]] for d in draws])
-        b = np.array([[d["moves"][p][str(q)] for q in by_gold["no"]] for d in draws])
-        parts[p] = {"toward_gold": stratified_interval(a, b, 0.5, -0.5, cfg.n_boot, cfg.level),
-                    "shared": stratified_interval(a, b, 0.5, 0.5, cfg.n_boot, cfg.level),
-                    "per_query_mean": {str(q): float(np.mean([d["moves"][p][str(q)] for d in draws])) for q in gold}}
+    parts: dict[str, dict[str, Any]] = {p: {} for p in PARTS}
+    for kind, key in (("first_order", "moves"), ("applied", "real_moves")):
+        for p in PARTS:
+            a = np.array([[d[key][p][str(q)] for q in by_gold["yes"]] for d in draws])
+            b = np.array([[d[key][p][str(q)] for q in by_gold["no"]] for d in draws])
+            parts[p][kind] = {"toward_gold": stratified_interval(a, b, 0.5, -0.5, cfg.n_boot, cfg.level),
+                              "shared": stratified_interval(a, b, 0.5, 0.5, cfg.n_boot, cfg.level),
+                              "per_query_mean": {str(q): float(np.mean([d[key][p][str(q)] for d in draws])) for q in gold}}
     geometry = {k: [d[k] for d in draws] for k in ("cos_full_decision", "cos_full_rest", "decision_token_share",
                                                      "generated_tokens", "rollouts_with_answer")}
     geometry["norm_share"] = {p: [d["norm_share"][p] for d in draws] for p in ("decision", "rest")}
@@ -178,8 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         (out / "run_info.json").write_text(json.dumps(info, indent=1, default=str))
         (out / "README.md").write_text(readme(summary, info))
     for p in PARTS:
-        t = summary["parts"][p]["toward_gold"]
-        print(f"{p}: toward gold {t['diff']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}] per step (first order)")
+        for kind in ("applied", "first_order"):
+            t = summary["parts"][p][kind]["toward_gold"]
+            print(f"{p}: toward gold {t['diff']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}] per step ({kind})")
     print(f"wrote {args.out}")
     return 0
 

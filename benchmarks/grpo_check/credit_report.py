@@ -33,25 +33,25 @@ def _range(v: list[float], fmt: str) -> str:
 
 
 def reading(s: Mapping[str, Any]) -> str:
-    """What the numbers say, each claim read from its interval; ratios descriptive."""
-    full, dec = s["parts"]["full"]["toward_gold"], s["parts"]["decision"]["toward_gold"]
-    lines = [claim_line(f"Toward gold per step, {LABEL[p]}", s["parts"][p]["toward_gold"]["diff"],
-                        s["parts"][p]["toward_gold"]["ci_low"], s["parts"][p]["toward_gold"]["ci_high"], digits=4,
-                        unit=" nats") for p in ("full", "decision", "rest")]
+    """What the numbers say, read from the applied update's moves, each claim from its interval."""
+    part = {p: s["parts"][p]["applied"] for p in ("full", "decision", "rest")}
+    full, dec = part["full"]["toward_gold"], part["decision"]["toward_gold"]
+    lines = [claim_line(f"Toward gold in one step, {LABEL[p]}", r["toward_gold"]["diff"], r["toward_gold"]["ci_low"],
+                        r["toward_gold"]["ci_high"], digits=4, unit=" nats") for p, r in part.items()]
     out = "\n".join(f"- {line}" for line in lines)
     v_full, v_dec = verdict(full["diff"], full["ci_low"], full["ci_high"]), verdict(dec["diff"], dec["ci_low"], dec["ci_high"])
     if v_full == HOLDS and v_dec == HOLDS and dec["diff"] > 0:
         out += (f"\n\nThe step's update moves answers toward their golds {full['diff'] / dec['diff']:.2f} times as far as "
-                "the answer tokens' gradient alone would (descriptive: a ratio of two first-order means).")
+                "an update from the answer tokens' gradient alone (descriptive: a ratio of two means).")
     g = s["geometry"]
     if v_dec == HOLDS and dec["diff"] > 0 and v_full != HOLDS:
-        out += (f"\n\nReading: the answer tokens' gradient alone would move each query's answer toward its gold beyond "
-                f"its interval, but they are {max(g['decision_token_share']):.2%} or less of the generated tokens and "
-                f"carry {min(g['norm_share']['decision']):.3f}–{max(g['norm_share']['decision']):.3f} of the gradient's "
-                f"norm; the step's update points where the other tokens' gradient points (cosine "
-                f"{min(g['cos_full_rest']):.3f} or more in every seed), and that gradient's move toward gold is "
-                f"{_verdict_word(s['parts']['rest']['toward_gold'])}, so the whole step's is {_verdict_word(full)}.")
-    sh = s["parts"]["full"]["shared"]
+        out += (f"\n\nReading: an update from the answer tokens' gradient alone moves each query's answer toward its "
+                f"gold beyond its interval, but those tokens are {max(g['decision_token_share']):.2%} or less of the "
+                f"generated tokens and carry {min(g['norm_share']['decision']):.3f}–{max(g['norm_share']['decision']):.3f} "
+                f"of the gradient's norm; the step's update points where the other tokens' gradient points (cosine "
+                f"{min(g['cos_full_rest']):.3f} or more in every seed), whose move toward gold is "
+                f"{_verdict_word(part['rest']['toward_gold'])}, and the whole step's is {_verdict_word(full)}.")
+    sh = part["full"]["shared"]
     if side(sh) != "tie":
         out += (f"\n\nThe step's update shifts every query's answer {side(sh)} ({sh['diff']:+.4f} nats, beyond its "
                 f"interval) while its move toward each query's own gold is {_verdict_word(full)}.")
@@ -59,21 +59,25 @@ def reading(s: Mapping[str, Any]) -> str:
     if obs:
         t = obs["toward_gold"]
         out += (f"\n\nThe check itself saw {t['diff']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}] nats per step "
-                f"toward gold (its post-hoc split over {obs['steps']} steps, divided by the steps: "
-                "Adam's later steps are not its first, so this is an order of magnitude to compare, not a test).")
+                f"toward gold (its post-hoc split over {obs['steps']} steps, divided by the steps: Adam's later steps "
+                "are not its first, so this is an order of magnitude to compare, not a test).")
     return out
+
+
+def table(s: Mapping[str, Any], kind: str) -> str:
+    rows = ["| update | toward each query's gold | verdict | shared by every query | direction |", "|---|---|---|---|---|"]
+    for p in ("full", "decision", "rest"):
+        t, sh = s["parts"][p][kind]["toward_gold"], s["parts"][p][kind]["shared"]
+        rows.append(f"| {LABEL[p]} | {_ci(t)} | {t['verdict']} | {_ci(sh)} | {side(sh)} |")
+    obs = s.get("observed_per_step")
+    if obs and kind == "applied":
+        rows.append(f"| observed in the check, per step (÷ {obs['steps']}) | {_ci(obs['toward_gold'])} | "
+                    f"{obs['toward_gold']['verdict']} | {_ci(obs['shared'])} | {side(obs['shared'])} |")
+    return "\n".join(rows)
 
 
 def readme(s: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     g = s["geometry"]
-    rows = []
-    for p in ("full", "decision", "rest"):
-        t, sh = s["parts"][p]["toward_gold"], s["parts"][p]["shared"]
-        rows.append(f"| {LABEL[p]} | {_ci(t)} | {t['verdict']} | {_ci(sh)} | {side(sh)} |")
-    obs = s.get("observed_per_step")
-    if obs:
-        rows.append(f"| observed in the check, per step (÷ {obs['steps']}) | {_ci(obs['toward_gold'])} | "
-                    f"{obs['toward_gold']['verdict']} | {_ci(obs['shared'])} | {side(obs['shared'])} |")
     yes = s["batch_yes_share"]
     yes_lines = "\n".join(
         f"- seed {seed}: " + ", ".join(f"q{q} ({s['gold'][q]}) " + ("–" if v is None else f"{v:.2f}")
@@ -87,18 +91,24 @@ Config: `{info['config_path']}` (its start, {s['n_queries']} training queries ({
 {s['golds']['no']} gold No), recipe and seeds {s['seeds']}), lr {s['lr']:g}. For each seed, its first step's
 real batch is drawn and the gradient of its loss is split exactly into the part through the tokens that state
 the answer (the decision word before `<answer>` and the `<answer>` span) and the part through every other
-model-written token (`rl.credit`). AdamW's first update from each part (−lr g / (|g| + eps)) is applied, to
-first order, to each query's answer log-odds on {s['contexts_per_query']} of the check's fixed start contexts per
-query; the moves are split as the check splits its readings (golds weighted equally), with {s['level']:.0%}
-seeds x queries intervals stratified by gold.
+model-written token (`rl.credit`). AdamW's first update from each part (−lr g / (|g| + eps)) is added to
+the start's trainable weights and each query's answer log-odds is read again on {s['contexts_per_query']} of the
+check's fixed start contexts per query (then the weights are restored); the same moves predicted to first
+order are shown below it. The moves are split as the check splits its readings (golds weighted equally),
+with {s['level']:.0%} seeds x queries intervals stratified by gold.
 
-## First-order move of the answer log-odds in one step (nats)
+## Move of the answer log-odds in one step (nats), the update applied
 
-| update | toward each query's gold | verdict | shared by every query | direction |
-|---|---|---|---|---|
-{chr(10).join(rows)}
+{table(s, "applied")}
 
 {reading(s)}
+
+## The same, predicted to first order (Σ update · ∇ log-odds)
+
+{table(s, "first_order")}
+
+Where the two tables agree, the log-odds are close to linear over one step at this lr; where they differ,
+the applied moves are the ones to read.
 
 ## The batch's gradient
 
@@ -112,8 +122,7 @@ seeds x queries intervals stratified by gold.
 - Yes share of each query's rollouts in the batch (query, gold, share):
 {yes_lines}
 
-What this does not say: it is first order and for a fresh optimiser's first step (later Adam steps divide
-by a running √v, and the policy moves, so large first-order moves overstate the real ones); the seed
-spread comes from {len(s['seeds'])} draws only, and a percentile bootstrap over {s['golds']['yes']} + {s['golds']['no']}
+What this does not say: it is a fresh optimiser's first step (later Adam steps divide by a running √v,
+and the policy and its samples move); the seed spread comes from {len(s['seeds'])} draws only, and a percentile bootstrap over {s['golds']['yes']} + {s['golds']['no']}
 queries runs narrow.
 """
