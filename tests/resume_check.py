@@ -43,7 +43,10 @@ def kill_inside_write(argv: Sequence[str], n: int, timeout: float = 600) -> Path
     """Run ``python -m argv`` until it stops inside its ``n``-th checkpoint write (``STOCKR1_TEST_PAUSE_BEFORE_COMMIT``:
     the data are in the staging file, the rename has not happened), SIGKILL it there, and tear the staging
     file in half, as a kill inside ``torch.save`` would have left it. Returns the checkpoint it was writing."""
-    env = {**os.environ, PAUSE_ENV: str(n), "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
+    # the killed process computes with this process's thread count: a CPU kernel's summation order may depend on
+    # it (seen on these cores: 1 vs 2 threads differed by 4e-7 after 6 SFT steps), and the resume is compared
+    # bit for bit with a run made here
+    env = {**os.environ, PAUSE_ENV: str(n), "OMP_NUM_THREADS": str(torch.get_num_threads()), "WANDB_MODE": "disabled"}
     proc = subprocess.Popen([sys.executable, "-m", *map(str, argv)], cwd=REPO, env=env, stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, text=True)
     deadline, line, tail = time.time() + timeout, "", []
