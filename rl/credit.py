@@ -6,7 +6,7 @@ forecast action, the reasoning) carry the same advantage, and their gradients, w
 answer, sum into the same update. This module splits one step's gradient exactly in two and asks how far
 each part would move each query's answer.
 
-- ``decision_tokens``: [N, T] the answer's tokens of each rollout (``rl.probe.decision_point``, then
+- ``decision_tokens``: [N, T] the answer's tokens of each rollout (``rl.answer_span``: the decision word, then
   ``<answer>`` ... ``</answer>``).
 - ``step_gradients``: the gradient of the step's real loss (``GRPOTrainer.accumulate``) and of the same
   loss with gradient through the decision tokens only; every normaliser and the loss value are the same,
@@ -32,32 +32,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
-from rl.probe import context_logodds, decision_point
+from rl.probe import context_logodds
 from rl.soft_tokens import soft_tokens
 from rl.trainer import GRPOSample, GRPOTrainer, StepBatch
-
-
-def decision_tokens(rollouts: Sequence[Any], gen: Tensor, tokenizer, yes: str = "Yes", no: str = "No") -> Tensor:
-    """[N, T] bool, for the right-padded rows ``gen`` [N, T] of ``rollouts`` (``StepBatch.batch["gen"]``):
-    the model-written tokens that state the answer, the decision word before the first ``<answer>``
-    (``decision_point``) and the ``<answer>`` ... ``</answer>`` span (tags included). All False for a
-    rollout that wrote no ``<answer>``."""
-    mask = torch.zeros(gen.shape, dtype=torch.bool)
-    tag, close = tokenizer.convert_tokens_to_ids(ANSWER_OPEN), tokenizer.convert_tokens_to_ids(ANSWER_CLOSE)
-    spaced = [tokenizer.encode(" " + w, add_special_tokens=False) for w in (yes, no)]
-    spaced_ids = [w[0] for w in spaced if len(w) == 1]
-    for row, r in enumerate(rollouts):
-        ids, g = list(r.token_ids), list(r.gen_mask)
-        j = decision_point(ids, g, tag, spaced_ids)
-        if j is None:
-            continue
-        start = ids.index(tag)
-        end = next((t for t in range(start, len(ids)) if ids[t] == close), len(ids) - 1)
-        for t in [j, *range(start, end + 1)]:
-            if t < len(ids) and g[t]:
-                mask[row, t] = True
-    return mask.to(gen.device)
 
 
 def trainable(trainer: GRPOTrainer) -> dict[str, torch.nn.Parameter]:

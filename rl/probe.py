@@ -18,6 +18,7 @@ import torch
 
 from llm.logprobs import token_logprobs
 from llm.special_tokens import ANSWER_OPEN
+from rl.answer_span import decision_point
 from rl.rewards import PENALTY, REWARD_NAMES, RewardWeights, variance_shares
 from rl.soft_tokens import soft_tokens
 from rl.trainer import GRPOSample, StockR1Scorer
@@ -63,16 +64,6 @@ def probe_rewards(engine, samples: Sequence[GRPOSample], thresholds: Any, group_
 def _mean_or_none(v: np.ndarray) -> float | None:
     v = np.asarray(v, dtype=np.float64)
     return None if np.isnan(v).all() else float(np.nanmean(v))
-
-
-def decision_point(ids: Sequence[int], gen_mask: Sequence[int], tag: int, spaced: Sequence[int]) -> int | None:
-    """Where a rollout decides its yes/no answer: the last model-written ``spaced`` token (" Yes" / " No")
-    before its first ``<answer>`` tag, the word its conclusion states ("So the answer (Yes or No) is No."),
-    which the tag then copies; None when it wrote no tag."""
-    cut = next((t for t, (tok, g) in enumerate(zip(ids, gen_mask, strict=True)) if g and tok == tag), None)
-    if cut is None:
-        return None
-    return next((t for t in range(cut - 1, -1, -1) if gen_mask[t] and ids[t] in spaced), cut + 1)
 
 
 def answer_contexts(engine, samples: Sequence[GRPOSample], group_size: int, seed: int,

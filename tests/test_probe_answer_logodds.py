@@ -14,7 +14,8 @@ from benchmarks.grpo_check.command import logodds_change, logodds_split
 from benchmarks.grpo_check.report import blocking_line, logodds_section
 from llm.policy import Policy
 from llm.special_tokens import ANSWER_OPEN
-from rl.probe import answer_logodds, decision_point
+from rl.answer_span import decision_point
+from rl.probe import answer_logodds
 from rl.trainer import GRPOSample
 
 ROOT = Path(__file__).resolve().parents[1]

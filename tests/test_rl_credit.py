@@ -9,11 +9,11 @@ import torch
 
 from llm.rollout import RolloutEngine
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
+from rl.answer_span import decision_tokens
 from rl.credit import (
     adam_first_step,
     applied_moves,
     cosine,
-    decision_tokens,
     logodds_gradients,
     predicted_moves,
     trainable,
@@ -68,7 +68,9 @@ def test_decision_tokens_are_the_conclusions_word_and_the_answer_span(tiny_token
     # answer words the fixture tokenizer spells as one token after a space (as SmolLM2 spells " Yes" / " No")
     words = (tok.decode([i]) for i in range(len(tok)))
     yes, no = [w[1:] for w in words if w[:1] == " " and w[1:].isalpha() and len(enc(w)) == 1][:2]
-    prompt, reasoning = enc("Will it rise?"), enc("It fell. So the answer is")
+    # the prompt shows the format with the same tag tokens (as llm/qa/prompt.py does): not the model's answer
+    prompt = enc("Will it rise? Finish with") + [tag] + enc("...") + [close]
+    reasoning = enc("It fell. So the answer is")
     ids = prompt + reasoning + enc(" " + no) + [tag] + enc(no) + [close]
     gen = [0] * len(prompt) + [1] * (len(ids) - len(prompt))
     silent = SimpleNamespace(token_ids=prompt + reasoning, gen_mask=[0] * len(prompt) + [1] * len(reasoning))

@@ -39,11 +39,11 @@ import torch
 from benchmarks.cache import Timings, cached
 from benchmarks.grpo_check.command import CONTEXT_SEED, GRPOCheckConfig, run_overrides, stratified_interval
 from benchmarks.grpo_check.credit_report import readme
+from rl.answer_span import decision_tokens
 from rl.credit import (
     adam_first_step,
     applied_moves,
     cosine,
-    decision_tokens,
     logodds_gradients,
     norm,
     predicted_moves,

@@ -1,0 +1,57 @@
+"""Which tokens of a rollout state its answer.
+
+A yes/no rollout decides its answer at one word: the last " Yes" / " No" it writes before its first
+``<answer>`` tag (its conclusion, "So the answer (Yes or No) is No.", which the tag then copies). The
+answer span is that word plus the ``<answer>`` ... ``</answer>`` it writes. ``rl.probe`` cuts fixed
+contexts there, ``rl.credit`` splits a step's gradient there, and the trainer's ``answer_span`` credit
+(``rl.grpo.segment_credit``) gives these tokens the answer reward's advantage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
+
+
+def decision_point(ids: Sequence[int], gen_mask: Sequence[int], tag: int, spaced: Sequence[int]) -> int | None:
+    """Where a rollout decides its yes/no answer: the last model-written ``spaced`` token (" Yes" / " No")
+    before its first model-written ``<answer>`` tag, the word its conclusion states, which the tag then
+    copies (the token right after the tag when it stated none); None when it wrote no tag."""
+    cut = first_written(ids, gen_mask, tag)
+    if cut is None:
+        return None
+    return next((t for t in range(cut - 1, -1, -1) if gen_mask[t] and ids[t] in spaced), cut + 1)
+
+
+def first_written(ids: Sequence[int], gen_mask: Sequence[int], token: int, start: int = 0) -> int | None:
+    """Index of the first model-written ``token`` at or after ``start`` (a prompt or a tool observation
+    may hold the same token: those are not the model's), None when there is none."""
+    return next((t for t in range(start, len(ids)) if gen_mask[t] and ids[t] == token), None)
+
+
+def decision_tokens(rollouts: Sequence[Any], gen: Tensor, tokenizer, yes: str = "Yes", no: str = "No") -> Tensor:
+    """[N, T] bool, for the right-padded rows ``gen`` [N, T] of ``rollouts`` (``StepBatch.batch["gen"]``):
+    the model-written tokens that state the answer, the decision word before the first written ``<answer>``
+    (``decision_point``) and the written ``<answer>`` ... ``</answer>`` span, tags included (to the end of
+    the rollout when it never closes the tag). All False for a rollout that wrote no ``<answer>``."""
+    mask = torch.zeros(gen.shape, dtype=torch.bool)
+    tag, close = tokenizer.convert_tokens_to_ids(ANSWER_OPEN), tokenizer.convert_tokens_to_ids(ANSWER_CLOSE)
+    spaced = [tokenizer.encode(" " + w, add_special_tokens=False) for w in (yes, no)]
+    spaced_ids = [w[0] for w in spaced if len(w) == 1]
+    for row, r in enumerate(rollouts):
+        ids, g = list(r.token_ids), list(r.gen_mask)
+        j = decision_point(ids, g, tag, spaced_ids)
+        if j is None:
+            continue
+        start = first_written(ids, g, tag)
+        end = first_written(ids, g, close, start)
+        end = len(ids) - 1 if end is None else end
+        for t in [j, *range(start, end + 1)]:
+            if t < len(ids) and g[t]:
+                mask[row, t] = True
+    return mask.to(gen.device)
