@@ -29,6 +29,22 @@ A batch may be split into chunks (micro-batches): ``grpo_loss`` given the whole 
 (``batch_sequences``) and generated-token count (``batch_tokens``) returns the chunk's share, and the
 chunk losses sum to the whole-batch loss for every type (``tests/test_rl_grpo_loss_types.py``).
 
+Credit: which advantage each token gets (``CreditConfig``, ``GRPOTrainConfig.credit``)
+- ``"sequence"`` (default; Stock-R1 Eq. 1, TRL): every generated token of rollout i carries A_i, the
+  advantage of its total reward R.
+- ``"answer_span"`` (our departure from Eq. 1, off by default): the tokens that state the answer
+  (``rl.answer_span.decision_tokens``: the conclusion's word and the ``<answer>`` span, ~4 of a
+  rollout's ~450 tokens) carry the advantage of R_ans alone; every other generated token (the reasoning,
+  the forecast action) carries the advantage of the other components, R − R_ans. Within the rollout's
+  token mean the answer span gets the weight ``answer_share`` and the rest ``1 − answer_share``
+  (``segment_credit``): l_i = share · mean_{answer} l_it + (1 − share) · mean_{rest} l_it. Why:
+  ``bench grpo_credit`` (results/grpo_credit) measured that under sequence credit the answer-bearing
+  tokens carry 3–6% of a step's gradient norm, and the rest's gradient, which moves the answers toward
+  their golds by nothing, sets the AdamW step; and R_ans's advantage is spread by the other components'
+  noise. A rollout that wrote no answer span keeps sequence credit (A_i on every token), so not answering
+  is still scored on every token. The KL term is not reweighted.
+- ``"answer_span"`` assumes the total has an ``r_ans`` component (``CreditConfig.answer_component``).
+
 Choices where the paper is silent
 - Advantages follow TRL: ``(R - mean_g) / (std_g + eps)`` with the unbiased std and ``eps = 1e-4``.
   A group whose rewards do not vary carries no signal: its advantages are set to exactly 0 (TRL gets
@@ -125,6 +141,48 @@ class GRPOLossConfig:
             raise ValueError(f"GRPOLossConfig.loss_type must be one of {', '.join(LOSS_TYPES)}; got {self.loss_type!r}")
         if self.max_completion_length is not None and self.max_completion_length < 1:
             raise ValueError(f"GRPOLossConfig.max_completion_length must be >= 1, got {self.max_completion_length}")
+
+
+CREDIT_MODES = ("sequence", "answer_span")
+
+
+@dataclass(frozen=True)
+class CreditConfig:
+    """Which advantage each generated token carries (module docstring, "Credit")."""
+
+    mode: str = "sequence"  # "sequence": A of the total on every token (Eq. 1); "answer_span": see the docstring
+    answer_share: float = 0.5  # answer_span: the answer span's share of its rollout's token-mean weight
+    answer_component: str = "r_ans"  # answer_span: the reward whose advantage the answer span carries
+
+    def __post_init__(self) -> None:
+        if self.mode not in CREDIT_MODES:
+            raise ValueError(f"train.credit.mode must be one of {', '.join(CREDIT_MODES)}; got {self.mode!r}")
+        if not 0.0 < self.answer_share < 1.0:
+            raise ValueError(f"train.credit.answer_share must be in (0, 1), got {self.answer_share}")
+
+
+def segment_credit(adv_answer: Tensor, adv_rest: Tensor, adv_total: Tensor, answer: Tensor, gen: Tensor,
+                   share: float) -> tuple[Tensor, Tensor]:
+    """Per-token advantages and weights of ``"answer_span"`` credit.
+
+    adv_answer, adv_rest, adv_total: [N] group advantages of R_ans, of R − R_ans and of R
+    answer: [N, T] bool, the answer span's tokens; gen: [N, T] the generated-token mask
+    returns (advantages [N, T], weights [N, T]): on a rollout with an answer span and other generated
+    tokens, the span's tokens carry ``adv_answer`` with weight ``share * |o| / |span|`` and the others
+    ``adv_rest`` with ``(1 - share) * |o| / |rest|`` (so the weights sum to |o| over the rollout and its
+    token mean is ``share * mean_span + (1 - share) * mean_rest``); any other rollout carries ``adv_total``
+    with weight 1 (sequence credit). Weights are 0 off ``gen``."""
+    g = gen.to(torch.float64) > 0
+    span = answer.bool() & g
+    n_all, n_span = g.sum(1, keepdim=True).double(), span.sum(1, keepdim=True).double()
+    n_rest = n_all - n_span
+    split = (n_span > 0) & (n_rest > 0)
+    w = torch.where(span, share * n_all / n_span.clamp(min=1), (1 - share) * n_all / n_rest.clamp(min=1))
+    w = torch.where(split, w, torch.ones_like(w))
+    adv = torch.where(span, adv_answer.double().unsqueeze(1), adv_rest.double().unsqueeze(1))
+    adv = torch.where(split, adv, adv_total.double().unsqueeze(1))
+    zero = torch.zeros_like(w)
+    return torch.where(g, adv, zero).to(adv_total.dtype), torch.where(g, w, zero).to(adv_total.dtype)
 
 
 @dataclass(frozen=True)
@@ -243,11 +301,12 @@ def grpo_loss(
     kl_weights: Tensor | None = None,
     batch_sequences: int | None = None,
     batch_tokens: float | None = None,
+    token_weights: Tensor | None = None,
 ) -> GRPOLossOutput:
     """The clipped, uncertainty-weighted GRPO loss of one chunk of a generation batch.
 
     logp:       [N, T] log pi_theta of each completion token (requires grad)
-    advantages: [N] group-relative advantages
+    advantages: [N] group-relative advantages, or [N, T] one per token (``segment_credit``)
     mask:       [N, T] 1 on model-generated tokens, 0 on tool observations, prompt and padding
     old_logp:   [N, T] log pi_old at sampling time; None = on-policy (logp.detach(), ratio 1)
     ref_logp:   [N, T] log pi_ref, needed when cfg.beta != 0
@@ -256,6 +315,7 @@ def grpo_loss(
     kl_weights: [N] per-rollout weight of the KL term; None = 1 (the default: module docstring)
     batch_sequences: rollouts in the whole generation batch (None = this chunk's N)
     batch_tokens:    generated tokens (sum of mask) in the whole batch (None = this chunk's; dapo only)
+    token_weights:   [N, T] per-token weight of the clipped surrogate (``segment_credit``); None = 1
 
     ``loss`` is this chunk's share of the whole-batch loss of ``cfg.loss_type`` (module docstring):
     summed over the chunks of a batch it is the whole-batch loss; with the defaults (the chunk is the
@@ -265,12 +325,15 @@ def grpo_loss(
         raise ValueError('GRPOLossConfig(loss_type="dr_grpo") needs max_completion_length (its normaliser N * L_max)')
     mask = mask.to(logp.dtype)
     old_logp = logp.detach() if old_logp is None else old_logp
-    adv = advantages.to(logp.dtype).unsqueeze(1)
+    adv = advantages.to(logp.dtype)
+    adv = adv.unsqueeze(1) if adv.ndim == 1 else adv
     ratio = torch.exp(logp - old_logp)
     clipped = torch.clamp(ratio, 1 - cfg.epsilon_low, 1 + cfg.epsilon_high)
     per_token = -torch.min(ratio * adv, clipped * adv)
     if weights is not None:
         per_token = per_token * weights.to(per_token.dtype).unsqueeze(1)
+    if token_weights is not None:
+        per_token = per_token * token_weights.to(per_token.dtype)
     kl = torch.zeros((), dtype=logp.dtype, device=logp.device)
     if cfg.beta != 0.0:
         if ref_logp is None:

@@ -45,7 +45,7 @@ Scores and penalties (choices, each tested in tests/test_rl_rewards.py)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -217,10 +217,25 @@ REWARD_FUNCS: dict[str, Callable[..., list[float | None]]] = {
 
 @dataclass(frozen=True)
 class RewardBreakdown:
-    """Per-completion components (NaN = not applicable) and the weighted total. Arrays: [N]."""
+    """Per-completion components (NaN = not applicable) and the weighted total. Arrays: [N]. ``weights``:
+    each component's weight in the total (1 where absent)."""
 
     components: dict[str, np.ndarray]
     total: np.ndarray
+    weights: Mapping[str, float] = field(default_factory=dict)
+
+    def total_without(self, name: str) -> np.ndarray:
+        """[N] the total without component ``name``'s weighted part: the other components' sum, NaN where
+        none of them is defined (unscorable by the rest)."""
+        if name not in self.components:
+            raise KeyError(f"no reward component {name!r} in this breakdown (it has {sorted(self.components)})")
+        others = [self.components[k] * self.weights.get(k, 1.0) for k in self.components if k != name]
+        if not others:
+            return np.full(len(self.total), np.nan)
+        stacked = np.stack(others, axis=1)
+        out = np.nansum(stacked, axis=1)
+        out[np.isnan(stacked).all(axis=1)] = np.nan
+        return out
 
 
 def combine_rewards(prompts: list, completions: list, funcs: Mapping[str, Callable[..., list[float | None]]],
@@ -243,7 +258,7 @@ def combine_rewards(prompts: list, completions: list, funcs: Mapping[str, Callab
     w = np.array([weights.get(k, 1.0) for k in comps])
     total = np.nansum(stacked * w, axis=1)
     total[np.isnan(stacked).all(axis=1)] = np.nan
-    return RewardBreakdown(components=comps, total=total)
+    return RewardBreakdown(components=comps, total=total, weights={k: float(weights.get(k, 1.0)) for k in comps})
 
 
 def compute_rewards(prompts: list, completions: list, weights: RewardWeights = RewardWeights(),
@@ -260,7 +275,7 @@ def compute_rewards(prompts: list, completions: list, weights: RewardWeights = R
                           **columns)
     n = len(completions)
     comps = {k: out.components.get(k, np.full(n, np.nan)) for k in REWARD_NAMES}
-    return RewardBreakdown(components=comps, total=out.total)
+    return RewardBreakdown(components=comps, total=out.total, weights=out.weights)
 
 
 def r_total(prompts: list, completions: list, **columns: Any) -> list[float | None]:

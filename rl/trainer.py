@@ -67,12 +67,15 @@ from torch import Tensor
 
 from forecast_action.decoder_loss import DecoderLoss, DecoderRecipe
 from llm.logprobs import keep_for_mask, pad_sequences, token_logprobs, token_logprobs_and_entropy
+from rl.answer_span import decision_tokens
 from rl.grpo import (
+    CreditConfig,
     GRPOLossConfig,
     UncertaintyWeightConfig,
     group_advantages,
     grpo_loss,
     normalised_weights,
+    segment_credit,
     uncertainty_weight,
 )
 from rl.logging import RunLogger, step_line, step_metrics
@@ -129,6 +132,7 @@ class GRPOTrainConfig:
     lambda_ts: float = 0.0  # weight of the decoder's loss during RL; 0 = frozen decoder
     decoder_recipe: DecoderRecipe = DecoderRecipe()  # that loss (the SFT's `decoder.recipe`); only with lambda_ts > 0
     loss: GRPOLossConfig = GRPOLossConfig()
+    credit: CreditConfig = CreditConfig()  # which advantage each token carries (rl/grpo.py, "Credit")
     uncertainty: UncertaintyWeightConfig = UncertaintyWeightConfig()
     rewards: RewardWeights = RewardWeights()
     reward_components: tuple[str, ...] = REWARD_NAMES
@@ -247,6 +251,23 @@ def query_weights(samples: Sequence[GRPOSample], rollouts: Sequence[Any], cfg: U
     return u_t, uncertainty_weight(u_t, cfg)
 
 
+def answer_span_credit(rollouts: Sequence[Any], rewards: RewardBreakdown, adv: Tensor, gen: Tensor, tokenizer,
+                       credit: CreditConfig, group_size: int) -> tuple[Tensor, Tensor]:
+    """[N, T] token advantages and weights of ``answer_span`` credit (``rl.grpo.segment_credit``) for the
+    rollouts' padded generated-token mask ``gen`` [N, T]: the answer span (``rl.answer_span``) carries the
+    group advantage of ``credit.answer_component``, the other tokens that of the rest of the total; ``adv``
+    [N], the total's advantage, stays on rollouts without a span."""
+    name = credit.answer_component
+    if name not in rewards.components:
+        raise ValueError(f"train.credit.mode 'answer_span' gives the answer span the advantage of {name!r}, but the "
+                         f"scorer returns no such component (it has {sorted(rewards.components)}): enable {name!r} "
+                         f"or use credit.mode 'sequence'")
+    span = decision_tokens(rollouts, gen, tokenizer)
+    a_ans = group_advantages(torch.tensor(rewards.components[name], dtype=torch.float64), group_size)
+    a_rest = group_advantages(torch.tensor(rewards.total_without(name), dtype=torch.float64), group_size)
+    return segment_credit(a_ans.float(), a_rest.float(), adv, span, gen, credit.answer_share)
+
+
 def make_fabric(cfg: GRPOTrainConfig):
     """A launched Fabric for ``cfg`` ("ddp" on several devices re-runs the script once per device)."""
     return launch_fabric(cfg)
@@ -277,7 +298,9 @@ class StepBatch:
     rewards: ``RewardBreakdown`` of the N rollouts; adv [N] group-relative advantages; u [Q] and w_raw [Q]
     the queries' U and raw u-GRPO weights, w_q [Q] the weights normalised over the global batch, w [N] w_q
     per rollout; batch: ``rollout_batch``'s ids / att / gen [N, T] and ts; chunks: the micro-batches;
-    t0, t_roll: when the step started and how long its rollouts took (s)."""
+    t0, t_roll: when the step started and how long its rollouts took (s); token_adv, token_w [N, T]: the
+    per-token advantages and surrogate weights of ``answer_span`` credit (None under sequence credit, where
+    every token carries ``adv``)."""
 
     samples: list[GRPOSample]
     rollouts: list[Any]
@@ -291,6 +314,8 @@ class StepBatch:
     chunks: list[slice]
     t0: float
     t_roll: float
+    token_adv: Tensor | None = None
+    token_w: Tensor | None = None
 
 
 class GRPOTrainer:
@@ -438,7 +463,11 @@ class GRPOTrainer:
         b = rollout_batch(rollouts, samples, self.engine.pad_id, fab.device, ts)
         n = len(rollouts)
         chunks = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
-        return StepBatch(samples, rollouts, rewards, adv, u, w_raw, w_q, w, b, chunks, t0, t_roll)
+        token_adv = token_w = None
+        if cfg.credit.mode == "answer_span":
+            token_adv, token_w = answer_span_credit(rollouts, rewards, adv, b["gen"], self.engine.tokenizer,
+                                                    cfg.credit, cfg.group_size)
+        return StepBatch(samples, rollouts, rewards, adv, u, w_raw, w_q, w, b, chunks, t0, t_roll, token_adv, token_w)
 
     def old_and_ref(self, sb: StepBatch) -> tuple[Tensor | None, Tensor | None]:
         """[N, T] log pi_old (only for ``num_iterations > 1``) and log pi_ref (only with a KL reference), in
@@ -469,10 +498,12 @@ class GRPOTrainer:
                 logp, ent = self._logp(self.policy, b, sl, entropy=True)
                 if grad_tokens is not None:
                     logp = torch.where(grad_tokens[sl].to(logp.device), logp, logp.detach())
-                out = grpo_loss(logp, sb.adv[sl].to(logp.device), b["gen"][sl],
+                adv = sb.adv if sb.token_adv is None else sb.token_adv
+                tw = None if sb.token_w is None else sb.token_w[sl].to(logp.device)
+                out = grpo_loss(logp, adv[sl].to(logp.device), b["gen"][sl],
                                 None if old is None else old[sl], None if ref is None else ref[sl],
                                 w[sl].to(logp.device), cfg.loss, batch_sequences=n, batch_tokens=n_tok_batch,
-                                kl_weights=None if w_kl is None else w_kl[sl].to(logp.device))
+                                kl_weights=None if w_kl is None else w_kl[sl].to(logp.device), token_weights=tw)
                 fab.backward(out.loss)
             m, ntok = b["gen"][sl].float(), float(out.n_tokens)
             acc["loss"] += float(out.loss.detach())

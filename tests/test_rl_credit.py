@@ -18,12 +18,12 @@ from rl.credit import (
     predicted_moves,
     trainable,
 )
-from rl.grpo import GRPOLossConfig
+from rl.grpo import CreditConfig, GRPOLossConfig
 from rl.probe import answer_logodds
 from rl.trainer import FuncScorer, GRPOSample, GRPOTrainConfig, GRPOTrainer
 
 
-def _trainer(tiny_policy, tmp_path) -> GRPOTrainer:
+def _trainer(tiny_policy, tmp_path, scorer: FuncScorer | None = None, credit: CreditConfig = CreditConfig()) -> GRPOTrainer:
     torch.manual_seed(0)
     pol = tiny_policy(d_ts=8)
     eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=6, temperature=1.0)
@@ -33,9 +33,9 @@ def _trainer(tiny_policy, tmp_path) -> GRPOTrainer:
                           columns={"answer": "Yes" if i % 2 else "No", "answer_type": "yes_no"},
                           ts_tokens=torch.randn(2, 8, generator=g), uncertainty=0.2) for i in range(4)]
     cfg = GRPOTrainConfig(group_size=4, queries_per_step=2, max_steps=1, lr=1e-2, accelerator="cpu", micro_batch=3,
-                          loss=GRPOLossConfig(beta=0.0))  # no reference: the loss is the surrogate
-    return GRPOTrainer(pol, eng, samples, FuncScorer({"len": lambda p, c, **kw: [float(len(x)) for x in c]}),
-                       cfg, tmp_path)
+                          loss=GRPOLossConfig(beta=0.0), credit=credit)  # no reference: the loss is the surrogate
+    scorer = scorer or FuncScorer({"len": lambda p, c, **kw: [float(len(x)) for x in c]})
+    return GRPOTrainer(pol, eng, samples, scorer, cfg, tmp_path)
 
 
 def _grad(tr: GRPOTrainer, sb, tokens) -> tuple[dict[str, torch.Tensor], float]:
