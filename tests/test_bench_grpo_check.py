@@ -206,6 +206,16 @@ def test_a_seed_spread_rise_is_a_tie_and_a_clear_rise_holds() -> None:
     assert up["policy_base"] == "tiny" and up["sft_release_hash"] == "0123456789ab"
 
 
+def test_the_diagnostics_name_the_credit_the_recipe_trained_with() -> None:
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 200})
+    res = _res([0.3, 0.25])
+    assert "credit sequence (Stock-R1 Eq. 1" in readme(summarise(res, cfg), _info())  # no credit key: the default
+    res["recipe"] = {**res["recipe"], "credit": {"mode": "answer_span", "answer_share": 0.25}}
+    text = readme(summarise(res, cfg), _info())
+    assert "credit answer_span (the answer span carries R_ans's advantage with 25% of its" in text
+    assert "a departure from Stock-R1 Eq. 1" in text
+
+
 def test_a_second_look_at_the_same_seeds_splits_alpha(tmp_path: Path) -> None:
     base = {**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 400}
     first = summarise(_res([0.3, -0.25]), GRPOCheckConfig.from_dict(base))

@@ -52,12 +52,21 @@ def _threads(summary: Mapping[str, Any]) -> str:
     return f"{summary['threads']} threads" if summary.get("threads") else "threads not recorded"
 
 
+def credit_text(recipe: Mapping[str, Any]) -> str:
+    """Which advantage each token carried (``train.credit``; rl/grpo.py, "Credit")."""
+    c = recipe.get("credit") or {}
+    if c.get("mode", "sequence") == "sequence":
+        return "credit sequence (Stock-R1 Eq. 1: the total's advantage on every token)"
+    return (f"credit {c['mode']} (the answer span carries R_ans's advantage with {c.get('answer_share', 0.5):.0%} of its "
+            "rollout's weight, the other tokens that of R − R_ans: a departure from Stock-R1 Eq. 1)")
+
+
 def diagnostics(summary: Mapping[str, Any]) -> list[str]:
     """What to read when the reward does not rise: each suspect of the issue with its number."""
     r = summary["recipe"]
     out = [f"recipe: lr {r['lr']} (warmup {r['warmup_steps']}), mu {r['mu']}, beta {r['beta']}, loss {r['loss_type']}, "
            f"temperature {r['temperature']}, G {r['group_size']}, {r['queries_per_step']} queries per step, up to "
-           f"{r['max_new_tokens']} new tokens, u-GRPO weight {'on' if r['uncertainty'] else 'off'}"]
+           f"{r['max_new_tokens']} new tokens, u-GRPO weight {'on' if r['uncertainty'] else 'off'}, {credit_text(r)}"]
     share = summary.get("start_variance_share") or {}
     if share:
         out.append("what the start policy's advantages are made of (probe; share of the within-group variance of the "
