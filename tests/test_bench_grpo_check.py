@@ -91,6 +91,24 @@ def test_the_per_query_section_shows_which_answers_moved() -> None:
     assert summary["yes_share_change"] == {} and "Yes/No queries" not in text  # one query per gold: no interval
 
 
+def test_the_groups_where_r_ans_can_teach_are_counted_per_gold_by_hand() -> None:
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 100,
+                                     "probe_group_size": 4})
+    res = _res([0.3, 0.2], q=3)
+    for s in (0, 1):  # each seed's pooled draws: 2 groups of 4 per query, in draw order
+        res["probe"]["start"][s]["per_query"] = [
+            {"gold": "No", "answer_type": "yes_no", "answers": ["Yes", "Yes", "Yes", "No"] + ["Yes"] * 4},
+            {"gold": "Yes", "answer_type": "yes_no", "answers": ["Yes</forecast_action>", "Yes", "Yes", "Yes",
+                                                                 None, "No", "Yes", "No"]},
+            {"gold": "Yes", "answer_type": "yes_no", "answers": ["Yes"] * 8}]
+        res["probe"]["end"][s]["per_query"] = res["probe"]["start"][s]["per_query"]
+    summary = summarise(res, cfg)
+    # gold No: 1 mixed group per seed of 2; gold Yes: 2 mixed per seed (an unparsed answer is not the gold) of 4
+    assert summary["teaching_groups"] == {"no": {"groups": 4, "mixed": 2}, "yes": {"groups": 8, "mixed": 4}}
+    text = readme(summary, _info())
+    assert "gold-Yes queries 4 of 8 groups, gold-No queries 2 of 4" in text
+
+
 def test_each_component_rise_reads_its_own_interval_over_seeds_and_queries() -> None:
     """R_act rises on every query for both seeds (holds); R_ans rises on half the queries and falls as much on
     the other half, alike in both seeds, so its std over seeds is 0 while its interval spans 0 (a tie the

@@ -352,6 +352,7 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig) -> dict[str, Any]:
             "end_reward": _spread([end[s]["reward_total"] for s in seeds]),
             "start_variance_share": _mean_shares([start[s].get("variance_share") or {} for s in seeds]),
             "per_query": per_query_answers(start, end, seeds),
+            "teaching_groups": teaching_groups(start, seeds, cfg.probe_group_size),
             "yes_share_change": yes_share_change(start, end, seeds, cfg.n_boot, cfg.level),
             "answer_contexts": cfg.answer_contexts, "context_seed": CONTEXT_SEED,
             "logodds_change": logodds_change(res.get("logodds"), seeds, cfg.n_boot, cfg.level),
@@ -457,6 +458,29 @@ def per_query_answers(start: Mapping[int, Mapping[str, Any]], end: Mapping[int, 
             row[f"{which}_answers"] = dict(sorted(counts.items(), key=lambda kv: -kv[1]))
         out.append(row)
     return out
+
+
+def teaching_groups(start: Mapping[int, Mapping[str, Any]], seeds: list[int],
+                    group_size: int) -> dict[str, dict[str, int]] | None:
+    """gold ("yes" / "no") -> {"groups", "mixed"}: the start's probe groups of ``group_size`` rollouts on the
+    yes/no queries with that gold (each seed's pooled draws, cut in draw order) and how many of them hold the
+    gold answer and another one: the groups where R_ans has spread, which a step learns its answer from, each
+    pushing toward its own gold. A diagnostic added on 2026-12-06; None without per-query answers."""
+    if not all(start[s].get("per_query") for s in seeds):
+        return None
+    out: dict[str, dict[str, int]] = {}
+    for s in seeds:
+        for q in start[s]["per_query"]:
+            gold = str(q["gold"]).strip().lower()
+            if q.get("answer_type") != "yes_no" or gold not in ("yes", "no"):
+                continue
+            hit = [str(a).strip().lower() == gold for a in q["answers"]]
+            for k in range(0, len(hit) - group_size + 1, group_size):
+                g = hit[k:k + group_size]
+                row = out.setdefault(gold, {"groups": 0, "mixed": 0})
+                row["groups"] += 1
+                row["mixed"] += int(any(g) and not all(g))
+    return out or None
 
 
 def _mean_shares(shares: list[Mapping[str, float]]) -> dict[str, float]:

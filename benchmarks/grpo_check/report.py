@@ -126,8 +126,21 @@ def query_section(summary: Mapping[str, Any]) -> str:
              "| query | type | gold | R_ans start | R_ans end | answers start | answers end |", "|---" * 7 + "|"]
     lines += [f"| {i} | {r['answer_type']} | {r['gold']} | {_r(r['start_r_ans'])} | {_r(r['end_r_ans'])} | "
               f"{_answers(r['start_answers'])} | {_answers(r['end_answers'])} |" for i, r in enumerate(rows)]
+    lines.append(teaching_line(summary.get("teaching_groups"), summary.get("probe_group_size")))
     lines.append(prior_line(summary.get("yes_share_change") or {}))
     return "\n".join(lines) + "\n\n"
+
+
+def teaching_line(groups: Mapping[str, Mapping[str, int]] | None, group_size: int | None) -> str:
+    """Where the start's answers can teach (``command.teaching_groups``), per gold; '' without both golds."""
+    if not groups or set(groups) != {"yes", "no"}:
+        return ""
+    y, n = groups["yes"], groups["no"]
+    return (f"\nWhere R_ans can teach at the start (a diagnostic added on 2026-12-06): the start's probe groups of "
+            f"{group_size} that hold the gold answer and another, the groups a step's answer signal comes from, each "
+            f"pushing toward its own gold: gold-Yes queries {y['mixed']} of {y['groups']} groups, gold-No queries "
+            f"{n['mixed']} of {n['groups']}. The signal is balanced between the golds only where these counts are; "
+            "where one gold has more, a shift of every answer toward it earns R_ans within the step.\n")
 
 
 def prior_line(change: Mapping[str, Mapping[str, Any]], what: str = "the Yes share",
