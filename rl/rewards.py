@@ -229,13 +229,20 @@ class RewardBreakdown:
         none of them is defined (unscorable by the rest)."""
         if name not in self.components:
             raise KeyError(f"no reward component {name!r} in this breakdown (it has {sorted(self.components)})")
-        others = [self.components[k] * self.weights.get(k, 1.0) for k in self.components if k != name]
-        if not others:
-            return np.full(len(self.total), np.nan)
-        stacked = np.stack(others, axis=1)
-        out = np.nansum(stacked, axis=1)
-        out[np.isnan(stacked).all(axis=1)] = np.nan
-        return out
+        others = {k: v for k, v in self.components.items() if k != name}
+        return weighted_total(others, self.weights, len(self.total))
+
+
+def weighted_total(components: Mapping[str, np.ndarray], weights: Mapping[str, float], n: int) -> np.ndarray:
+    """[N] sum of the components times their weights (1 where absent); a NaN component adds nothing, and a
+    completion whose every component is NaN (or that has none) gets NaN."""
+    if not components:
+        return np.full(n, np.nan)
+    stacked = np.stack(list(components.values()), axis=1)  # [N, F]
+    w = np.array([weights.get(k, 1.0) for k in components])
+    total = np.nansum(stacked * w, axis=1)
+    total[np.isnan(stacked).all(axis=1)] = np.nan
+    return total
 
 
 def combine_rewards(prompts: list, completions: list, funcs: Mapping[str, Callable[..., list[float | None]]],
@@ -252,12 +259,7 @@ def combine_rewards(prompts: list, completions: list, funcs: Mapping[str, Callab
         if len(vals) != n:
             raise ValueError(f"reward {name!r} returned {len(vals)} values for {n} completions")
         comps[name] = np.array([np.nan if v is None else v for v in vals], dtype=np.float64)
-    if not comps:
-        return RewardBreakdown(components={}, total=np.full(n, np.nan))
-    stacked = np.stack(list(comps.values()), axis=1)  # [N, F]
-    w = np.array([weights.get(k, 1.0) for k in comps])
-    total = np.nansum(stacked * w, axis=1)
-    total[np.isnan(stacked).all(axis=1)] = np.nan
+    total = weighted_total(comps, weights, n)
     return RewardBreakdown(components=comps, total=total, weights={k: float(weights.get(k, 1.0)) for k in comps})
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rl.grpo import CreditConfig
 from stockr1.metrics.verdict import HOLDS, WORSE, claim_line, verdict
 from stockr1.outdir import generated_line
 
@@ -54,10 +55,10 @@ def _threads(summary: Mapping[str, Any]) -> str:
 
 def credit_text(recipe: Mapping[str, Any]) -> str:
     """Which advantage each token carried (``train.credit``; rl/grpo.py, "Credit")."""
-    c = recipe.get("credit") or {}
-    if c.get("mode", "sequence") == "sequence":
+    c = CreditConfig(**(recipe.get("credit") or {}))  # the recipe's overrides over the trainer's defaults
+    if c.mode == "sequence":
         return "credit sequence (Stock-R1 Eq. 1: the total's advantage on every token)"
-    return (f"credit {c['mode']} (the answer span carries R_ans's advantage with {c.get('answer_share', 0.5):.0%} of its "
+    return (f"credit {c.mode} (the answer span carries R_ans's advantage with {c.answer_share:.0%} of its "
             "rollout's weight, the other tokens that of R − R_ans: a departure from Stock-R1 Eq. 1)")
 
 
