@@ -11,6 +11,8 @@ each part would move each query's answer.
 - ``step_gradients``: the gradient of the step's real loss (``GRPOTrainer.accumulate``) and of the same
   loss with gradient through the decision tokens only; every normaliser and the loss value are the same,
   so full = decision + rest exactly.
+- ``with_credit`` / ``step_gradient``: the same batch under another credit (rl/grpo.py, "Credit") and its
+  step's gradient, so credits are compared on one batch.
 - ``logodds_gradients``: per query, the mean gradient of log p(Yes) − log p(No) over fixed contexts of the
   start (``rl.probe.answer_contexts``: the quantity ``bench grpo_check`` measures).
 - ``adam_first_step`` / ``predicted_moves``: AdamW's first update from a gradient, −lr g / (|g| + eps)
@@ -25,6 +27,7 @@ direction, compared in ``bench grpo_credit`` with the move the check saw.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,9 +35,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from rl.grpo import CreditConfig
 from rl.probe import context_logodds
 from rl.soft_tokens import soft_tokens
-from rl.trainer import GRPOSample, GRPOTrainer, StepBatch
+from rl.trainer import GRPOSample, GRPOTrainer, StepBatch, answer_span_credit
 
 
 def trainable(trainer: GRPOTrainer) -> dict[str, torch.nn.Parameter]:
@@ -52,14 +56,31 @@ def step_gradients(trainer: GRPOTrainer, sb: StepBatch, mask: Tensor) -> dict[st
     normalisers). One pass of ``num_iterations``' first, as the step's first optimiser update sees it."""
     params = trainable(trainer)
     old, ref = trainer.old_and_ref(sb)
-    out = {}
-    for name, tokens in (("full", None), ("decision", mask)):
-        trainer.opt.zero_grad(set_to_none=True)
-        trainer.accumulate(sb, old, ref, grad_tokens=tokens)
-        out[name] = _grads(params)
-    trainer.opt.zero_grad(set_to_none=True)
+    out = {name: step_gradient(trainer, sb, tokens, (old, ref)) for name, tokens in (("full", None), ("decision", mask))}
     out["rest"] = {n: out["full"][n] - out["decision"][n] for n in params}
     return out
+
+
+def step_gradient(trainer: GRPOTrainer, sb: StepBatch, tokens: Tensor | None = None,
+                  old_ref: tuple[Tensor | None, Tensor | None] | None = None) -> dict[str, Tensor]:
+    """name -> gradient of the step's loss through ``tokens`` ([N, T] bool; None = every generated token),
+    under the credit ``sb`` carries (``sb.token_adv``). ``old_ref``: ``trainer.old_and_ref(sb)`` if known."""
+    old, ref = trainer.old_and_ref(sb) if old_ref is None else old_ref
+    trainer.opt.zero_grad(set_to_none=True)
+    trainer.accumulate(sb, old, ref, grad_tokens=tokens)
+    out = _grads(trainable(trainer))
+    trainer.opt.zero_grad(set_to_none=True)
+    return out
+
+
+def with_credit(trainer: GRPOTrainer, sb: StepBatch, credit: CreditConfig) -> StepBatch:
+    """The same batch (rollouts, rewards, weights) with the token advantages of ``credit``: what the step
+    would have trained on under another credit (rl/grpo.py, "Credit")."""
+    if credit.mode == "sequence":
+        return dataclasses.replace(sb, token_adv=None, token_w=None)
+    adv, w = answer_span_credit(sb.rollouts, sb.samples, sb.rewards, sb.adv, sb.batch["gen"], trainer.engine.tokenizer,
+                                credit, trainer.cfg.group_size)
+    return dataclasses.replace(sb, token_adv=adv, token_w=w)
 
 
 def logodds_gradients(trainer: GRPOTrainer, samples: Sequence[GRPOSample], contexts: Sequence[Mapping[str, Any]],

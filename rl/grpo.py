@@ -44,6 +44,18 @@ Credit: which advantage each token gets (``CreditConfig``, ``GRPOTrainConfig.cre
   noise. A rollout that wrote no answer span keeps sequence credit (A_i on every token), so not answering
   is still scored on every token. The KL term is not reweighted.
 - ``"answer_span"`` assumes the total has an ``r_ans`` component (``CreditConfig.answer_component``).
+- ``answer_prior: "cancel"`` (with ``"answer_span"``; default ``"keep"``): before the span's advantages are
+  used, each is reduced by the mean span advantage of the step's rollouts that state the same (canonical)
+  answer, over the rollouts that can teach (a span written, in a group whose R_ans varies;
+  ``cancel_answer_prior``). Then, per answer, the span advantages of the step sum to 0, so the part of the
+  update that raises one answer on every query (its shared "prior") is cancelled to first order, and what
+  is left is each query's answer relative to the others'. Why: the grpo_check answer-span check
+  (results/grpo_check/smollm2-135m-answer-span) moved each query toward its gold (+0.66 nats over 5 steps)
+  but moved the shared Yes/No prior far more (+2.73, with opposite signs in its two seeds), because the
+  groups that can teach are unbalanced between golds. Being an action-dependent offset, not a baseline,
+  it changes the expected gradient: it removes, on purpose, the component along each answer's shared
+  direction. A step whose teaching groups all share one gold therefore teaches its answers nothing. Under
+  DDP the means run over each rank's own queries (a simplification: string answers are not gathered).
 
 Choices where the paper is silent
 - Advantages follow TRL: ``(R - mean_g) / (std_g + eps)`` with the unbiased std and ``eps = 1e-4``.
@@ -81,6 +93,7 @@ Choices where the paper is silent
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,6 +157,7 @@ class GRPOLossConfig:
 
 
 CREDIT_MODES = ("sequence", "answer_span")
+ANSWER_PRIORS = ("keep", "cancel")
 
 
 @dataclass(frozen=True)
@@ -153,12 +167,44 @@ class CreditConfig:
     mode: str = "sequence"  # "sequence": A of the total on every token (Eq. 1); "answer_span": see the docstring
     answer_share: float = 0.5  # answer_span: the answer span's share of its rollout's token-mean weight
     answer_component: str = "r_ans"  # answer_span: the reward whose advantage the answer span carries
+    answer_prior: str = "keep"  # answer_span: "cancel" centres the span's advantages per answer over the step
 
     def __post_init__(self) -> None:
         if self.mode not in CREDIT_MODES:
             raise ValueError(f"train.credit.mode must be one of {', '.join(CREDIT_MODES)}; got {self.mode!r}")
         if not 0.0 < self.answer_share < 1.0:
             raise ValueError(f"train.credit.answer_share must be in (0, 1), got {self.answer_share}")
+        if self.answer_prior not in ANSWER_PRIORS:
+            raise ValueError(f"train.credit.answer_prior must be one of {', '.join(ANSWER_PRIORS)}; "
+                             f"got {self.answer_prior!r}")
+        if self.answer_prior == "cancel" and self.mode != "answer_span":
+            raise ValueError("train.credit.answer_prior 'cancel' acts on the answer span's advantages: it needs "
+                             f"credit.mode 'answer_span', got {self.mode!r}")
+
+    @property
+    def label(self) -> str:
+        """A short name for reports: "sequence", "answer_span" or "answer_span, prior cancelled"."""
+        if self.mode == "sequence":
+            return "sequence"
+        return self.mode + (", prior cancelled" if self.answer_prior == "cancel" else "")
+
+
+def cancel_answer_prior(adv_answer: Tensor, keys: Sequence[Hashable], can_teach: Tensor) -> Tensor:
+    """The answer span's advantages with each answer's step mean removed (``answer_prior: "cancel"``).
+
+    adv_answer: [N] group advantages of R_ans; keys: N canonical answers (None = unreadable, its own class);
+    can_teach: [N] bool, the rollouts whose span carries a signal (a span written, R_ans varies in its group)
+    returns [N]: on ``can_teach`` rows ``A_i − mean{A_j : can_teach_j, key_j = key_i}``, so the returned
+    values of one answer sum to 0; other rows unchanged."""
+    if len(keys) != adv_answer.numel() or can_teach.shape != adv_answer.shape:
+        raise ValueError(f"cancel_answer_prior: {adv_answer.numel()} advantages, {len(keys)} keys and a mask of "
+                         f"shape {tuple(can_teach.shape)} must align")
+    out = adv_answer.clone()
+    teach = can_teach.bool().tolist()
+    for key in {k for k, t in zip(keys, teach, strict=True) if t}:
+        rows = torch.tensor([t and k == key for k, t in zip(keys, teach, strict=True)])
+        out[rows] = adv_answer[rows] - adv_answer[rows].mean()
+    return out
 
 
 def segment_credit(adv_answer: Tensor, adv_rest: Tensor, adv_total: Tensor, answer: Tensor, gen: Tensor,

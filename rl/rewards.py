@@ -102,12 +102,22 @@ def _column(values: Any, name: str, n: int) -> list[Any]:
     return values
 
 
+def _item(answer: str, answer_type: str, tolerance: float, choices: Sequence[str]) -> QAItem:
+    return QAItem(id="", family="", template="", question="", answer=str(answer), answer_type=answer_type,
+                  window=-1, ticker="", date="", split="", choices=tuple(choices or ()),
+                  tolerance=float(tolerance or 0.0))
+
+
+def canonical_answer(raw: str | None, answer_type: str, choices: Sequence[str] = ()) -> str | None:
+    """The canonical form R_ans grades (``llm.qa.answers.normalize_answer``: "Yes, because…" → "Yes"), or
+    None where it cannot be read. Two rollouts with the same canonical answer state the same answer."""
+    return normalize_answer(_item("", answer_type, 0.0, choices), raw)
+
+
 def answer_score(raw: str | None, answer: str, answer_type: str, tolerance: float = 0.0,
                  choices: Sequence[str] = ()) -> float:
     """R_ans of one extracted answer string (see module docstring)."""
-    item = QAItem(id="", family="", template="", question="", answer=str(answer), answer_type=answer_type,
-                  window=-1, ticker="", date="", split="", choices=tuple(choices or ()),
-                  tolerance=float(tolerance or 0.0))
+    item = _item(answer, answer_type, tolerance, choices)
     pred = normalize_answer(item, raw)
     if pred is None:
         return PENALTY

@@ -72,6 +72,7 @@ from rl.grpo import (
     CreditConfig,
     GRPOLossConfig,
     UncertaintyWeightConfig,
+    cancel_answer_prior,
     group_advantages,
     grpo_loss,
     normalised_weights,
@@ -79,7 +80,14 @@ from rl.grpo import (
     uncertainty_weight,
 )
 from rl.logging import RunLogger, step_line, step_metrics
-from rl.rewards import REWARD_NAMES, RewardBreakdown, RewardWeights, combine_rewards, compute_rewards
+from rl.rewards import (
+    REWARD_NAMES,
+    RewardBreakdown,
+    RewardWeights,
+    canonical_answer,
+    combine_rewards,
+    compute_rewards,
+)
 from rl.soft_tokens import soft_tokens
 from stockr1.config import config_from_dict
 from stockr1.distributed import check_distributed, launch_fabric, shard
@@ -251,12 +259,13 @@ def query_weights(samples: Sequence[GRPOSample], rollouts: Sequence[Any], cfg: U
     return u_t, uncertainty_weight(u_t, cfg)
 
 
-def answer_span_credit(rollouts: Sequence[Any], rewards: RewardBreakdown, adv: Tensor, gen: Tensor, tokenizer,
-                       credit: CreditConfig, group_size: int) -> tuple[Tensor, Tensor]:
+def answer_span_credit(rollouts: Sequence[Any], samples: Sequence[Any], rewards: RewardBreakdown, adv: Tensor,
+                       gen: Tensor, tokenizer, credit: CreditConfig, group_size: int) -> tuple[Tensor, Tensor]:
     """[N, T] token advantages and weights of ``answer_span`` credit (``rl.grpo.segment_credit``) for the
     rollouts' padded generated-token mask ``gen`` [N, T]: the answer span (``rl.answer_span``) carries the
-    group advantage of ``credit.answer_component``, the other tokens that of the rest of the total; ``adv``
-    [N], the total's advantage, stays on rollouts without a span."""
+    group advantage of ``credit.answer_component`` (centred per answer over the step under
+    ``answer_prior: "cancel"``), the other tokens that of the rest of the total; ``adv`` [N], the total's
+    advantage, stays on rollouts without a span. ``samples``: the step's queries (their answer type)."""
     name = credit.answer_component
     if name not in rewards.components:
         raise ValueError(f"train.credit.mode 'answer_span' gives the answer span the advantage of {name!r}, but the "
@@ -265,7 +274,20 @@ def answer_span_credit(rollouts: Sequence[Any], rewards: RewardBreakdown, adv: T
     span = decision_tokens(rollouts, gen, tokenizer)
     a_ans = group_advantages(torch.tensor(rewards.components[name], dtype=torch.float64), group_size)
     a_rest = group_advantages(torch.tensor(rewards.total_without(name), dtype=torch.float64), group_size)
+    if credit.answer_prior == "cancel":
+        spread = (a_ans.view(-1, group_size) != 0).any(1).repeat_interleave(group_size)
+        a_ans = cancel_answer_prior(a_ans, answer_keys(rollouts, samples, group_size), spread & span.any(1).cpu())
     return segment_credit(a_ans.float(), a_rest.float(), adv, span, gen, credit.answer_share)
+
+
+def answer_keys(rollouts: Sequence[Any], samples: Sequence[Any], group_size: int) -> list[str | None]:
+    """Each rollout's canonical answer (``rl.rewards.canonical_answer``) under its query's answer type;
+    rollout i answers query i // group_size."""
+    out = []
+    for i, r in enumerate(rollouts):
+        cols = samples[i // group_size].columns
+        out.append(canonical_answer(r.answer, cols.get("answer_type") or "choice", cols.get("choices") or ()))
+    return out
 
 
 def make_fabric(cfg: GRPOTrainConfig):
@@ -465,8 +487,8 @@ class GRPOTrainer:
         chunks = [slice(i, min(i + cfg.micro_batch, n)) for i in range(0, n, cfg.micro_batch)]
         token_adv = token_w = None
         if cfg.credit.mode == "answer_span":
-            token_adv, token_w = answer_span_credit(rollouts, rewards, adv, b["gen"], self.engine.tokenizer,
-                                                    cfg.credit, cfg.group_size)
+            token_adv, token_w = answer_span_credit(rollouts, samples, rewards, adv, b["gen"],
+                                                    self.engine.tokenizer, cfg.credit, cfg.group_size)
         return StepBatch(samples, rollouts, rewards, adv, u, w_raw, w_q, w, b, chunks, t0, t_roll, token_adv, token_w)
 
     def old_and_ref(self, sb: StepBatch) -> tuple[Tensor | None, Tensor | None]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.grpo_check.credit import PARTS, main
+from benchmarks.grpo_check.credit import CREDIT_PART, PARTS, compared_credits, main
 from stockr1.metrics.verdict import verdict
 
 ROOT = Path(__file__).parents[1]
@@ -36,6 +36,15 @@ def test_grpo_credit_on_the_tiny_release_writes_its_split_and_reuses_its_draws(t
     for p in PARTS:  # each generated claim carries the verdict of its own interval
         t = s["parts"][p]["applied"]["toward_gold"]
         assert f"{t['diff']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}] nats: **{t['verdict']}**" in readme
+    # the same batch under each compared credit: the config's own (sequence) is the step's update itself,
+    # the answer-span credits move the answers otherwise, and the README reads each from its interval
+    assert [p for p in s["parts"] if p.startswith(CREDIT_PART)] == list(compared_credits(0.5))
+    assert s["credit"] == "sequence"
+    assert s["parts"]["credit:sequence"] == s["parts"]["full"]
+    span, cancel = (s["parts"][f"credit:{c}"]["applied"]["toward_gold"] for c in ("answer_span", "answer_span,cancel"))
+    assert span["diff"] != s["parts"]["full"]["applied"]["toward_gold"]["diff"] and cancel["diff"] != span["diff"]
+    assert (f"under answer_span, answer prior cancelled credit: {cancel['diff']:+.4f} [{cancel['ci_low']:+.4f}, "
+            f"{cancel['ci_high']:+.4f}] nats: **{cancel['verdict']}**") in readme
     draws = sorted((tmp_path / "work" / "credit").glob("draw-s*.json"))
     assert [d.name for d in draws] == ["draw-s0.json", "draw-s1.json"]
     before = {d: d.stat().st_mtime_ns for d in draws}

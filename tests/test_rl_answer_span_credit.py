@@ -63,7 +63,11 @@ def _rollout(tok, answer: str | None, extra: int):
     tag, close = tok.convert_tokens_to_ids(ANSWER_OPEN), tok.convert_tokens_to_ids(ANSWER_CLOSE)
     prompt, reasoning = enc("Will it rise?") + [tag, close], enc("It fell" + "." * extra + " So")
     written = reasoning + ([tag] + enc(answer) + [close] if answer else [])
-    return SimpleNamespace(token_ids=prompt + written, gen_mask=[0] * len(prompt) + [1] * len(written))
+    return SimpleNamespace(token_ids=prompt + written, gen_mask=[0] * len(prompt) + [1] * len(written),
+                           answer=answer)
+
+
+_YES_NO = [SimpleNamespace(columns={"answer": "Yes", "answer_type": "yes_no"})]
 
 
 def test_answer_span_credit_gives_the_span_r_ans_advantage_and_the_rest_the_others(tiny_tokenizer) -> None:
@@ -76,7 +80,7 @@ def test_answer_span_credit_gives_the_span_r_ans_advantage_and_the_rest_the_othe
     r_ans, r_act = np.array([1.0, 0.0, 0.0, 0.0]), np.array([0.2, 0.9, 0.4, 0.1])
     br = RewardBreakdown({"r_ans": r_ans, "r_act": r_act}, r_ans + r_act, {"r_ans": 1.0, "r_act": 1.0})
     a_tot = group_advantages(torch.tensor(br.total), 4)
-    adv, w = answer_span_credit(rows, br, a_tot, gen, tok, CreditConfig(mode="answer_span"), group_size=4)
+    adv, w = answer_span_credit(rows, _YES_NO, br, a_tot, gen, tok, CreditConfig(mode="answer_span"), group_size=4)
     a_ans, a_rest = group_advantages(torch.tensor(r_ans), 4), group_advantages(torch.tensor(r_act), 4)
     span = decision_tokens(rows, gen, tok)
     for i in range(3):  # the word, <answer>, the answer, </answer>: 3 tags and words at least
@@ -88,11 +92,11 @@ def test_answer_span_credit_gives_the_span_r_ans_advantage_and_the_rest_the_othe
     torch.testing.assert_close(adv[3][gen[3] > 0], a_tot[3].expand(int(gen[3].sum())))  # sequence credit
     # a change of R_act alone moves the rest's advantages and leaves the span's
     br2 = dataclasses.replace(br, components={"r_ans": r_ans, "r_act": r_act[::-1].copy()}, total=r_ans + r_act[::-1])
-    adv2, _ = answer_span_credit(rows, br2, group_advantages(torch.tensor(br2.total), 4), gen, tok,
+    adv2, _ = answer_span_credit(rows, _YES_NO, br2, group_advantages(torch.tensor(br2.total), 4), gen, tok,
                                  CreditConfig(mode="answer_span"), group_size=4)
     assert torch.equal(adv2[span], adv[span]) and not torch.equal(adv2[~span], adv[~span])
     with pytest.raises(ValueError, match="r_ans"):
-        answer_span_credit(rows, RewardBreakdown({"r_act": r_act}, r_act), a_tot, gen, tok,
+        answer_span_credit(rows, _YES_NO, RewardBreakdown({"r_act": r_act}, r_act), a_tot, gen, tok,
                            CreditConfig(mode="answer_span"), 4)
 
 

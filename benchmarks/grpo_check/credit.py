@@ -14,6 +14,10 @@ and recipe (the check's config), at the first step of each of its seeds, without
    log-odds; split as the check splits its readings: toward each query's gold, and shared (golds weighted
    equally), with the seeds x queries interval (stratified by gold).
 
+5. the same batch's whole step under each credit of ``compared_credits`` (sequence, Stock-R1 Eq. 1;
+   answer_span; answer_span with the answer prior cancelled; rl/grpo.py, "Credit"), its AdamW first update
+   and moves, so the credits are compared on one batch, without the sampling noise of separate runs.
+
 So it reads, per step and to first order: how far the recipe's update moves the answers toward their
 golds, how far an update made of the answer tokens' gradient alone would, and how far the rest does. The
 check's observed move per step (``--observed``: its results folder) is shown beside it, descriptively.
@@ -47,14 +51,32 @@ from rl.credit import (
     logodds_gradients,
     norm,
     predicted_moves,
+    step_gradient,
     step_gradients,
+    with_credit,
 )
+from rl.grpo import CreditConfig
 from rl.setup import answer_contexts_run, build_trainer, load_config
 from stockr1.config import as_plain, parse_config_args, print_config
 from stockr1.manifest import git_commit
 from stockr1.outdir import command_line, output_dir, refuse_existing
 
 PARTS = ("full", "decision", "rest")
+CREDIT_PART = "credit:"  # a part named "credit:<mode>[,cancel]": the same batch's whole step under that credit
+
+
+def compared_credits(share: float) -> dict[str, CreditConfig]:
+    """The credits every draw compares on its one batch (rl/grpo.py, "Credit"), at the config's answer share."""
+    return {f"{CREDIT_PART}sequence": CreditConfig(),
+            f"{CREDIT_PART}answer_span": CreditConfig(mode="answer_span", answer_share=share),
+            f"{CREDIT_PART}answer_span,cancel": CreditConfig(mode="answer_span", answer_share=share,
+                                                             answer_prior="cancel")}
+
+
+def parts_of(draws: list[Mapping[str, Any]]) -> list[str]:
+    """The parts every draw holds, in order (a draw cached before the credit comparison has only PARTS)."""
+    names = [p for p in draws[0]["moves"] if all(p in d["moves"] for d in draws)]
+    return [p for p in PARTS if p in names] + [p for p in names if p not in PARTS]
 
 
 def _yes_share(answers: list[Any]) -> float | None:
@@ -73,17 +95,20 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
     sb = trainer.sample()
     mask = decision_tokens(sb.rollouts, sb.batch["gen"], trainer.engine.tokenizer)
     grads = step_gradients(trainer, sb, mask)
+    for name, credit in compared_credits(trainer.cfg.credit.answer_share).items():
+        grads[name] = (grads["full"] if credit == trainer.cfg.credit
+                       else step_gradient(trainer, with_credit(trainer, sb, credit)))
     lr = trainer.cfg.lr * trainer.cfg.lr_factor(0)
     eps = float(trainer.opt.param_groups[0].get("eps", 1e-8))
-    updates = {p: adam_first_step(grads[p], lr, eps) for p in PARTS}
-    moves = {p: predicted_moves(updates[p], lo) for p in PARTS}
+    updates = {p: adam_first_step(g, lr, eps) for p, g in grads.items()}
+    moves = {p: predicted_moves(u, lo) for p, u in updates.items()}
     t1 = time.perf_counter()
     real = applied_moves(trainer, st.samples, contexts, per_query, updates)
     t_real = time.perf_counter() - t1
     g = trainer.cfg.group_size
     answers = [r.answer for r in sb.rollouts]
     return {
-        "seed": seed, "lr": lr, "eps": eps,
+        "seed": seed, "lr": lr, "eps": eps, "credit": trainer.cfg.credit.label,
         "gold": {q: st.samples[q].columns.get("answer") for q in lo},
         "moves": {p: {str(q): v for q, v in m.items()} for p, m in moves.items()},
         "real_moves": {p: {str(q): v for q, v in m.items()} for p, m in real.items()},
@@ -123,9 +148,10 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig, per_query: int,
     draws = [res["draws"][s] for s in sorted(res["draws"], key=int)]
     gold = {int(q): str(v).strip().lower() for q, v in draws[0]["gold"].items()}
     by_gold = {g: sorted(q for q, v in gold.items() if v == g) for g in ("yes", "no")}
-    parts: dict[str, dict[str, Any]] = {p: {} for p in PARTS}
+    names = parts_of(draws)
+    parts: dict[str, dict[str, Any]] = {p: {} for p in names}
     for kind, key in (("first_order", "moves"), ("applied", "real_moves")):
-        for p in PARTS:
+        for p in names:
             a = np.array([[d[key][p][str(q)] for q in by_gold["yes"]] for d in draws])
             b = np.array([[d[key][p][str(q)] for q in by_gold["no"]] for d in draws])
             parts[p][kind] = {"toward_gold": stratified_interval(a, b, 0.5, -0.5, cfg.n_boot, cfg.level),
@@ -141,6 +167,7 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig, per_query: int,
                    "verdict": sp[k]["verdict"]} for k in ("toward_gold", "shared")}
         obs["steps"] = steps
     return {"seeds": [d["seed"] for d in draws], "lr": draws[0]["lr"], "eps": draws[0]["eps"],
+            "credit": draws[0].get("credit", "sequence"),
             "n_queries": len(gold), "golds": {g: len(v) for g, v in by_gold.items()},
             "contexts_per_query": per_query, "n_contexts": res["n_contexts"], "level": cfg.level, "n_boot": cfg.n_boot,
             "parts": parts, "geometry": geometry, "observed_per_step": obs,
@@ -185,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
         (out / "run_info.json").write_text(json.dumps(info, indent=1, default=str))
         (out / "README.md").write_text(readme(summary, info))
-    for p in PARTS:
+    for p in summary["parts"]:
         for kind in ("applied", "first_order"):
             t = summary["parts"][p][kind]["toward_gold"]
             print(f"{p}: toward gold {t['diff']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}] per step ({kind})")

@@ -11,6 +11,9 @@ from stockr1.outdir import generated_line
 LABEL = {"full": "the step's update (all tokens: what GRPO does)",
          "decision": "an update from the answer tokens' gradient alone",
          "rest": "an update from every other token's gradient"}
+CREDIT_LABEL = {"credit:sequence": "sequence (Stock-R1 Eq. 1)",
+                "credit:answer_span": "answer_span",
+                "credit:answer_span,cancel": "answer_span, answer prior cancelled"}
 
 
 def _ci(r: Mapping[str, Any], digits: int = 4) -> str:
@@ -76,6 +79,27 @@ def table(s: Mapping[str, Any], kind: str) -> str:
     return "\n".join(rows)
 
 
+def credit_section(s: Mapping[str, Any]) -> str:
+    """The same batch's step under each compared credit (empty for a summary without them)."""
+    names = [p for p in s["parts"] if p in CREDIT_LABEL]
+    if not names:
+        return ""
+    rows = ["| credit | toward each query's gold | verdict | shared by every query | direction |", "|---|---|---|---|---|"]
+    for p in names:
+        t, sh = s["parts"][p]["applied"]["toward_gold"], s["parts"][p]["applied"]["shared"]
+        rows.append(f"| {CREDIT_LABEL[p]} | {_ci(t)} | {t['verdict']} | {_ci(sh)} | {side(sh)} |")
+    lines = [claim_line(f"Toward gold in one step under {CREDIT_LABEL[p]} credit", r["diff"], r["ci_low"], r["ci_high"],
+                        digits=4, unit=" nats") for p in names for r in [s["parts"][p]["applied"]["toward_gold"]]]
+    lines += [f"Shared shift in one step under {CREDIT_LABEL[p]} credit: {_ci(r)} nats, {side(r)}"
+              + ("" if side(r) != "tie" else " (the interval includes 0)")
+              for p in names for r in [s["parts"][p]["applied"]["shared"]]]
+    return ("\n## The same batch's step under each credit (rl/grpo.py, \"Credit\"), the update applied\n\n"
+            "Each seed's one batch (the rollouts and rewards above), its loss under each credit, AdamW's first update "
+            "from that loss's gradient, and the moves read again on the same contexts. The credits differ only in "
+            "which advantage and weight each generated token carries, so the sampling noise of separate runs is "
+            "out of this comparison.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(f"- {x}" for x in lines) + "\n")
+
+
 def readme(s: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     g = s["geometry"]
     yes = s["batch_yes_share"]
@@ -88,7 +112,7 @@ def readme(s: Mapping[str, Any], info: Mapping[str, Any]) -> str:
 {generated_line(info['command'], info['commit'], info['date'])}
 
 Config: `{info['config_path']}` (its start, {s['n_queries']} training queries ({s['golds']['yes']} gold Yes,
-{s['golds']['no']} gold No), recipe and seeds {s['seeds']}), lr {s['lr']:g}. For each seed, its first step's
+{s['golds']['no']} gold No), recipe and seeds {s['seeds']}), lr {s['lr']:g}, credit {s.get('credit', 'sequence')}. For each seed, its first step's
 real batch is drawn and the gradient of its loss is split exactly into the part through the tokens that state
 the answer (the decision word before `<answer>` and the `<answer>` span) and the part through every other
 model-written token (`rl.credit`). AdamW's first update from each part (−lr g / (|g| + eps)) is added to
@@ -102,7 +126,7 @@ with {s['level']:.0%} seeds x queries intervals stratified by gold.
 {table(s, "applied")}
 
 {reading(s)}
-
+{credit_section(s)}
 ## The same, predicted to first order (Σ update · ∇ log-odds)
 
 {table(s, "first_order")}

@@ -58,7 +58,9 @@ def credit_text(recipe: Mapping[str, Any]) -> str:
     c = CreditConfig(**(recipe.get("credit") or {}))  # the recipe's overrides over the trainer's defaults
     if c.mode == "sequence":
         return "credit sequence (Stock-R1 Eq. 1: the total's advantage on every token)"
-    return (f"credit {c.mode} (the answer span carries R_ans's advantage with {c.answer_share:.0%} of its "
+    prior = (", centred per answer over the step's teaching rollouts (answer prior cancelled)"
+             if c.answer_prior == "cancel" else "")
+    return (f"credit {c.mode} (the answer span carries R_ans's advantage{prior} with {c.answer_share:.0%} of its "
             "rollout's weight, the other tokens that of R − R_ans: a departure from Stock-R1 Eq. 1)")
 
 
