@@ -48,8 +48,9 @@ Credit: which advantage each token gets (``CreditConfig``, ``GRPOTrainConfig.cre
   used, each is reduced by the mean span advantage of the step's rollouts that state the same (canonical)
   answer, over the rollouts that can teach (a span written, in a group whose R_ans varies;
   ``cancel_answer_prior``). Then, per answer, the span advantages of the step sum to 0, so the part of the
-  update that raises one answer on every query (its shared "prior") is cancelled to first order, and what
-  is left is each query's answer relative to the others'. Why: the grpo_check answer-span check
+  gradient that raises one answer on every query (its shared "prior") is cancelled to first order, and what
+  is left is each query's answer relative to the others'. AdamW's update (about −lr sign(g) per weight at
+  first) need not inherit the cancellation; ``bench grpo_credit`` measures how much remains. Why: the grpo_check answer-span check
   (results/grpo_check/smollm2-135m-answer-span) moved each query toward its gold (+0.66 nats over 5 steps)
   but moved the shared Yes/No prior far more (+2.73, with opposite signs in its two seeds), because the
   groups that can teach are unbalanced between golds. Being an action-dependent offset, not a baseline,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.grpo_check.credit import CREDIT_PART, PARTS, compared_credits, main
+from benchmarks.grpo_check.credit import CREDIT_CONTRASTS, CREDIT_PART, PARTS, compared_credits, main
 from stockr1.metrics.verdict import verdict
 
 ROOT = Path(__file__).parents[1]
@@ -45,6 +45,11 @@ def test_grpo_credit_on_the_tiny_release_writes_its_split_and_reuses_its_draws(t
     assert span["diff"] != s["parts"]["full"]["applied"]["toward_gold"]["diff"] and cancel["diff"] != span["diff"]
     assert (f"under answer_span, answer prior cancelled credit: {cancel['diff']:+.4f} [{cancel['ci_low']:+.4f}, "
             f"{cancel['ci_high']:+.4f}] nats: **{cancel['verdict']}**") in readme
+    for hi, lo in CREDIT_CONTRASTS:  # paired per (seed, query): the difference of the means, its own interval
+        r = s["credit_differences"][f"{hi} - {lo}"]
+        for side in ("toward_gold", "shared"):
+            want = s["parts"][hi]["applied"][side]["diff"] - s["parts"][lo]["applied"][side]["diff"]
+            assert abs(r[side]["diff"] - want) < 1e-9 and r[side]["ci_low"] <= r[side]["diff"] <= r[side]["ci_high"]
     draws = sorted((tmp_path / "work" / "credit").glob("draw-s*.json"))
     assert [d.name for d in draws] == ["draw-s0.json", "draw-s1.json"]
     before = {d: d.stat().st_mtime_ns for d in draws}

@@ -73,6 +73,11 @@ def compared_credits(share: float) -> dict[str, CreditConfig]:
                                                              answer_prior="cancel")}
 
 
+# paired on one batch: what answer-span credit changes against Eq. 1, and what cancelling the prior changes
+CREDIT_CONTRASTS = ((f"{CREDIT_PART}answer_span", f"{CREDIT_PART}sequence"),
+                    (f"{CREDIT_PART}answer_span,cancel", f"{CREDIT_PART}answer_span"))
+
+
 def parts_of(draws: list[Mapping[str, Any]]) -> list[str]:
     """The parts every draw holds, in order (a draw cached before the credit comparison has only PARTS)."""
     names = [p for p in draws[0]["moves"] if all(p in d["moves"] for d in draws)]
@@ -95,15 +100,19 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
     sb = trainer.sample()
     mask = decision_tokens(sb.rollouts, sb.batch["gen"], trainer.engine.tokenizer)
     grads = step_gradients(trainer, sb, mask)
-    for name, credit in compared_credits(trainer.cfg.credit.answer_share).items():
-        grads[name] = (grads["full"] if credit == trainer.cfg.credit
-                       else step_gradient(trainer, with_credit(trainer, sb, credit)))
+    compared = compared_credits(trainer.cfg.credit.answer_share)
+    same = [name for name, credit in compared.items() if credit == trainer.cfg.credit]  # the step itself: "full"
+    for name, credit in compared.items():
+        if name not in same:
+            grads[name] = step_gradient(trainer, with_credit(trainer, sb, credit))
     lr = trainer.cfg.lr * trainer.cfg.lr_factor(0)
     eps = float(trainer.opt.param_groups[0].get("eps", 1e-8))
     updates = {p: adam_first_step(g, lr, eps) for p, g in grads.items()}
     moves = {p: predicted_moves(u, lo) for p, u in updates.items()}
     t1 = time.perf_counter()
     real = applied_moves(trainer, st.samples, contexts, per_query, updates)
+    for name in same:
+        moves[name], real[name] = moves["full"], real["full"]
     t_real = time.perf_counter() - t1
     g = trainer.cfg.group_size
     answers = [r.answer for r in sb.rollouts]
@@ -157,6 +166,14 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig, per_query: int,
             parts[p][kind] = {"toward_gold": stratified_interval(a, b, 0.5, -0.5, cfg.n_boot, cfg.level),
                               "shared": stratified_interval(a, b, 0.5, 0.5, cfg.n_boot, cfg.level),
                               "per_query_mean": {str(q): float(np.mean([d[key][p][str(q)] for d in draws])) for q in gold}}
+    differences = {}
+    for hi, lo in CREDIT_CONTRASTS:
+        if hi in names and lo in names:
+            a = np.array([[d["real_moves"][hi][str(q)] - d["real_moves"][lo][str(q)] for q in by_gold["yes"]] for d in draws])
+            b = np.array([[d["real_moves"][hi][str(q)] - d["real_moves"][lo][str(q)] for q in by_gold["no"]] for d in draws])
+            differences[f"{hi} - {lo}"] = {
+                "toward_gold": stratified_interval(a, b, 0.5, -0.5, cfg.n_boot, cfg.level),
+                "shared": stratified_interval(a, b, 0.5, 0.5, cfg.n_boot, cfg.level)}
     geometry = {k: [d[k] for d in draws] for k in ("cos_full_decision", "cos_full_rest", "decision_token_share",
                                                      "generated_tokens", "rollouts_with_answer")}
     geometry["norm_share"] = {p: [d["norm_share"][p] for d in draws] for p in ("decision", "rest")}
@@ -170,7 +187,7 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig, per_query: int,
             "credit": draws[0].get("credit", "sequence"),
             "n_queries": len(gold), "golds": {g: len(v) for g, v in by_gold.items()},
             "contexts_per_query": per_query, "n_contexts": res["n_contexts"], "level": cfg.level, "n_boot": cfg.n_boot,
-            "parts": parts, "geometry": geometry, "observed_per_step": obs,
+            "parts": parts, "credit_differences": differences, "geometry": geometry, "observed_per_step": obs,
             "batch_yes_share": {str(d["seed"]): d["batch_yes_share"] for d in draws},
             "gold": {str(q): v for q, v in gold.items()}}
 

@@ -93,11 +93,26 @@ def credit_section(s: Mapping[str, Any]) -> str:
     lines += [f"Shared shift in one step under {CREDIT_LABEL[p]} credit: {_ci(r)} nats, {side(r)}"
               + ("" if side(r) != "tie" else " (the interval includes 0)")
               for p in names for r in [s["parts"][p]["applied"]["shared"]]]
+    diffs = s.get("credit_differences") or {}
+    if diffs:
+        rows += ["", "| paired on the same batch | toward each query's gold | verdict | shared by every query | direction |",
+                 "|---|---|---|---|---|"]
+        for key, r in diffs.items():
+            hi, lo = key.split(" - ")
+            t, sh = r["toward_gold"], r["shared"]
+            rows.append(f"| {CREDIT_LABEL[hi]} − {CREDIT_LABEL[lo]} | {_ci(t)} | {t['verdict']} | {_ci(sh)} | "
+                        f"{side(sh)} |")
+            lines.append(claim_line(f"{CREDIT_LABEL[hi]} − {CREDIT_LABEL[lo]}, toward gold", t["diff"], t["ci_low"],
+                                    t["ci_high"], digits=4, unit=" nats"))
+            lines.append(f"{CREDIT_LABEL[hi]} − {CREDIT_LABEL[lo]}, shared shift: {_ci(sh)} nats, "
+                         + ("a tie (the interval includes 0)" if side(sh) == "tie" else f"{side(sh)} beyond its interval"))
     return ("\n## The same batch's step under each credit (rl/grpo.py, \"Credit\"), the update applied\n\n"
             "Each seed's one batch (the rollouts and rewards above), its loss under each credit, AdamW's first update "
             "from that loss's gradient, and the moves read again on the same contexts. The credits differ only in "
             "which advantage and weight each generated token carries, so the sampling noise of separate runs is "
-            "out of this comparison.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(f"- {x}" for x in lines) + "\n")
+            "out of this comparison; the paired rows difference two credits per (seed, query) before the interval. "
+            "AdamW's first update is about −lr sign(g) per weight, so a credit that cancels a direction in the "
+            "gradient (the answer prior, rl/grpo.py) need not cancel it in the update.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(f"- {x}" for x in lines) + "\n")
 
 
 def readme(s: Mapping[str, Any], info: Mapping[str, Any]) -> str:
