@@ -39,7 +39,7 @@ Credit: which advantage each token gets (``CreditConfig``, ``GRPOTrainConfig.cre
   token mean the answer span gets the weight ``answer_share`` and the rest ``1 − answer_share``
   (``segment_credit``): l_i = share · mean_{answer} l_it + (1 − share) · mean_{rest} l_it. Why:
   ``bench grpo_credit`` (results/grpo_credit) measured that under sequence credit the answer-bearing
-  tokens carry 3–6% of a step's gradient norm, and the rest's gradient, which moves the answers toward
+  tokens carry a small share of a step's gradient norm, and the rest's gradient, which moves the answers toward
   their golds by nothing, sets the AdamW step; and R_ans's advantage is spread by the other components'
   noise. A rollout that wrote no answer span keeps sequence credit (A_i on every token), so not answering
   is still scored on every token. The KL term is not reweighted.

@@ -81,7 +81,8 @@ CREDIT_CONTRASTS = ((f"{CREDIT_PART}answer_span", f"{CREDIT_PART}sequence"),
 def parts_of(draws: list[Mapping[str, Any]]) -> list[str]:
     """The parts every draw holds, in order (a draw cached before the credit comparison has only PARTS)."""
     names = [p for p in draws[0]["moves"] if all(p in d["moves"] for d in draws)]
-    return [p for p in PARTS if p in names] + [p for p in names if p not in PARTS]
+    order = [*PARTS, *compared_credits(0.5)]  # the names do not depend on the share
+    return [p for p in order if p in names] + [p for p in names if p not in order]
 
 
 def _yes_share(answers: list[Any]) -> float | None:
