@@ -18,6 +18,8 @@ each part would move each query's answer.
 - ``adam_first_step`` / ``predicted_moves``: AdamW's first update from a gradient, −lr g / (|g| + eps)
   (about −lr sign(g): a fresh optimiser, as each check seed starts), and its first-order effect on each
   query's log-odds, Σ update · ∇ log-odds.
+- ``linear_step``: an update linear in the gradient at the same per-weight RMS, to tell what the per-weight
+  normalisation of AdamW's first step does to a move from what the gradient itself does.
 - ``applied_moves``: the same update applied, the log-odds read again, the parameters restored: the real
   effect, against which the first-order prediction is checked.
 
@@ -141,6 +143,16 @@ def applied_moves(trainer: GRPOTrainer, samples: Sequence[GRPOSample], contexts:
 def adam_first_step(grad: Mapping[str, Tensor], lr: float, eps: float = 1e-8) -> dict[str, Tensor]:
     """AdamW's first update from ``grad`` with no weight decay: m̂ = g, v̂ = g², so −lr g / (|g| + eps)."""
     return {n: -lr * g / (g.abs() + eps) for n, g in grad.items()}
+
+
+def linear_step(grad: Mapping[str, Tensor], lr: float) -> dict[str, Tensor]:
+    """An update linear in ``grad`` at AdamW's first-step scale: −lr g / rms(g), the RMS over every entry of
+    every tensor, so its per-weight RMS is lr as the sign-like first step's is. What the step would move if
+    the optimiser did not normalise each weight apart: a direction cancelled in g stays cancelled."""
+    sq = sum(float(g.double().pow(2).sum()) for g in grad.values())
+    n = sum(g.numel() for g in grad.values())
+    rms = (sq / max(n, 1)) ** 0.5
+    return {k: (-lr * g / rms if rms > 0 else torch.zeros_like(g)) for k, g in grad.items()}
 
 
 def predicted_moves(update: Mapping[str, Tensor], logodds_grads: Mapping[int, Mapping[str, Tensor]]) -> dict[int, float]:

@@ -45,6 +45,10 @@ def test_grpo_credit_on_the_tiny_release_writes_its_split_and_reuses_its_draws(t
     assert span["diff"] != s["parts"]["full"]["applied"]["toward_gold"]["diff"] and cancel["diff"] != span["diff"]
     assert (f"under answer_span, answer prior cancelled credit: {cancel['diff']:+.4f} [{cancel['ci_low']:+.4f}, "
             f"{cancel['ci_high']:+.4f}] nats: **{cancel['verdict']}**") in readme
+    for p in s["parts"]:  # the linear reading: every part, its own interval and verdict
+        r = s["parts"][p]["linear"]["toward_gold"]
+        assert r["ci_low"] <= r["diff"] <= r["ci_high"] and r["verdict"] == verdict(r["diff"], r["ci_low"], r["ci_high"])
+    assert "update linear in the gradient" in readme
     for hi, lo in CREDIT_CONTRASTS:  # paired per (seed, query): the difference of the means, its own interval
         r = s["credit_differences"][f"{hi} - {lo}"]
         for side in ("toward_gold", "shared"):

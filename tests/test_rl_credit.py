@@ -14,6 +14,7 @@ from rl.credit import (
     adam_first_step,
     applied_moves,
     cosine,
+    linear_step,
     logodds_gradients,
     predicted_moves,
     trainable,
@@ -95,6 +96,20 @@ def test_adam_first_step_and_the_predicted_move_by_hand() -> None:
     lo = {0: {"a": torch.tensor([1.0, 1.0, 5.0]), "b": torch.tensor([[-2.0]])}}
     # -0.1 * 1 + 0.1 * 1 + 0 * 5 + (-0.1) * (-2) = +0.2
     assert predicted_moves(u, lo) == {0: pytest.approx(0.2, rel=1e-4)}  # eps shaves 1e-5 off the 1e-3 entry
+
+
+def test_linear_step_by_hand() -> None:
+    g = {"a": torch.tensor([3.0, -4.0]), "b": torch.tensor([[0.0, 0.0]])}
+    u = linear_step(g, lr=0.1)  # rms = sqrt((9 + 16) / 4) = 2.5
+    torch.testing.assert_close(u["a"], torch.tensor([-0.12, 0.16]))
+    torch.testing.assert_close(u["b"], torch.zeros(1, 2))
+    assert float(sum(x.pow(2).sum() for x in u.values()) / 4) ** 0.5 == pytest.approx(0.1)  # per-weight RMS = lr
+    # linear: the update of g1 + g2 at a shared scale is the sum of their updates (adam_first_step is not)
+    g1, g2 = {"a": torch.tensor([1.0, 0.0])}, {"a": torch.tensor([-1.0, 1e-3])}
+    both = linear_step({"a": g1["a"] + g2["a"]}, lr=0.1)["a"]
+    assert both[0] == 0 and both[1] < 0
+    assert adam_first_step({"a": g1["a"] + g2["a"]}, lr=0.1)["a"][1] == pytest.approx(-0.1, rel=1e-4)
+    assert linear_step({"a": torch.zeros(3)}, lr=0.1)["a"].abs().sum() == 0
 
 
 def test_the_predicted_first_order_move_matches_the_applied_one(tiny_policy, tmp_path) -> None:

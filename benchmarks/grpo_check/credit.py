@@ -16,7 +16,10 @@ and recipe (the check's config), at the first step of each of its seeds, without
 
 5. the same batch's whole step under each credit of ``compared_credits`` (sequence, Stock-R1 Eq. 1;
    answer_span; answer_span with the answer prior cancelled; rl/grpo.py, "Credit"), its AdamW first update
-   and moves, so the credits are compared on one batch, without the sampling noise of separate runs.
+   and moves, so the credits are compared on one batch, without the sampling noise of separate runs;
+6. for every update, the first-order move of an update linear in its gradient at the same per-weight RMS
+   (``rl.credit.linear_step``): what AdamW's per-weight normalisation changes (a draw cached before this
+   reading lacks it; delete ``work_dir/credit/draw-s*.json`` to draw it).
 
 So it reads, per step and to first order: how far the recipe's update moves the answers toward their
 golds, how far an update made of the answer tokens' gradient alone would, and how far the rest does. The
@@ -48,6 +51,7 @@ from rl.credit import (
     adam_first_step,
     applied_moves,
     cosine,
+    linear_step,
     logodds_gradients,
     norm,
     predicted_moves,
@@ -110,10 +114,11 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
     eps = float(trainer.opt.param_groups[0].get("eps", 1e-8))
     updates = {p: adam_first_step(g, lr, eps) for p, g in grads.items()}
     moves = {p: predicted_moves(u, lo) for p, u in updates.items()}
+    linear = {p: predicted_moves(linear_step(g, lr), lo) for p, g in grads.items()}
     t1 = time.perf_counter()
     real = applied_moves(trainer, st.samples, contexts, per_query, updates)
     for name in same:
-        moves[name], real[name] = moves["full"], real["full"]
+        moves[name], real[name], linear[name] = moves["full"], real["full"], linear["full"]
     t_real = time.perf_counter() - t1
     g = trainer.cfg.group_size
     answers = [r.answer for r in sb.rollouts]
@@ -122,6 +127,7 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
         "gold": {q: st.samples[q].columns.get("answer") for q in lo},
         "moves": {p: {str(q): v for q, v in m.items()} for p, m in moves.items()},
         "real_moves": {p: {str(q): v for q, v in m.items()} for p, m in real.items()},
+        "linear_moves": {p: {str(q): v for q, v in m.items()} for p, m in linear.items()},
         "cos_full_decision": cosine(grads["full"], grads["decision"]),
         "cos_full_rest": cosine(grads["full"], grads["rest"]),
         "norm_share": {p: norm(grads[p]) / norm(grads["full"]) for p in ("decision", "rest")},
@@ -160,7 +166,10 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig, per_query: int,
     by_gold = {g: sorted(q for q, v in gold.items() if v == g) for g in ("yes", "no")}
     names = parts_of(draws)
     parts: dict[str, dict[str, Any]] = {p: {} for p in names}
-    for kind, key in (("first_order", "moves"), ("applied", "real_moves")):
+    kinds = [("first_order", "moves"), ("applied", "real_moves")]
+    if all("linear_moves" in d for d in draws):  # draws cached before 2026-12-06's linear reading lack it
+        kinds.append(("linear", "linear_moves"))
+    for kind, key in kinds:
         for p in names:
             a = np.array([[d[key][p][str(q)] for q in by_gold["yes"]] for d in draws])
             b = np.array([[d[key][p][str(q)] for q in by_gold["no"]] for d in draws])

@@ -115,6 +115,22 @@ def credit_section(s: Mapping[str, Any]) -> str:
             "gradient (the answer prior, rl/grpo.py) need not cancel it in the update.\n\n" + "\n".join(rows) + "\n\n" + "\n".join(f"- {x}" for x in lines) + "\n")
 
 
+def linear_section(s: Mapping[str, Any]) -> str:
+    """First-order moves of updates linear in each gradient (empty for draws without them)."""
+    if "linear" not in s["parts"]["full"]:
+        return ""
+    rows = ["| update, linear in its gradient | toward each query's gold | verdict | shared by every query | direction |",
+            "|---|---|---|---|---|"]
+    for p, r in s["parts"].items():
+        t, sh = r["linear"]["toward_gold"], r["linear"]["shared"]
+        name = LABEL.get(p) or f"the step under {CREDIT_LABEL.get(p, p)} credit"
+        rows.append(f"| {name} | {_ci(t)} | {t['verdict']} | {_ci(sh)} | {side(sh)} |")
+    return ("\n## The same, predicted to first order for an update linear in the gradient (−lr g / rms(g))\n\n"
+            "Each gradient above scaled to AdamW's first-step per-weight RMS (lr) without normalising each weight "
+            "apart (`rl.credit.linear_step`). Where a move here is small and the applied one above is large, the "
+            "per-weight normalisation of AdamW's first step made it, not the gradient.\n\n" + "\n".join(rows) + "\n")
+
+
 def readme(s: Mapping[str, Any], info: Mapping[str, Any]) -> str:
     g = s["geometry"]
     yes = s["batch_yes_share"]
@@ -148,7 +164,7 @@ with {s['level']:.0%} seeds x queries intervals stratified by gold.
 
 Where the two tables agree, the log-odds are close to linear over one step at this lr; where they differ,
 the applied moves are the ones to read.
-
+{linear_section(s)}
 ## The batch's gradient
 
 - answer tokens: {_range(g['decision_token_share'], '.2%')} of the generated tokens (seeds {s['seeds']};
