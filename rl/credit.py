@@ -52,13 +52,15 @@ def _grads(params: Mapping[str, torch.nn.Parameter]) -> dict[str, Tensor]:
     return {n: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)) for n, p in params.items()}
 
 
-def step_gradients(trainer: GRPOTrainer, sb: StepBatch, mask: Tensor) -> dict[str, dict[str, Tensor]]:
+def step_gradients(trainer: GRPOTrainer, sb: StepBatch, mask: Tensor,
+                   old_ref: tuple[Tensor | None, Tensor | None] | None = None) -> dict[str, dict[str, Tensor]]:
     """{"full", "decision", "rest"} -> name -> gradient of the step's loss: all tokens, only ``mask``'s,
     and the difference (the other tokens' part; exact, the loss being a sum over tokens with fixed
-    normalisers). One pass of ``num_iterations``' first, as the step's first optimiser update sees it."""
+    normalisers). One pass of ``num_iterations``' first, as the step's first optimiser update sees it.
+    ``old_ref``: ``trainer.old_and_ref(sb)`` if known (it does not depend on the credit)."""
     params = trainable(trainer)
-    old, ref = trainer.old_and_ref(sb)
-    out = {name: step_gradient(trainer, sb, tokens, (old, ref)) for name, tokens in (("full", None), ("decision", mask))}
+    old_ref = trainer.old_and_ref(sb) if old_ref is None else old_ref
+    out = {name: step_gradient(trainer, sb, tokens, old_ref) for name, tokens in (("full", None), ("decision", mask))}
     out["rest"] = {n: out["full"][n] - out["decision"][n] for n in params}
     return out
 

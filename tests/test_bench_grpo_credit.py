@@ -6,10 +6,23 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.grpo_check.credit import CREDIT_CONTRASTS, CREDIT_PART, PARTS, compared_credits, main
+from benchmarks.grpo_check.credit import (
+    CREDIT_CONTRASTS,
+    CREDIT_PART,
+    PARTS,
+    compared_credits,
+    main,
+    split_moves,
+)
 from stockr1.metrics.verdict import verdict
 
 ROOT = Path(__file__).parents[1]
+
+
+def test_split_moves_by_hand() -> None:
+    # Yes queries move +1.0 and +3.0 (mean 2), No queries -1.0 (mean -1): toward gold (2 + 1) / 2, shared (2 - 1) / 2
+    got = split_moves({"0": 1.0, "1": 3.0, "2": -1.0}, {"yes": [0, 1], "no": [2]})
+    assert got == {"toward_gold": 1.5, "shared": 0.5}
 
 
 def test_grpo_credit_on_the_tiny_release_writes_its_split_and_reuses_its_draws(tmp_path) -> None:
@@ -49,6 +62,11 @@ def test_grpo_credit_on_the_tiny_release_writes_its_split_and_reuses_its_draws(t
         r = s["parts"][p]["linear"]["toward_gold"]
         assert r["ci_low"] <= r["diff"] <= r["ci_high"] and r["verdict"] == verdict(r["diff"], r["ci_low"], r["ci_high"])
     assert "update linear in the gradient" in readme
+    for p in s["parts"]:  # per seed, the split of each seed's moves averages to the interval's point estimate
+        r = s["parts"][p]["applied"]
+        for side in ("toward_gold", "shared"):
+            mean = sum(v[side] for v in r["per_seed"].values()) / len(r["per_seed"])
+            assert abs(mean - r[side]["diff"]) < 1e-9
     for hi, lo in CREDIT_CONTRASTS:  # paired per (seed, query): the difference of the means, its own interval
         r = s["credit_differences"][f"{hi} - {lo}"]
         for side in ("toward_gold", "shared"):

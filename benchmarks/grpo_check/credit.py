@@ -89,6 +89,14 @@ def parts_of(draws: list[Mapping[str, Any]]) -> list[str]:
     return [p for p in order if p in names] + [p for p in names if p not in order]
 
 
+def split_moves(moves: Mapping[str, float], by_gold: Mapping[str, list[int]]) -> dict[str, float]:
+    """One seed's moves split as the intervals split them, golds weighted equally (descriptive, no interval):
+    toward gold (mean_Yes − mean_No) / 2 and shared (mean_Yes + mean_No) / 2."""
+    y = float(np.mean([moves[str(q)] for q in by_gold["yes"]]))
+    n = float(np.mean([moves[str(q)] for q in by_gold["no"]]))
+    return {"toward_gold": (y - n) / 2, "shared": (y + n) / 2}
+
+
 def _yes_share(answers: list[Any]) -> float | None:
     parsed = [str(a).strip().lower() for a in answers if a is not None]
     return None if not parsed else float(np.mean([a == "yes" for a in parsed]))
@@ -104,12 +112,13 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
     t_lo = time.perf_counter() - t0
     sb = trainer.sample()
     mask = decision_tokens(sb.rollouts, sb.batch["gen"], trainer.engine.tokenizer)
-    grads = step_gradients(trainer, sb, mask)
+    old_ref = trainer.old_and_ref(sb)  # the batch's log-probs: the same under every credit
+    grads = step_gradients(trainer, sb, mask, old_ref)
     compared = compared_credits(trainer.cfg.credit.answer_share)
     same = [name for name, credit in compared.items() if credit == trainer.cfg.credit]  # the step itself: "full"
     for name, credit in compared.items():
         if name not in same:
-            grads[name] = step_gradient(trainer, with_credit(trainer, sb, credit))
+            grads[name] = step_gradient(trainer, with_credit(trainer, sb, credit), old_ref=old_ref)
     lr = trainer.cfg.lr * trainer.cfg.lr_factor(0)
     eps = float(trainer.opt.param_groups[0].get("eps", 1e-8))
     updates = {p: adam_first_step(g, lr, eps) for p, g in grads.items()}
@@ -175,7 +184,8 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig, per_query: int,
             b = np.array([[d[key][p][str(q)] for q in by_gold["no"]] for d in draws])
             parts[p][kind] = {"toward_gold": stratified_interval(a, b, 0.5, -0.5, cfg.n_boot, cfg.level),
                               "shared": stratified_interval(a, b, 0.5, 0.5, cfg.n_boot, cfg.level),
-                              "per_query_mean": {str(q): float(np.mean([d[key][p][str(q)] for d in draws])) for q in gold}}
+                              "per_query_mean": {str(q): float(np.mean([d[key][p][str(q)] for d in draws])) for q in gold},
+                              "per_seed": {str(d["seed"]): split_moves(d[key][p], by_gold) for d in draws}}
     differences = {}
     for hi, lo in CREDIT_CONTRASTS:
         if hi in names and lo in names:

@@ -93,6 +93,11 @@ def credit_section(s: Mapping[str, Any]) -> str:
     lines += [f"Shared shift in one step under {CREDIT_LABEL[p]} credit: {_ci(r)} nats, {side(r)}"
               + ("" if side(r) != "tie" else " (the interval includes 0)")
               for p in names for r in [s["parts"][p]["applied"]["shared"]]]
+    seeds = s["parts"][names[0]]["applied"].get("per_seed")
+    if seeds:
+        lines += [f"Per seed (descriptive: one batch each, no interval), {CREDIT_LABEL[p]}: " + "; ".join(
+            f"seed {k} toward gold {v['toward_gold']:+.3f}, shared {v['shared']:+.3f}"
+            for k, v in s["parts"][p]["applied"]["per_seed"].items()) for p in names]
     diffs = s.get("credit_differences") or {}
     if diffs:
         rows += ["", "| paired on the same batch | toward each query's gold | verdict | shared by every query | direction |",
