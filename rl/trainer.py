@@ -130,6 +130,11 @@ class GRPOTrainConfig:
     dropout_in_loss: bool = False  # False: loss pass in eval mode, as the rollouts were sampled
     decoder_lr: float = 1e-5
     weight_decay: float = 0.0
+    # AdamW's moments. A fresh AdamW's first update is -lr g / (|g| + eps) per weight: about -lr sign(g) while
+    # |g| >> eps, so a direction that nearly cancels in g still moves each weight by ~lr (results/grpo_credit);
+    # an eps at the gradient's scale makes the first steps closer to linear in g (TRL: adam_epsilon)
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
     # LoRA policies: rank / alpha of the fresh adapter GRPO trains on the merged SFT policy (None: the SFT
     # adapter's; the authors' GRPO: r 8, alpha 16 on an r 32 SFT; configs/grpo/qwen3-4b.yaml)
     lora_r: int | None = None
@@ -164,6 +169,10 @@ class GRPOTrainConfig:
         if (self.lora_r is not None and self.lora_r < 1) or (self.lora_alpha is not None and self.lora_alpha <= 0):
             raise ValueError(f"train.lora_r must be >= 1 and train.lora_alpha > 0 (or null: the SFT adapter's), got "
                              f"{self.lora_r}, {self.lora_alpha}")
+        betas = tuple(self.adam_betas)
+        if len(betas) != 2 or not all(0 <= b < 1 for b in betas) or not self.adam_eps > 0:
+            raise ValueError(f"train.adam_betas must be two numbers in [0, 1) and train.adam_eps > 0, got "
+                             f"{list(self.adam_betas)}, {self.adam_eps}")
         if not self.lr > 0 or self.warmup_steps < 0:
             raise ValueError(f"train.lr must be > 0 and train.warmup_steps >= 0, got {self.lr}, {self.warmup_steps}")
 
@@ -380,7 +389,7 @@ class GRPOTrainer:
             self.decoder_loss = DecoderLoss(cfg.decoder_recipe, th)
             groups.append({"params": [p for p in decoder.parameters() if p.requires_grad], "lr": cfg.decoder_lr})
             self.decoder = self.fabric.setup_module(decoder)
-        opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+        opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay, betas=cfg.adam_betas, eps=cfg.adam_eps)
         self.policy, self.opt = self.fabric.setup(policy, opt)
         self.sched = torch.optim.lr_scheduler.LambdaLR(opt, cfg.lr_factor)
         if self.ref is not None:

@@ -97,7 +97,7 @@ def _convert(value: Any, hint: Any, where: str, key: str) -> Any:
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_convert(v, args[0], where, f"{key}[{i}]") for i, v in enumerate(value))
         if args and len(args) == len(value):
-            return tuple(_convert(v, a, where, f"{key}[{i}]") for i, (v, a) in enumerate(zip(args, value, strict=True)))
+            return tuple(_convert(v, a, where, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True)))
         return tuple(value)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
         return config_from_dict(hint, value, f"{where}.{key}")

@@ -32,6 +32,7 @@ class Outer:
     devices: int | str = 1
     names: tuple[str, ...] = ("a",)
     weights: tuple[float, ...] = (1.0,)
+    pair: tuple[float, int] = (0.5, 1)
     inner: Inner = Inner()
     blob: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -45,6 +46,12 @@ def test_yaml_exponent_without_dot_is_a_string_and_becomes_a_float():
     assert cfg.n == 1000 and isinstance(cfg.n, int)
     assert cfg.cap == 64
     assert cfg.weights == (0.1, 0.5)
+
+
+def test_a_fixed_length_tuple_converts_each_value_by_its_own_type():
+    cfg = config_from_dict(Outer, yaml.safe_load("pair: [2e-3, '4']\n"), "outer")
+    assert cfg.pair == (0.002, 4) and isinstance(cfg.pair[1], int)
+    assert GRPOTrainConfig.from_dict({"adam_betas": [0.5, "9e-1"]}).adam_betas == (0.5, 0.9)
 
 
 def test_grpo_lr_string_reaches_the_scheduler_as_a_float():

@@ -223,3 +223,37 @@ def test_queries_sharing_one_u_train_exactly_as_plain_grpo(tiny_policy, tmp_path
     differ = _one_step(tiny_policy, tmp_path / "differ", [0.1, 0.9, 0.1, 0.9], enabled=True)
     assert float(differ.pop("_spread")) == pytest.approx(2 ** 2.6, rel=1e-5)  # w(0.1) / w(0.9) = 1 / 2^-2.6
     assert any(not torch.equal(plain[n], differ[n]) for n in differ)
+
+
+def _first_update(tiny_policy, out: Path, **optim) -> tuple[GRPOTrainer, dict[str, torch.Tensor]]:
+    """One GRPO step from a fresh AdamW (the step's only optimiser pass): the trainer and each trainable
+    tensor's change."""
+    torch.manual_seed(0)
+    pol = tiny_policy(d_ts=D_TS)
+    eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=6, temperature=1.0)
+    cfg = GRPOTrainConfig.from_dict({"group_size": 4, "queries_per_step": 2, "max_steps": 1, "lr": 1e-2,
+                                     "accelerator": "cpu", "ckpt_every": 10, "max_grad_norm": 1e9, **optim})
+    tr = GRPOTrainer(pol, eng, _samples(pol.tokenizer), FuncScorer({"e": count_e}), cfg, out)
+    before = tr.trainable_state()
+    tr.fit()
+    after = tr.trainable_state()
+    return tr, {n: after[n] - before[n] for n in before}
+
+
+def test_adam_eps_and_betas_reach_the_optimiser_and_set_the_first_step(tiny_policy, tmp_path) -> None:
+    """Default eps: the first update is about -lr sign(g), so most moved weights move by ~lr. An eps far
+    above every |g| makes it -lr g / eps, linear in g: every weight moves by far less than lr."""
+    tr, sign_like = _first_update(tiny_policy, tmp_path / "default")
+    assert tr.opt.param_groups[0]["eps"] == 1e-8 and tr.opt.param_groups[0]["betas"] == (0.9, 0.999)
+    moved = torch.cat([d.flatten() for d in sign_like.values()])
+    moved = moved[moved != 0].abs()
+    assert moved.numel() > 100 and float(moved.median()) == pytest.approx(1e-2, rel=0.05)
+    tr, linear = _first_update(tiny_policy, tmp_path / "eps", adam_eps=1e3, adam_betas=[0.5, 0.9])
+    assert tr.opt.param_groups[0]["eps"] == 1e3 and tr.opt.param_groups[0]["betas"] == (0.5, 0.9)
+    assert max(float(d.abs().max()) for d in linear.values()) < 1e-4
+
+
+@pytest.mark.parametrize("bad", [{"adam_eps": 0.0}, {"adam_betas": [0.9, 1.0]}, {"adam_betas": [0.9, 0.99, 0.9]}])
+def test_bad_adam_settings_are_named(bad) -> None:
+    with pytest.raises(ValueError, match="train.adam_betas must be two numbers"):
+        GRPOTrainConfig.from_dict(bad)
