@@ -50,10 +50,10 @@ Credit: which advantage each token gets (``CreditConfig``, ``GRPOTrainConfig.cre
   ``cancel_answer_prior``). Then, per answer, the span advantages of the step sum to 0, so the part of the
   gradient that raises one answer on every query (its shared "prior") is cancelled to first order, and what
   is left is each query's answer relative to the others'. AdamW's update (about −lr sign(g) per weight at
-  first) need not inherit the cancellation; ``bench grpo_credit`` measures how much remains. Why: the grpo_check answer-span check
-  (results/grpo_check/smollm2-135m-answer-span) moved each query toward its gold but moved the shared
-  Yes/No prior far more, differently by seed, because the groups that can teach are unbalanced between golds. Being an action-dependent offset, not a baseline,
-  it changes the expected gradient: it removes, on purpose, the component along each answer's shared
+  first) need not inherit the cancellation; ``bench grpo_credit`` measures how much remains. Why: the
+  grpo_check answer-span check (results/grpo_check/smollm2-135m-answer-span) moved each query toward its
+  gold but moved the shared Yes/No prior far more, differently by seed, because the groups that can teach
+  are unbalanced between golds. Being an action-dependent offset, not a baseline, it changes the expected gradient: it removes, on purpose, the component along each answer's shared
   direction. A step whose teaching groups all share one gold therefore teaches its answers nothing. Under
   DDP the means run over each rank's own queries (a simplification: string answers are not gathered).
 
