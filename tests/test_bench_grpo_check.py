@@ -232,6 +232,9 @@ def test_the_diagnostics_name_the_credit_the_recipe_trained_with() -> None:
     text = readme(summarise(res, cfg), _info())
     assert "credit answer_span (the answer span carries R_ans's advantage with 25% of its" in text
     assert "a departure from Stock-R1 Eq. 1" in text
+    assert "AdamW betas (0.9, 0.999) (default), eps 1e-8 (default)" in text  # no optimiser keys: torch's defaults
+    res["recipe"] = {**res["recipe"], "adam_eps": 1e-3}
+    assert "AdamW betas (0.9, 0.999) (default), eps 0.001" in readme(summarise(res, cfg), _info())
 
 
 def test_a_second_look_at_the_same_seeds_splits_alpha(tmp_path: Path) -> None:

@@ -140,6 +140,8 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
         "cos_full_decision": cosine(grads["full"], grads["decision"]),
         "cos_full_rest": cosine(grads["full"], grads["rest"]),
         "norm_share": {p: norm(grads[p]) / norm(grads["full"]) for p in ("decision", "rest")},
+        # each gradient's per-entry RMS: the scale an AdamW eps must be set against to make the step linear
+        "grad_rms": {p: norm(g) / sum(t.numel() for t in g.values()) ** 0.5 for p, g in grads.items()},
         "decision_token_share": float(mask.sum() / sb.batch["gen"].sum()),
         "generated_tokens": int(sb.batch["gen"].sum()), "rollouts": len(sb.rollouts),
         "rollouts_with_answer": int(mask.any(1).sum()),

@@ -18,7 +18,7 @@ STEP_KEYS = ("reward/total", "reward/r_ans", "reward/r_act", "reward/r_prec", "r
              "policy/clip_low", "policy/clip_high", "policy/clip_region", "policy/entropy", "reward/frac_zero_spread",
              "reward/var_share/r_ans", "advantage/noise_std", "advantage/sign_flip", "rollout/truncated",
              "rollout/answer_parse_rate", "rollout/action_success_rate", "answers/share/yes", "answers/share/no",
-             "uncertainty/weight_spread", "lr", "time/step_s", "time/rollout_s")
+             "uncertainty/weight_spread", "policy/grad_norm", "lr", "time/step_s", "time/rollout_s")
 TABLE = (("reward/total", "reward", ".3f"), ("reward/r_ans", "R_ans", ".3f"), ("reward/r_act", "R_act", ".3f"),
          ("reward/r_prec", "R_prec", ".3f"), ("reward/r_cons", "R_cons", ".3f"), ("policy/kl", "KL", ".1e"),
          ("policy/clip_low", "clip low", ".3f"), ("policy/clip_high", "clip high", ".3f"),
@@ -64,12 +64,21 @@ def credit_text(recipe: Mapping[str, Any]) -> str:
             "rollout's weight, the other tokens that of R − R_ans: a departure from Stock-R1 Eq. 1)")
 
 
+def adam_text(recipe: Mapping[str, Any]) -> str:
+    """AdamW's betas and eps (``train.adam_betas``, ``train.adam_eps``; torch's defaults where the recipe sets
+    none, as in every check before 2026-12-06)."""
+    betas, eps = recipe.get("adam_betas"), recipe.get("adam_eps")
+    return (f"AdamW betas {tuple(betas) if betas else '(0.9, 0.999) (default)'}, "
+            f"eps {eps if eps is not None else '1e-8 (default)'}")
+
+
 def diagnostics(summary: Mapping[str, Any]) -> list[str]:
     """What to read when the reward does not rise: each suspect of the issue with its number."""
     r = summary["recipe"]
     out = [f"recipe: lr {r['lr']} (warmup {r['warmup_steps']}), mu {r['mu']}, beta {r['beta']}, loss {r['loss_type']}, "
            f"temperature {r['temperature']}, G {r['group_size']}, {r['queries_per_step']} queries per step, up to "
-           f"{r['max_new_tokens']} new tokens, u-GRPO weight {'on' if r['uncertainty'] else 'off'}, {credit_text(r)}"]
+           f"{r['max_new_tokens']} new tokens, u-GRPO weight {'on' if r['uncertainty'] else 'off'}, {credit_text(r)}, "
+           f"{adam_text(r)}"]
     share = summary.get("start_variance_share") or {}
     if share:
         out.append("what the start policy's advantages are made of (probe; share of the within-group variance of the "
@@ -79,7 +88,8 @@ def diagnostics(summary: Mapping[str, Any]) -> list[str]:
              ("advantage/sign_flip", "advantage sign flips when a group's mates are redrawn (0.5 = coin)", ".2f"),
              ("advantage/noise_std", "advantage std under those redraws", ".2f"),
              ("rollout/truncated", "rollouts that hit max_new_tokens", ".1%"),
-             ("policy/clip_region", "clipped token share", ".3f"))
+             ("policy/clip_region", "clipped token share", ".3f"),
+             ("policy/grad_norm", "gradient norm before clipping", ".3f"))
     for key, what, fmt in named:
         v = _mean_over_steps(summary, key)
         if v is not None:
