@@ -62,6 +62,12 @@ def test_grpo_credit_on_the_tiny_release_writes_its_split_and_reuses_its_draws(t
         r = s["parts"][p]["linear"]["toward_gold"]
         assert r["ci_low"] <= r["diff"] <= r["ci_high"] and r["verdict"] == verdict(r["diff"], r["ci_low"], r["ci_high"])
     assert "update linear in the gradient" in readme
+    lin, app = s["parts"]["full"]["linear"], s["parts"]["full"]["applied"]  # beside each other, per seed and pooled
+    k = str(s["seeds"][0])
+    assert (f"seed {k} toward gold {lin['per_seed'][k]['toward_gold']:+.3f} "
+            f"({app['per_seed'][k]['toward_gold']:+.3f})") in readme
+    t = lin["toward_gold"]
+    assert f"the linear update {t['diff']:+.4f} [{t['ci_low']:+.4f}, {t['ci_high']:+.4f}]" in readme
     for p in s["parts"]:  # per seed, the split of each seed's moves averages to the interval's point estimate
         r = s["parts"][p]["applied"]
         for side in ("toward_gold", "shared"):

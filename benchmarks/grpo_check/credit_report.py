@@ -133,7 +133,31 @@ def linear_section(s: Mapping[str, Any]) -> str:
     return ("\n## The same, predicted to first order for an update linear in the gradient (−lr g / rms(g))\n\n"
             "Each gradient above scaled to AdamW's first-step per-weight RMS (lr) without normalising each weight "
             "apart (`rl.credit.linear_step`). Where a move here is small and the applied one above is large, the "
-            "per-weight normalisation of AdamW's first step made it, not the gradient.\n\n" + "\n".join(rows) + "\n")
+            "per-weight normalisation of AdamW's first step made it, not the gradient.\n\n" + "\n".join(rows) + "\n\n"
+            + linear_reading(s) + "\n")
+
+
+def linear_reading(s: Mapping[str, Any]) -> str:
+    """Per part, the linear update's moves beside AdamW's applied first step, per seed (descriptive), and what
+    the step's own (``full``) pair says, each side read from its interval."""
+    lines = []
+    for p, r in s["parts"].items():
+        if p != "full" and r == s["parts"]["full"]:
+            continue  # the config's own credit: the step's update itself, already listed
+        name = LABEL.get(p) or f"the step under {CREDIT_LABEL.get(p, p)} credit"
+        lin, app = r["linear"].get("per_seed", {}), r["applied"].get("per_seed", {})
+        lines.append(f"- {name}, per seed (descriptive), linear (AdamW applied): " + "; ".join(
+            f"seed {k} toward gold {v['toward_gold']:+.3f} ({app[k]['toward_gold']:+.3f}), shared "
+            f"{v['shared']:+.3f} ({app[k]['shared']:+.3f})" for k, v in lin.items() if k in app))
+    lin, app = s["parts"]["full"]["linear"], s["parts"]["full"]["applied"]
+    shared = {"AdamW's": app["shared"], "the linear update's": lin["shared"]}
+    words = "; ".join(f"{who} shared shift is {_ci(r)} nats, "
+                      + ("a tie (its interval includes 0)" if side(r) == "tie" else f"{side(r)} beyond its interval")
+                      for who, r in shared.items())
+    lines.append(f"\nThe step's own gradient: toward each query's gold AdamW's first step moves "
+                 f"{_ci(app['toward_gold'])} nats, {_verdict_word(app['toward_gold'])}, and the linear update "
+                 f"{_ci(lin['toward_gold'])}, {_verdict_word(lin['toward_gold'])}; {words}.")
+    return "\n".join(lines)
 
 
 def readme(s: Mapping[str, Any], info: Mapping[str, Any]) -> str:
