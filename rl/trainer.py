@@ -135,6 +135,14 @@ class GRPOTrainConfig:
     # an eps at the gradient's scale makes the first steps closer to linear in g (TRL: adam_epsilon)
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
+    # The protocol rows and the projector (``ROW_PARAMS``) on their own lr / eps (None: lr / adam_eps). Why: the
+    # rows' gradient is ~100x the adapter's per weight (every rollout writes the protocol tokens, and tied
+    # embeddings add the output side): 67% of the small policy's squared gradient norm in 11 x 576 of its 5.2 M
+    # trainable entries. An eps above the adapter's |g| makes the rows' step linear too and ~100x lr: at
+    # configs/grpo_check/smollm2-135m-linear.yaml's eps the first step broke the answer format
+    # (docs/rl.md); Adam's per-weight normalisation is what bounds their step.
+    rows_lr: float | None = None
+    rows_adam_eps: float | None = None
     # LoRA policies: rank / alpha of the fresh adapter GRPO trains on the merged SFT policy (None: the SFT
     # adapter's; the authors' GRPO: r 8, alpha 16 on an r 32 SFT; configs/grpo/qwen3-4b.yaml)
     lora_r: int | None = None
@@ -173,6 +181,9 @@ class GRPOTrainConfig:
         if len(betas) != 2 or not all(0 <= b < 1 for b in betas) or not self.adam_eps > 0:
             raise ValueError(f"train.adam_betas must be two numbers in [0, 1) and train.adam_eps > 0, got "
                              f"{list(self.adam_betas)}, {self.adam_eps}")
+        for name in ("rows_lr", "rows_adam_eps"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise ValueError(f"train.{name} must be > 0 (or null: the adapter's), got {getattr(self, name)}")
         if not self.lr > 0 or self.warmup_steps < 0:
             raise ValueError(f"train.lr must be > 0 and train.warmup_steps >= 0, got {self.lr}, {self.warmup_steps}")
 
@@ -184,6 +195,25 @@ class GRPOTrainConfig:
     def from_dict(cls, d: Mapping[str, Any]) -> GRPOTrainConfig:
         # nested sections (loss, uncertainty, rewards) are built from their mappings by their annotations
         return config_from_dict(cls, d, "GRPOTrainConfig")
+
+
+# trainable weights of the "rows" group: the protocol rows (peft's trainable-token deltas) and the projector.
+# A full fine-tune has its rows inside the embedding matrix, so there only the projector is in it.
+ROW_PARAMS = ("trainable_tokens", "projector.")
+
+
+def optimiser_groups(policy: torch.nn.Module, cfg: GRPOTrainConfig) -> list[dict[str, Any]]:
+    """AdamW's parameter groups over the policy's trainable weights: one at ``lr`` / ``adam_eps``, or, when
+    ``rows_lr`` or ``rows_adam_eps`` is set, the ``ROW_PARAMS`` weights apart at theirs (each group's lr is
+    then scaled by the same warmup)."""
+    named = [(n, p) for n, p in policy.named_parameters() if p.requires_grad]
+    if cfg.rows_lr is None and cfg.rows_adam_eps is None:
+        return [{"params": [p for _, p in named], "lr": cfg.lr}]
+    rows = [p for n, p in named if any(k in n for k in ROW_PARAMS)]
+    rest = [p for n, p in named if not any(k in n for k in ROW_PARAMS)]
+    row_group = {"params": rows, "lr": cfg.rows_lr if cfg.rows_lr is not None else cfg.lr,
+                 "eps": cfg.rows_adam_eps if cfg.rows_adam_eps is not None else cfg.adam_eps}
+    return [g for g in ({"params": rest, "lr": cfg.lr}, row_group) if g["params"]]
 
 
 def query_indices(n: int, step: int, per_step: int, seed: int, rank: int = 0, world: int = 1) -> list[int]:
@@ -379,7 +409,7 @@ class GRPOTrainer:
                 self.ref_projector = copy.deepcopy(policy.projector).eval().requires_grad_(False)
             else:
                 self.ref = copy.deepcopy(policy).eval().requires_grad_(False)
-        groups = [{"params": [p for p in policy.parameters() if p.requires_grad], "lr": cfg.lr}]
+        groups = optimiser_groups(policy, cfg)
         self.decoder, self.windows = (decoder, windows) if cfg.lambda_ts > 0 else (None, None)
         if self.decoder is not None:
             th = getattr(decoder, "thresholds", None)

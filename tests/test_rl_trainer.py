@@ -19,6 +19,7 @@ from llm.tools import ForecastTool
 from rl.grpo import grpo_loss
 from rl.rewards import PENALTY
 from rl.trainer import (
+    ROW_PARAMS,
     FuncScorer,
     GRPOSample,
     GRPOTrainConfig,
@@ -225,11 +226,12 @@ def test_queries_sharing_one_u_train_exactly_as_plain_grpo(tiny_policy, tmp_path
     assert any(not torch.equal(plain[n], differ[n]) for n in differ)
 
 
-def _first_update(tiny_policy, out: Path, **optim) -> tuple[GRPOTrainer, dict[str, torch.Tensor]]:
+def _first_update(tiny_policy, out: Path, policy: dict | None = None,
+                  **optim) -> tuple[GRPOTrainer, dict[str, torch.Tensor]]:
     """One GRPO step from a fresh AdamW (the step's only optimiser pass): the trainer and each trainable
-    tensor's change."""
+    tensor's change. ``policy``: PolicyConfig fields over the tiny policy's."""
     torch.manual_seed(0)
-    pol = tiny_policy(d_ts=D_TS)
+    pol = tiny_policy(d_ts=D_TS, **(policy or {}))
     eng = RolloutEngine(pol, pol.tokenizer, [], max_new_tokens=6, temperature=1.0)
     cfg = GRPOTrainConfig.from_dict({"group_size": 4, "queries_per_step": 2, "max_steps": 1, "lr": 1e-2,
                                      "accelerator": "cpu", "ckpt_every": 10, "max_grad_norm": 1e9, **optim})
@@ -251,6 +253,23 @@ def test_adam_eps_and_betas_reach_the_optimiser_and_set_the_first_step(tiny_poli
     tr, linear = _first_update(tiny_policy, tmp_path / "eps", adam_eps=1e3, adam_betas=[0.5, 0.9])
     assert tr.opt.param_groups[0]["eps"] == 1e3 and tr.opt.param_groups[0]["betas"] == (0.5, 0.9)
     assert max(float(d.abs().max()) for d in linear.values()) < 1e-4
+
+
+def test_rows_and_projector_keep_their_own_lr_and_eps(tiny_policy, tmp_path) -> None:
+    """The adapter linear in g (eps far above |g|: every LoRA weight moves by far less than lr) while the
+    protocol rows and the projector keep AdamW's sign-like step at their own lr: each moved one by ~rows_lr."""
+    tr, moved = _first_update(tiny_policy, tmp_path / "rows", policy={"lora_r": 4}, adam_eps=1e3,
+                              rows_adam_eps=1e-8, rows_lr=3e-3)
+    assert [(g["lr"], g["eps"]) for g in tr.opt.param_groups] == [(1e-2, 1e3), (3e-3, 1e-8)]
+    rows = {n: d for n, d in moved.items() if any(k in n for k in ROW_PARAMS)}
+    lora = {n: d for n, d in moved.items() if "lora_" in n}
+    assert any("trainable_tokens" in n for n in rows) and any("projector." in n for n in rows) and lora
+    assert max(float(d.abs().max()) for d in lora.values()) < 1e-4
+    changed = torch.cat([d.flatten() for d in rows.values()])
+    changed = changed[changed != 0].abs()
+    assert changed.numel() > 10 and float(changed.median()) == pytest.approx(3e-3, rel=0.05)
+    with pytest.raises(ValueError, match="train.rows_adam_eps must be > 0"):
+        GRPOTrainConfig.from_dict({"rows_adam_eps": 0.0})
 
 
 @pytest.mark.parametrize("bad", [{"adam_eps": 0.0}, {"adam_betas": [0.9, 1.0]}, {"adam_betas": [0.9, 0.99, 0.9]}])

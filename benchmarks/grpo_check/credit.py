@@ -119,6 +119,10 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
     for name, credit in compared.items():
         if name not in same:
             grads[name] = step_gradient(trainer, with_credit(trainer, sb, credit), old_ref=old_ref)
+    if len(trainer.opt.param_groups) > 1:  # adam_first_step below reads one lr and one eps
+        raise ValueError(f"{cfg.grpo.config}: grpo_credit reads AdamW's first step with one lr and eps, but this "
+                         f"recipe's optimiser has {len(trainer.opt.param_groups)} groups (train.rows_lr / "
+                         "train.rows_adam_eps, or lambda_ts > 0); screen it without them")
     lr = trainer.cfg.lr * trainer.cfg.lr_factor(0)
     eps = float(trainer.opt.param_groups[0].get("eps", 1e-8))
     updates = {p: adam_first_step(g, lr, eps) for p, g in grads.items()}
