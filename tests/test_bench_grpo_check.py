@@ -235,6 +235,9 @@ def test_the_diagnostics_name_the_credit_the_recipe_trained_with() -> None:
     assert "AdamW betas (0.9, 0.999) (default), eps 1e-8 (default)" in text  # no optimiser keys: torch's defaults
     res["recipe"] = {**res["recipe"], "adam_eps": 1e-3}
     assert "AdamW betas (0.9, 0.999) (default), eps 0.001" in readme(summarise(res, cfg), _info())
+    assert "protocol rows" not in readme(summarise(res, cfg), _info())
+    res["recipe"] = {**res["recipe"], "rows_lr": 2e-4, "rows_adam_eps": 1e-8}
+    assert "eps 0.001; the protocol rows and the projector at lr 0.0002, eps 1e-08" in readme(summarise(res, cfg), _info())
 
 
 def test_a_second_look_at_the_same_seeds_splits_alpha(tmp_path: Path) -> None:

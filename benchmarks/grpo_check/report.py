@@ -68,8 +68,13 @@ def adam_text(recipe: Mapping[str, Any]) -> str:
     """AdamW's betas and eps (``train.adam_betas``, ``train.adam_eps``; torch's defaults where the recipe sets
     none, as in every check before 2026-12-06)."""
     betas, eps = recipe.get("adam_betas"), recipe.get("adam_eps")
-    return (f"AdamW betas {tuple(betas) if betas else '(0.9, 0.999) (default)'}, "
+    text = (f"AdamW betas {tuple(betas) if betas else '(0.9, 0.999) (default)'}, "
             f"eps {eps if eps is not None else '1e-8 (default)'}")
+    rows_lr, rows_eps = recipe.get("rows_lr"), recipe.get("rows_adam_eps")
+    if rows_lr is not None or rows_eps is not None:  # train.rows_lr / rows_adam_eps: a group of their own
+        text += (f"; the protocol rows and the projector at lr {rows_lr if rows_lr is not None else recipe['lr']}, "
+                 f"eps {rows_eps if rows_eps is not None else eps if eps is not None else 1e-8}")
+    return text
 
 
 def diagnostics(summary: Mapping[str, Any]) -> list[str]:
