@@ -47,10 +47,10 @@ Credit: which advantage each token gets (``CreditConfig``, ``GRPOTrainConfig.cre
 - ``answer_prior: "cancel"`` (with ``"answer_span"``; default ``"keep"``): before the span's advantages are
   used, each is reduced by the mean span advantage of the step's rollouts that state the same (canonical)
   answer, over the rollouts that can teach (a span written, in a group whose R_ans varies;
-  ``cancel_answer_prior``). Then, per answer, the span advantages of the step sum to 0, so the part of the
-  gradient that raises one answer on every query (its shared "prior") is cancelled to first order, and what
-  is left is each query's answer relative to the others'. AdamW's update (about −lr sign(g) per weight at
-  first) need not inherit the cancellation; ``bench grpo_credit`` measures how much remains. Why: the
+  ``cancel_answer_prior``). Then, per answer, the span advantages of the step sum to 0: in a model whose
+  answers share nothing but a prior, the gradient that raises one answer on every query is cancelled to first
+  order. The small policy's is not (results/grpo_credit: an update linear in the cancelled gradient still
+  shifts every answer ±2 nats by seed), since the advantages are centred, not their gradients. Why: the
   grpo_check answer-span check (results/grpo_check/smollm2-135m-answer-span) moved each query toward its
   gold but moved the shared Yes/No prior far more, differently by seed, because the groups that can teach
   are unbalanced between golds. Being an action-dependent offset, not a baseline, it changes the expected gradient: it removes, on purpose, the component along each answer's shared

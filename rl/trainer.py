@@ -135,12 +135,12 @@ class GRPOTrainConfig:
     # an eps at the gradient's scale makes the first steps closer to linear in g (TRL: adam_epsilon)
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
-    # The protocol rows and the projector (``ROW_PARAMS``) on their own lr / eps (None: lr / adam_eps). Why: the
-    # rows' gradient is ~100x the adapter's per weight (every rollout writes the protocol tokens, and tied
-    # embeddings add the output side): 67% of the small policy's squared gradient norm in 11 x 576 of its 5.2 M
-    # trainable entries. An eps above the adapter's |g| makes the rows' step linear too and ~100x lr: at
-    # configs/grpo_check/smollm2-135m-linear.yaml's eps the first step broke the answer format
-    # (docs/rl.md); Adam's per-weight normalisation is what bounds their step.
+    # The protocol rows and the projector (``ROW_PARAMS``) on their own lr / eps (None: lr / adam_eps). Why: on
+    # the small policy the rows' gradient is ~40x the adapter's per entry (RMS 1.22e-3 against 3.07e-5: every
+    # rollout writes the protocol tokens, and tied embeddings add the output side), 62% of the squared gradient
+    # norm in 11 x 576 of its 5.2 M trainable entries. An eps above the adapter's |g| makes the rows' step linear
+    # too, up to ~150x lr: at configs/grpo_check/smollm2-135m-linear.yaml's eps the first step broke the answer
+    # format (docs/rl.md); Adam's per-weight normalisation is what bounds their step.
     rows_lr: float | None = None
     rows_adam_eps: float | None = None
     # LoRA policies: rank / alpha of the fresh adapter GRPO trains on the merged SFT policy (None: the SFT

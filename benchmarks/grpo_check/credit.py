@@ -107,6 +107,10 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
     """One seed's first step: its batch, the split gradient and each part's first-order moves."""
     sft = Path(cfg.sft_run_dir) if cfg.sft_run_dir else None
     trainer, st = build_trainer(load_config(cfg.grpo.config, run_overrides(cfg, seed)), sft, work / f"s{seed}")
+    if len(trainer.opt.param_groups) > 1:  # adam_first_step below reads one lr and one eps: refuse before the work
+        raise ValueError(f"{cfg.grpo.config}: grpo_credit reads AdamW's first step with one lr and eps, but this "
+                         f"recipe's optimiser has {len(trainer.opt.param_groups)} groups (train.rows_lr / "
+                         "train.rows_adam_eps, or lambda_ts > 0); screen it without them")
     t0 = time.perf_counter()
     lo = logodds_gradients(trainer, st.samples, contexts, per_query)
     t_lo = time.perf_counter() - t0
@@ -119,10 +123,6 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
     for name, credit in compared.items():
         if name not in same:
             grads[name] = step_gradient(trainer, with_credit(trainer, sb, credit), old_ref=old_ref)
-    if len(trainer.opt.param_groups) > 1:  # adam_first_step below reads one lr and one eps
-        raise ValueError(f"{cfg.grpo.config}: grpo_credit reads AdamW's first step with one lr and eps, but this "
-                         f"recipe's optimiser has {len(trainer.opt.param_groups)} groups (train.rows_lr / "
-                         "train.rows_adam_eps, or lambda_ts > 0); screen it without them")
     lr = trainer.cfg.lr * trainer.cfg.lr_factor(0)
     eps = float(trainer.opt.param_groups[0].get("eps", 1e-8))
     updates = {p: adam_first_step(g, lr, eps) for p, g in grads.items()}
