@@ -68,6 +68,7 @@ from torch import Tensor
 from forecast_action.decoder_loss import DecoderLoss, DecoderRecipe
 from llm.logprobs import keep_for_mask, pad_sequences, token_logprobs, token_logprobs_and_entropy
 from rl.answer_span import decision_tokens
+from rl.grad_scale import PARAM_GROUPS, grad_scales
 from rl.grpo import (
     CreditConfig,
     GRPOLossConfig,
@@ -199,7 +200,7 @@ class GRPOTrainConfig:
 
 # trainable weights of the "rows" group: the protocol rows (peft's trainable-token deltas) and the projector.
 # A full fine-tune has its rows inside the embedding matrix, so there only the projector is in it.
-ROW_PARAMS = ("trainable_tokens", "projector.")
+ROW_PARAMS = tuple(k for group, keys in PARAM_GROUPS if group in ("rows", "projector") for k in keys)
 
 
 def optimiser_groups(policy: torch.nn.Module, cfg: GRPOTrainConfig) -> list[dict[str, Any]]:
@@ -586,6 +587,8 @@ class GRPOTrainer:
                 l_ts = self._decoder_loss(sb.rollouts)
                 fab.backward(cfg.lambda_ts * l_ts)
                 stats["decoder/loss"] = float(l_ts.detach())
+            if not any(k in str(cfg.strategy).lower() for k in ("fsdp", "deepspeed")):  # sharded: a rank's shard
+                stats.update(grad_scales(self.policy.named_parameters()))  # before clipping (rl/grad_scale.py)
             if cfg.max_grad_norm:
                 norm = fab.clip_gradients(self.policy, self.opt, max_norm=cfg.max_grad_norm, error_if_nonfinite=False)
                 stats["policy/grad_norm"] = float(norm) if norm is not None else math.nan

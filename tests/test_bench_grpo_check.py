@@ -240,6 +240,22 @@ def test_the_diagnostics_name_the_credit_the_recipe_trained_with() -> None:
     assert "eps 0.001; the protocol rows and the projector at lr 0.0002, eps 1e-08" in readme(summarise(res, cfg), _info())
 
 
+def test_the_diagnostics_show_the_gradient_by_kind_of_weight() -> None:
+    """Step 1's and the all-steps mean of each group's share and RMS, averaged over seeds; absent from runs
+    logged without them."""
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 200})
+    res = _res([0.3, 0.25])
+    assert "gradient by kind of weight" not in readme(summarise(res, cfg), _info())
+    for s, (share, rms) in enumerate(((0.6, 1e-3), (0.4, 3e-3))):
+        res["steps"][s].update({"policy/grad_share/rows": {1: share, 2: 0.5}, "policy/grad_rms/rows": {1: rms, 2: 1e-3},
+                                "policy/grad_share/adapter": {1: 1 - share, 2: 0.5},
+                                "policy/grad_rms/adapter": {1: 3e-5, 2: 5e-5}})
+    text = readme(summarise(res, cfg), _info())
+    assert ("(share of its squared norm / per-entry RMS, mean over seeds; an AdamW eps above a group's RMS makes its "
+            "step linear): rows 50% / 2.0e-03 at step 1, 50% / 1.5e-03 over steps; adapter 50% / 3.0e-05 at step 1, "
+            "50% / 4.0e-05 over steps") in text
+
+
 def test_a_second_look_at_the_same_seeds_splits_alpha(tmp_path: Path) -> None:
     base = {**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 400}
     first = summarise(_res([0.3, -0.25]), GRPOCheckConfig.from_dict(base))

@@ -16,6 +16,7 @@ from llm.scripted import ScriptedPolicy
 from llm.special_tokens import FORECAST_TS_CLOSE, FORECAST_TS_OPEN, ts_placeholders
 from llm.tokenizer import chat_prompt
 from llm.tools import ForecastTool
+from rl.grad_scale import grad_scales, param_group
 from rl.grpo import grpo_loss
 from rl.rewards import PENALTY
 from rl.trainer import (
@@ -270,6 +271,49 @@ def test_rows_and_projector_keep_their_own_lr_and_eps(tiny_policy, tmp_path) -> 
     assert changed.numel() > 10 and float(changed.median()) == pytest.approx(3e-3, rel=0.05)
     with pytest.raises(ValueError, match="train.rows_adam_eps must be > 0"):
         GRPOTrainConfig.from_dict({"rows_adam_eps": 0.0})
+
+
+def test_grad_scales_by_group_against_hand_values() -> None:
+    """Shares of |g|^2, per-entry RMS and mean |g| per kind of weight, on gradients set by hand; frozen or
+    gradient-less weights are left out."""
+    named = [(n, torch.nn.Parameter(torch.zeros(len(g)))) for n, g in
+             [("emb.trainable_tokens.w", [3.0, -4.0]), ("projector.0.weight", [1.0, 0.0, 0.0, -1.0]),
+              ("layers.0.lora_A.default.weight", [0.0, 2.0]), ("layers.0.lora_B.default.weight", [0.0, 0.0]),
+              ("head.weight", [1.0])]]
+    for (_, p), g in zip(named, ([3.0, -4.0], [1.0, 0.0, 0.0, -1.0], [0.0, 2.0], [0.0, 0.0], [1.0]), strict=True):
+        p.grad = torch.tensor(g)
+    frozen = torch.nn.Parameter(torch.ones(3), requires_grad=False)
+    frozen.grad = torch.ones(3)
+    out = grad_scales(named + [("lora_C.weight", frozen), ("projector.1.bias", torch.nn.Parameter(torch.ones(2)))])
+    # |g|^2: rows 25, projector 2, adapter 4, base 1 (32 in all)
+    assert [param_group(n) for n, _ in named] == ["rows", "projector", "adapter", "adapter", "base"]
+    assert {k: round(v, 6) for k, v in out.items()} == {
+        "policy/grad_share/rows": 25 / 32, "policy/grad_rms/rows": round((25 / 2) ** 0.5, 6),
+        "policy/grad_mean_abs/rows": 3.5,
+        "policy/grad_share/projector": 2 / 32, "policy/grad_rms/projector": round(0.5 ** 0.5, 6),
+        "policy/grad_mean_abs/projector": 0.5,
+        "policy/grad_share/adapter": 4 / 32, "policy/grad_rms/adapter": 1.0, "policy/grad_mean_abs/adapter": 0.5,
+        "policy/grad_share/base": 1 / 32, "policy/grad_rms/base": 1.0, "policy/grad_mean_abs/base": 1.0}
+    assert grad_scales([("x", torch.nn.Parameter(torch.zeros(2)))]) == {}
+
+
+def test_a_step_logs_its_gradient_by_group_before_clipping(tiny_policy, tmp_path) -> None:
+    """The step's logged group scales are those of the gradient the optimiser read (left in .grad; no
+    clipping at max_grad_norm 1e9) and of the clipped one's direction when clipping bites (shares and
+    ratios do not change with a common factor; the RMS is the unclipped one)."""
+    tr, _ = _first_update(tiny_policy, tmp_path / "scales", policy={"lora_r": 4})
+    logged = tr.history[-1]
+    expected = grad_scales(tr.policy.named_parameters())
+    assert {k for k in expected} >= {"policy/grad_share/rows", "policy/grad_share/projector", "policy/grad_share/adapter"}
+    for k, v in expected.items():
+        assert logged[k] == pytest.approx(v, rel=1e-5), k
+    assert sum(logged[f"policy/grad_share/{g}"] for g in ("rows", "projector", "adapter")) == pytest.approx(1.0)
+    tr, _ = _first_update(tiny_policy, tmp_path / "clipped", policy={"lora_r": 4}, max_grad_norm=1e-6)
+    clipped = grad_scales(tr.policy.named_parameters())  # .grad after clipping: scaled by 1e-6 / |g|
+    scale = 1e-6 / tr.history[-1]["policy/grad_norm"]
+    for g in ("rows", "projector", "adapter"):
+        assert tr.history[-1][f"policy/grad_share/{g}"] == pytest.approx(clipped[f"policy/grad_share/{g}"], rel=1e-4)
+        assert tr.history[-1][f"policy/grad_rms/{g}"] * scale == pytest.approx(clipped[f"policy/grad_rms/{g}"], rel=1e-4)
 
 
 @pytest.mark.parametrize("bad", [{"adam_eps": 0.0}, {"adam_betas": [0.9, 1.0]}, {"adam_betas": [0.9, 0.99, 0.9]}])

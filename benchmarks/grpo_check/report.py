@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rl.grad_scale import GROUPS
 from rl.grpo import CreditConfig
 from stockr1.metrics.verdict import HOLDS, WORSE, claim_line, verdict
 from stockr1.outdir import generated_line
@@ -18,7 +19,8 @@ STEP_KEYS = ("reward/total", "reward/r_ans", "reward/r_act", "reward/r_prec", "r
              "policy/clip_low", "policy/clip_high", "policy/clip_region", "policy/entropy", "reward/frac_zero_spread",
              "reward/var_share/r_ans", "advantage/noise_std", "advantage/sign_flip", "rollout/truncated",
              "rollout/answer_parse_rate", "rollout/action_success_rate", "answers/share/yes", "answers/share/no",
-             "uncertainty/weight_spread", "policy/grad_norm", "lr", "time/step_s", "time/rollout_s")
+             "uncertainty/weight_spread", "policy/grad_norm", "lr", "time/step_s", "time/rollout_s",
+             *(f"policy/grad_{m}/{g}" for g in GROUPS for m in ("share", "rms", "mean_abs")))  # rl/grad_scale.py
 TABLE = (("reward/total", "reward", ".3f"), ("reward/r_ans", "R_ans", ".3f"), ("reward/r_act", "R_act", ".3f"),
          ("reward/r_prec", "R_prec", ".3f"), ("reward/r_cons", "R_cons", ".3f"), ("policy/kl", "KL", ".1e"),
          ("policy/clip_low", "clip low", ".3f"), ("policy/clip_high", "clip high", ".3f"),
@@ -77,6 +79,25 @@ def adam_text(recipe: Mapping[str, Any]) -> str:
     return text
 
 
+def grad_by_group(summary: Mapping[str, Any]) -> str | None:
+    """The gradient per kind of trainable weight (rl/grad_scale.py), at step 1 (the start policy's batch) and
+    over all steps; None for runs logged before 2026-12-06, which lack it."""
+    ps = summary["per_step"]
+    parts = []
+    for g in GROUPS:
+        share, rms = ps.get(f"policy/grad_share/{g}"), ps.get(f"policy/grad_rms/{g}")
+        if not share or not rms:
+            continue
+        first = min(share, key=int)
+        parts.append(f"{g} {share[first]['mean']:.0%} / {rms[first]['mean']:.1e} at step {first}, "
+                     f"{_mean_over_steps(summary, f'policy/grad_share/{g}'):.0%} / "
+                     f"{_mean_over_steps(summary, f'policy/grad_rms/{g}'):.1e} over steps")
+    if not parts:
+        return None
+    return ("gradient by kind of weight before clipping (share of its squared norm / per-entry RMS, mean over seeds; "
+            "an AdamW eps above a group's RMS makes its step linear): " + "; ".join(parts))
+
+
 def diagnostics(summary: Mapping[str, Any]) -> list[str]:
     """What to read when the reward does not rise: each suspect of the issue with its number."""
     r = summary["recipe"]
@@ -99,6 +120,9 @@ def diagnostics(summary: Mapping[str, Any]) -> list[str]:
         v = _mean_over_steps(summary, key)
         if v is not None:
             out.append(f"{what}: {format(v, fmt)} (mean over steps and seeds)")
+    by_group = grad_by_group(summary)
+    if by_group:
+        out.append(by_group)
     step_s, rollout_s = _mean_over_steps(summary, "time/step_s"), _mean_over_steps(summary, "time/rollout_s")
     if step_s is not None:
         out.append(f"cost: {step_s:.0f} s a step, of which rollouts {rollout_s or 0:.0f} s (mean over steps and seeds; "
