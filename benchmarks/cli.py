@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "ablation": ("benchmarks.ablation.command:main", "SFT vs GRPO vs u-GRPO and reward ablations (Table 3)"),
     "ablation_reach": ("benchmarks.ablation.reach:main", "can the ablation's target be met through the tools (readers vs SFT)"),
     "grpo_check": ("benchmarks.grpo_check.command:main", "does GRPO raise the reward of its own training queries (seeds x queries)"),
+    "grpo_checks": ("benchmarks.grpo_check.side_by_side:main", "every grpo_check report of a folder side by side (verdicts, log-odds split, KL)"),
     "grpo_credit": ("benchmarks.grpo_check.credit:main", "one GRPO step's update split: the answer tokens' part vs the rest, moved answer log-odds"),
     "compare": ("benchmarks.compare.command:main", "Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter"),
     "throughput": ("benchmarks.throughput:main", "GRPO step time vs TRL, decoder share of rollout time"),

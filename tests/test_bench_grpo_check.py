@@ -18,6 +18,8 @@ from benchmarks.grpo_check.command import (
     summarise,
 )
 from benchmarks.grpo_check.report import readme
+from benchmarks.grpo_check.side_by_side import interval_text, read_checks, row
+from benchmarks.grpo_check.side_by_side import main as side_by_side
 from stockr1.config import load_yaml
 from tests.tiny_runs import DATA, DECODER_TS, tiny_sft_config
 
@@ -254,6 +256,60 @@ def test_the_diagnostics_show_the_gradient_by_kind_of_weight() -> None:
     assert ("(share of its squared norm / per-entry RMS, mean over seeds; an AdamW eps above a group's RMS makes its "
             "step linear): rows 50% / 2.0e-03 at step 1, 50% / 1.5e-03 over steps; adapter 50% / 3.0e-05 at step 1, "
             "50% / 4.0e-05 over steps") in text
+
+
+def _write_check(folder: Path, name: str, summary: dict, config: dict, command: str = "stockr1 bench grpo_check") -> None:
+    (folder / name).mkdir(parents=True)
+    (folder / name / "summary.json").write_text(json.dumps({**summary, "steps": 2}))
+    (folder / name / "run_info.json").write_text(json.dumps({"command": f"{command} --out {name}", "config": config}))
+
+
+def test_side_by_side_reads_each_checks_own_verdicts_and_counts_them(tmp_path: Path) -> None:
+    """One row per grpo_check report (a grpo_credit report and a folder without outputs are not checks),
+    the verdicts and intervals its summary holds, the recipe's departures named; the summary line counts the
+    holds and says the intervals are not corrected over the checks."""
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 400})
+    tie, rise = summarise(_res([0.3, -0.25]), cfg), summarise(_res([0.3, 0.25]), cfg)
+    rise["recipe"] = {**rise["recipe"], "adam_eps": 1e-2, "rows_lr": 2e-4, "rows_adam_eps": None,
+                      "credit": {"mode": "answer_span", "answer_prior": "cancel"}}
+    _write_check(tmp_path, "a-tie", tie, {"balance_yes_no": True})
+    _write_check(tmp_path, "b-rise", rise, {})
+    _write_check(tmp_path, "c-credit", rise, {}, command="stockr1 bench grpo_credit")
+    (tmp_path / "d-empty").mkdir()
+    checks = read_checks(tmp_path)
+    assert [c["name"] for c in checks] == ["a-tie", "b-rise"]
+    out = tmp_path / "side_by_side"
+    rows = [row(c, out) for c in checks]
+    t, r = tie["rise"], rise["rise"]
+    assert rows[0]["rise"] == f"{t['diff']:+.3f} [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}]: tie (95.0%)"
+    assert rows[1]["rise"] == f"{r['diff']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]: **holds** (95.0%)" and rows[1]["check"] == "[b-rise](../b-rise/README.md)"
+    assert rows[0]["trained"] == "8 balanced yes/no; 2 steps x 2 seeds; lr 1e-06; credit Eq. 1"
+    assert rows[1]["trained"] == ("8 mixed; 2 steps x 2 seeds; lr 1e-06; AdamW eps 0.01; rows lr 0.0002, eps 0.01; "
+                                  "credit answer_span (answer prior cancelled)")
+    assert rows[0]["kl"] == "1.0e-03" and rows[0]["toward_gold"] == "–"
+    shift = {"diff": -0.3, "ci_low": -0.5, "ci_high": -0.1, "verdict": "worse"}  # a shift has no good side
+    assert interval_text(shift, 2, shift=True) == "-0.30 [-0.50, -0.10]: toward No"
+    assert interval_text({**shift, "ci_high": 0.1}, 2, shift=True).endswith(": tie")
+    assert interval_text(shift, 2) == "-0.30 [-0.50, -0.10]: worse"
+    assert side_by_side(["--folder", str(tmp_path)]) == 0
+    text = (out / "README.md").read_text()
+    assert "1 of 2 checks read a rise that holds; each interval is its own check's, not corrected over the 2 checks" in text
+    assert "up to 10% (Bonferroni, their alphas summed)" in text
+    assert json.loads((out / "rows.json").read_text()) == rows
+    assert [c["name"] for c in read_checks(tmp_path)] == ["a-tie", "b-rise"]  # its own output is not a check
+    with pytest.raises(FileExistsError, match="already holds results"):
+        side_by_side(["--folder", str(tmp_path)])
+    (tmp_path / "a-tie" / "summary.json").write_text("{")
+    with pytest.raises(ValueError, match="a-tie: its summary.json or run_info.json is not valid JSON"):
+        read_checks(tmp_path)
+
+
+def test_committed_side_by_side_is_current() -> None:
+    """results/grpo_check/side_by_side lists every committed check with the figures their summaries hold."""
+    folder, out = ROOT / "results" / "grpo_check", ROOT / "results" / "grpo_check" / "side_by_side"
+    rows = [row(c, out) for c in read_checks(folder)]
+    assert json.loads((out / "rows.json").read_text()) == rows, \
+        "results/grpo_check/side_by_side is stale: run `stockr1 bench grpo_checks --overwrite`"
 
 
 def test_a_second_look_at_the_same_seeds_splits_alpha(tmp_path: Path) -> None:
