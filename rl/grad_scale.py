@@ -38,20 +38,22 @@ def param_group(name: str) -> str:
 def grad_scales(named: Iterable[tuple[str, torch.nn.Parameter]]) -> dict[str, float]:
     """Per ``param_group`` of the trainable parameters with a gradient: ``policy/grad_share/<g>``,
     ``policy/grad_rms/<g>`` and ``policy/grad_mean_abs/<g>`` (module docstring). Empty when none has one."""
-    sq: dict[str, float] = {}
-    l1: dict[str, float] = {}
+    sums: dict[str, list[torch.Tensor]] = {}  # group -> per tensor [|g|^2, |g|_1], kept on the device
     n: dict[str, int] = {}
     for name, p in named:
         if not p.requires_grad or p.grad is None:
             continue
         g, grad = param_group(name), p.grad.detach().float()
-        sq[g] = sq.get(g, 0.0) + float(grad.pow(2).sum())
-        l1[g] = l1.get(g, 0.0) + float(grad.abs().sum())
+        sums.setdefault(g, []).append(torch.stack([grad.pow(2).sum(), grad.abs().sum()]))
         n[g] = n.get(g, 0) + grad.numel()
-    total = sum(sq.values())
+    if not n:
+        return {}
+    groups = list(n)
+    sq, l1 = torch.stack([torch.stack(sums[g]).sum(0) for g in groups]).cpu().double().unbind(1)  # one sync
+    total = float(sq.sum())
     out: dict[str, float] = {}
-    for g in n:
-        out[f"policy/grad_share/{g}"] = sq[g] / total if total > 0 else math.nan
-        out[f"policy/grad_rms/{g}"] = math.sqrt(sq[g] / n[g])
-        out[f"policy/grad_mean_abs/{g}"] = l1[g] / n[g]
+    for i, g in enumerate(groups):
+        out[f"policy/grad_share/{g}"] = float(sq[i]) / total if total > 0 else math.nan
+        out[f"policy/grad_rms/{g}"] = math.sqrt(float(sq[i]) / n[g])
+        out[f"policy/grad_mean_abs/{g}"] = float(l1[i]) / n[g]
     return out

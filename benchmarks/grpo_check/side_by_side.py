@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from stockr1.manifest import git_commit
-from stockr1.metrics.verdict import HOLDS, TIE
-from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
+from stockr1.metrics.verdict import HOLDS, TIE, WORSE, verdict
+from stockr1.outdir import command_line, generated_line, output_dir
 
 COMMAND = "stockr1 bench grpo_check "
 
@@ -79,8 +79,8 @@ def interval_text(x: Mapping[str, Any] | None, digits: int = 3, shift: bool = Fa
     if not x:
         return "–"
     word = "**holds**" if x["verdict"] == HOLDS else x["verdict"]
-    if shift:
-        word = "tie" if x["ci_low"] <= 0 <= x["ci_high"] else "toward Yes" if x["ci_low"] > 0 else "toward No"
+    if shift:  # the verdict of "toward Yes": holds, worse (toward No) or tie, read from the interval alone
+        word = {HOLDS: "toward Yes", WORSE: "toward No", TIE: "tie"}[verdict(x["diff"], x["ci_low"], x["ci_high"])]
     return f"{x['diff']:+.{digits}f} [{x['ci_low']:+.{digits}f}, {x['ci_high']:+.{digits}f}]: {word}"
 
 
@@ -152,7 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     if not folder.is_dir():
         ap.error(f"--folder {folder}: no such directory")
     out = Path(a.out) if a.out else folder / "side_by_side"
-    refuse_existing(out, a.overwrite)
     checks = read_checks(folder)
     if not checks:
         ap.error(f"--folder {folder}: no `stockr1 bench grpo_check` report (summary.json + run_info.json) under it")
