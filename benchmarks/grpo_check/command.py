@@ -236,9 +236,7 @@ def read_logodds(cfg: GRPOCheckConfig, work: Path, sft: Path | None, timings: Ti
     each cached under ``work_dir/probe``."""
     over = run_overrides(cfg, cfg.seeds[0])  # the queries and rollout settings do not depend on the seed
     g = cfg.answer_contexts
-    ctx = cached(work / "probe" / f"answer-contexts-g{g}.json",
-                 lambda: {"contexts": answer_contexts_run(cfg.grpo.config, sft, g, CONTEXT_SEED, over)},
-                 timings, f"answer-contexts-g{g}")["contexts"]
+    ctx = start_contexts(cfg, work, sft, timings)
     out: dict[str, Any] = {"contexts": [{k: v for k, v in c.items() if k != "ids"} for c in ctx], "end": {}}
     for s in (None, *cfg.seeds):
         name = "logodds-" + ("start" if s is None else f"end-s{s}") + f"-g{g}"
@@ -249,6 +247,17 @@ def read_logodds(cfg: GRPOCheckConfig, work: Path, sft: Path | None, timings: Ti
         else:
             out["end"][s] = vals
     return out
+
+
+def start_contexts(cfg: GRPOCheckConfig, work: Path, sft: Path | None, timings: Timings) -> list[dict[str, Any]]:
+    """The start's fixed answer contexts (``rl.probe.answer_contexts``: ``cfg.answer_contexts`` rollouts per
+    yes/no query, sampling seed ``CONTEXT_SEED``), token ids included, cached under ``work/probe`` (shared by
+    the check's log-odds and ``bench grpo_ceiling``)."""
+    g = cfg.answer_contexts
+    over = run_overrides(cfg, cfg.seeds[0])
+    return cached(work / "probe" / f"answer-contexts-g{g}.json",
+                  lambda: {"contexts": answer_contexts_run(cfg.grpo.config, sft, g, CONTEXT_SEED, over)},
+                  timings, f"answer-contexts-g{g}")["contexts"]
 
 
 def logodds_change(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: int,
@@ -510,19 +519,31 @@ def write_results(res: Mapping[str, Any], cfg: GRPOCheckConfig, out: Path, confi
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="stockr1 bench grpo_check", description=__doc__.split("\n")[0])
-    ap.add_argument("--config", default="configs/grpo_check/tiny.yaml", help="check config (configs/grpo_check/)")
-    ap.add_argument("--out", default=None, help="result directory; refused if it holds results, unless --overwrite")
-    ap.add_argument("--overwrite", action="store_true", help="replace --out (the runs in the work dir are reused)")
+def check_args(ap: argparse.ArgumentParser, argv: list[str] | None
+               ) -> tuple[argparse.Namespace, GRPOCheckConfig, list[str]] | None:
+    """The grpo_check family's common command line (grpo_check, grpo_credit, grpo_ceiling): ``--config`` and
+    its dotted overrides read into a ``GRPOCheckConfig``; None once ``--print-config`` has printed it; an
+    argparse error without ``--out``. Returns (args, config, argv as given)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args, over = parse_config_args(ap, argv)
     cfg = GRPOCheckConfig.from_yaml(args.config, over)
     if args.print_config:
         print_config(cfg)
-        return 0
+        return None
     if args.out is None:
         ap.error("--out is required")
+    return args, cfg, argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="stockr1 bench grpo_check", description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="configs/grpo_check/tiny.yaml", help="check config (configs/grpo_check/)")
+    ap.add_argument("--out", default=None, help="result directory; refused if it holds results, unless --overwrite")
+    ap.add_argument("--overwrite", action="store_true", help="replace --out (the runs in the work dir are reused)")
+    parsed = check_args(ap, argv)
+    if parsed is None:
+        return 0
+    args, cfg, argv = parsed
     refuse_existing(args.out, args.overwrite, f" (the GRPO runs are cached in {cfg.work_dir}: a rerun reuses them)")
     torch.set_num_threads(cfg.threads)
     res = run_check(cfg)

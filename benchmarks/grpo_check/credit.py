@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,7 +43,13 @@ import numpy as np
 import torch
 
 from benchmarks.cache import Timings, cached
-from benchmarks.grpo_check.command import CONTEXT_SEED, GRPOCheckConfig, run_overrides, stratified_interval
+from benchmarks.grpo_check.command import (
+    CONTEXT_SEED,
+    GRPOCheckConfig,
+    check_args,
+    run_overrides,
+    stratified_interval,
+)
 from benchmarks.grpo_check.credit_report import readme
 from rl.answer_span import decision_tokens
 from rl.credit import (
@@ -61,7 +66,7 @@ from rl.credit import (
 )
 from rl.grpo import CreditConfig
 from rl.setup import answer_contexts_run, build_trainer, load_config
-from stockr1.config import as_plain, parse_config_args, print_config
+from stockr1.config import as_plain
 from stockr1.manifest import git_commit
 from stockr1.outdir import command_line, output_dir, refuse_existing
 
@@ -226,14 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overwrite", action="store_true", help="replace --out (the cached draws are reused)")
     ap.add_argument("--contexts-per-query", type=int, default=4, help="start contexts per query for its log-odds gradient")
     ap.add_argument("--observed", default=None, help="results folder of a grpo_check run of this config (its move per step)")
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args, over = parse_config_args(ap, argv)
-    cfg = GRPOCheckConfig.from_yaml(args.config, over)
-    if args.print_config:
-        print_config(cfg)
+    parsed = check_args(ap, argv)
+    if parsed is None:
         return 0
-    if args.out is None:
-        ap.error("--out is required")
+    args, cfg, argv = parsed
     if not cfg.answer_contexts:
         ap.error(f"{args.config} sets answer_contexts: 0; the log-odds gradients need the check's fixed contexts")
     if args.contexts_per_query < 1:
