@@ -10,7 +10,11 @@ decision point,
     L = mean over queries q of mean over q's train contexts c of softplus(−s_q z_c),  s_q = +1 (gold Yes), −1 (No)
 
 (z_c = log p(Yes) − log p(No) for the word written there; −log σ(s_q z_c) is the cross-entropy of the gold
-among the two words), every query weighted equally so the oracle's own shared shift is ~0 on balanced golds.
+among the two words), every query weighted equally. That does not make its shared shift ~0 on balanced golds:
+the cross-entropy pushes hardest on the answers that are wrong, so while one gold's queries are mostly wrong
+the step moves every answer toward that gold (the small policy's first oracle step: ~2.5 nats toward No).
+Unlike GRPO's loss it has no KL term to the start (the check's beta): at the check's KL (~1e-2) that term is
+small, and leaving it out keeps the bound an upper one.
 Each query's contexts are split in two (``split_contexts``): the oracle trains on one half and its moves are
 read on the other, so a move there is one that carries to rollouts it never saw (the check's probes sample
 fresh rollouts); the train half's moves (memorised) are kept beside them.
@@ -46,8 +50,8 @@ def gold_sign(gold: Any) -> float:
 def split_contexts(contexts: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[int]]:
     """(train, read): indices into ``contexts``, each query's contexts alternating read, train, read, ... in
     their order, so both halves hold every query that has two or more contexts. A query with one context
-    gives it to the read half only (its reading is then of a context the oracle saw through other queries
-    alone). Raises when fewer than 2 queries of either gold have a train context."""
+    gives it to the read half only (the oracle then never trains on that query; its reading says how far the
+    other queries' training carried to it). Raises when fewer than 2 queries of either gold have a train context."""
     train: list[int] = []
     read: list[int] = []
     seen: dict[int, int] = {}
@@ -110,8 +114,8 @@ def run_oracle(trainer: GRPOTrainer, samples: Sequence[GRPOSample], contexts: Se
     """Train ``trainer`` ``steps`` oracle steps and read z after each: a record per step k = 0 .. steps
     ({step, read_logodds [R], train_logodds [T], loss, grad_norm, time_s, train, read}: step 0 is the start,
     its loss the first step's; ``train`` / ``read`` index ``contexts``; ``time_s`` the wall seconds of the step
-    that led to it, its reading included). Resumable: the records live in ``trainer.history`` and ``trainer.save()`` writes them with
-    the policy and AdamW every ``save_every`` steps, so a rerun after ``trainer.resume()`` goes on from
+    that led to it, its reading included). Resumable: the records live in ``trainer.history`` and
+    ``trainer.save()`` writes them with the policy and AdamW every ``save_every`` steps, so a rerun after ``trainer.resume()`` goes on from
     there and does exactly what the uninterrupted run did."""
     if steps < 1:
         raise ValueError(f"oracle steps must be >= 1, got {steps}")

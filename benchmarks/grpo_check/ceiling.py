@@ -87,6 +87,7 @@ def half_reading(contexts: Sequence[Mapping[str, Any]], idx: Sequence[int], z0: 
     return {"toward_gold": stratified_interval(a, b, 0.5, -0.5, n_boot, level),
             "shared": stratified_interval(a, b, 0.5, 0.5, n_boot, level),
             "p_gold": (p["yes"] + p["no"]) / 2, "p_gold_by_gold": p,
+            "n_by_gold": {g: len(qs) for g, qs in by_gold.items()},
             "on_gold_side": int(sum(sign[q] * now[q].mean() > 0 for q in now)), "n_queries": len(now),
             "n_contexts": len(idx)}
 
@@ -105,8 +106,8 @@ def observed_move(path: str | Path) -> dict[str, Any]:
 
 def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig, observed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Per step, each half's reading against the start; the first step at which the held-out half's move
-    toward gold reaches each observed check's whole move, and at which every held-out query sits on its
-    gold's side (None: not within the steps run)."""
+    toward gold reaches each observed check's whole move, and the first at which every held-out query sits on
+    its gold's side (None: not within the steps run; the table says whether it stays there)."""
     recs, ctx = res["records"], res["contexts"]
     train, read = recs[0]["train"], recs[0]["read"]
     rows = []
@@ -115,17 +116,14 @@ def summarise(res: Mapping[str, Any], cfg: GRPOCheckConfig, observed: Sequence[M
         for half, idx in (("read", read), ("train", train)):
             row[half] = half_reading(ctx, idx, recs[0][f"{half}_logodds"], r[f"{half}_logodds"], cfg.n_boot, cfg.level)
         rows.append(row)
-    held = [row["read"] for row in rows]
     first_turned = next((row["step"] for row in rows if row["read"]["on_gold_side"] == row["read"]["n_queries"]), None)
     obs = [dict(o, oracle_steps_to_match=next((row["step"] for row in rows[1:]
                                                 if row["read"]["toward_gold"]["diff"] >= o["diff"]), None))
            for o in observed]
-    golds = {g: sum(1 for q in {int(ctx[i]["query"]) for i in read} if gold_sign(
-        next(ctx[i]["gold"] for i in read if int(ctx[i]["query"]) == q)) == s) for g, s in (("yes", 1.0), ("no", -1.0))}
     return {"seed": res["seed"], "steps": rows[-1]["step"], "level": cfg.level, "n_boot": cfg.n_boot,
-            "n_contexts": {"train": len(train), "read": len(read)}, "golds": golds, "per_step": rows,
+            "n_contexts": {"train": len(train), "read": len(read)}, "golds": rows[0]["read"]["n_by_gold"], "per_step": rows,
             "first_step_all_on_gold_side": first_turned, "observed": obs,
-            "start_on_gold_side": held[0]["on_gold_side"]}
+            "start_on_gold_side": rows[0]["read"]["on_gold_side"]}
 
 
 def main(argv: list[str] | None = None) -> int:

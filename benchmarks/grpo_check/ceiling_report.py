@@ -45,8 +45,8 @@ def reading(s: Mapping[str, Any]) -> str:
         lines.append(f"Not every held-out query is on its gold's side within {s['steps']} steps: "
                      f"{last['read']['on_gold_side']} of {n} at the end ({s['start_on_gold_side']} at the start).")
     else:
-        lines.append(f"Every held-out query is on its gold's side from step {first} ({s['start_on_gold_side']} of {n} "
-                     "at the start).")
+        lines.append(f"Every held-out query is on its gold's side first at step {first}; {last['read']['on_gold_side']} "
+                     f"of {n} at step {s['steps']} ({s['start_on_gold_side']} at the start).")
     for o in s["observed"]:
         k = o["oracle_steps_to_match"]
         reach = (f"the oracle's held-out move reached it at step {k}" if k is not None
@@ -65,7 +65,8 @@ def readme(s: Mapping[str, Any], info: Mapping[str, Any]) -> str:
 Config: `{info['config_path']}`: the grpo_check's start, its {s['golds']['yes']} gold-Yes and {s['golds']['no']}
 gold-No training queries, its recipe (trainable weights, AdamW, lr, clipping) and training seed {s['seed']}. In
 place of GRPO's loss, each step's gradient is the gold answer's own: the cross-entropy of the gold among " Yes" /
-" No" at the decision point of the start's fixed contexts (`rl.ceiling`; every query weighted equally). Each
+" No" at the decision point of the start's fixed contexts (`rl.ceiling`; every query weighted equally; no KL term,
+unlike GRPO's loss). Each
 query's contexts are split in two: the oracle trains on {nc['train']} of them and is read on the other
 {nc['read']} ("held out": reasoning it never trained on, as the check's probes sample fresh rollouts). The
 moves are each query's mean log-odds of Yes against the start, split as the check splits its readings (golds

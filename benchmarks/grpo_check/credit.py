@@ -44,10 +44,10 @@ import torch
 
 from benchmarks.cache import Timings, cached
 from benchmarks.grpo_check.command import (
-    CONTEXT_SEED,
     GRPOCheckConfig,
     check_args,
     run_overrides,
+    start_contexts,
     stratified_interval,
 )
 from benchmarks.grpo_check.credit_report import readme
@@ -65,7 +65,7 @@ from rl.credit import (
     with_credit,
 )
 from rl.grpo import CreditConfig
-from rl.setup import answer_contexts_run, build_trainer, load_config
+from rl.setup import build_trainer, load_config
 from stockr1.config import as_plain
 from stockr1.manifest import git_commit
 from stockr1.outdir import command_line, output_dir, refuse_existing
@@ -163,11 +163,8 @@ def draw(cfg: GRPOCheckConfig, seed: int, contexts: list[dict[str, Any]], per_qu
 def run_credit(cfg: GRPOCheckConfig, per_query: int, log=print) -> dict[str, Any]:
     work = Path(cfg.work_dir) / "credit"
     timings = Timings(work / "timings.json")
-    sft = cfg.sft_run_dir
-    over = run_overrides(cfg, cfg.seeds[0])
-    contexts = cached(work / f"answer-contexts-{CONTEXT_SEED}.json",
-                      lambda: answer_contexts_run(cfg.grpo.config, sft, cfg.answer_contexts, CONTEXT_SEED, over),
-                      timings, "answer_contexts")
+    sft = Path(cfg.sft_run_dir) if cfg.sft_run_dir else None
+    contexts = start_contexts(cfg, Path(cfg.work_dir), sft, timings)  # the check's own, drawn once for all three
     draws = {}
     for s in cfg.seeds:
         log(f"[grpo_credit] seed {s}: first step's batch, split gradient, log-odds gradients")
