@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "grpo_check": ("benchmarks.grpo_check.command:main", "does GRPO raise the reward of its own training queries (seeds x queries)"),
     "grpo_checks": ("benchmarks.grpo_check.side_by_side:main", "every grpo_check report of a folder side by side (verdicts, log-odds split, KL)"),
     "grpo_credit": ("benchmarks.grpo_check.credit:main", "one GRPO step's update split: the answer tokens' part vs the rest, moved answer log-odds"),
+    "grpo_precision": ("benchmarks.grpo_check.precision:main", "one check step in fp32 and under bf16 autocast: each phase timed, log-prob gap"),
     "grpo_ceiling": ("benchmarks.grpo_check.ceiling:main", "the check's optimiser on the gold answer's own gradient: how fast answers could move"),
     "compare": ("benchmarks.compare.command:main", "Stock-R1 vs Trading-R1 vs Trade-R1 vs AlphaQuanter"),
     "throughput": ("benchmarks.throughput:main", "GRPO step time vs TRL, decoder share of rollout time"),
