@@ -104,7 +104,7 @@ def diagnostics(summary: Mapping[str, Any]) -> list[str]:
     out = [f"recipe: lr {r['lr']} (warmup {r['warmup_steps']}), mu {r['mu']}, beta {r['beta']}, loss {r['loss_type']}, "
            f"temperature {r['temperature']}, G {r['group_size']}, {r['queries_per_step']} queries per step, up to "
            f"{r['max_new_tokens']} new tokens, u-GRPO weight {'on' if r['uncertainty'] else 'off'}, {credit_text(r)}, "
-           f"{adam_text(r)}"]
+           f"{adam_text(r)}, precision {r.get('precision') or '32-true'}"]
     share = summary.get("start_variance_share") or {}
     if share:
         out.append("what the start policy's advantages are made of (probe; share of the within-group variance of the "
