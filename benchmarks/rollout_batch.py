@@ -1,5 +1,6 @@
 """`stockr1 bench rollout_batch --config configs/grpo/smollm2-135m.yaml --out results/rollout_batch`: what
-dropping finished rows from a decode batch saves on the rollouts GRPO and the QA benchmark decode.
+dropping finished rows from a decode batch saves on the rollouts GRPO and the QA benchmark decode, or (with
+``--compare merge_lora``) what decoding a LoRA policy through a twin with its adapter merged saves.
 
 The reference backend (`llm.hf_backend.HFBackend`) decodes a batch until its last row stops. The rollouts of
 one step differ in length by hundreds of tokens, so without compaction the batch keeps stepping rows that are
@@ -11,6 +12,10 @@ with the backend's compaction off and once on, same seed, alternating which goes
 Greedy rows give the same tokens either way, up to floating-point reduction order, so their times compare
 like for like. Sampled rows share their random draws with the rows of their batch, so a seed gives other
 (equally distributed) samples with compaction. Their times are compared per generated token.
+
+``--compare merge_lora`` decodes the same way with ``rollout.merge_lora`` off and on (compaction on in both):
+the policy's own peft forward against its merged twin (`llm.hf_backend`), the same function up to
+floating-point rounding, so greedy rows agree unless a near-tie flips.
 """
 
 from __future__ import annotations
@@ -28,9 +33,12 @@ from stockr1.config import load_yaml
 from stockr1.manifest import git_commit
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 
+COMPARED = {"compact": ("compaction", "dropping finished rows from a batch"),
+            "merge_lora": ("merged twin", "decoding through a twin with the LoRA adapter merged")}
+
 
 def decode(setup, queries: int, group: int, temperature: float, compact: bool, max_new_tokens: int,
-           max_batch_rows: int | None, seed: int) -> dict[str, Any]:
+           max_batch_rows: int | None, seed: int, merge_lora: bool = False) -> dict[str, Any]:
     """Rollouts of the first ``queries`` training samples x ``group``; wall seconds, tokens, finish reasons."""
     from llm.hf_backend import HFBackend
     from llm.rollout import RolloutEngine
@@ -41,7 +49,7 @@ def decode(setup, queries: int, group: int, temperature: float, compact: bool, m
     def backend(engine: RolloutEngine) -> HFBackend:
         sampler = TokenSampler(engine.temperature, engine.top_p, engine.banned_token_ids, SeededGenerator(seed))
         return HFBackend(engine.policy, engine.pad_id, sampler, engine.max_batch_rows, engine.prefill_chunk,
-                         compact=compact)
+                         compact=compact, merge_lora=merge_lora)
 
     policy = setup.policy.eval()
     engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(setup.decoder, setup.windows)],
@@ -55,7 +63,7 @@ def decode(setup, queries: int, group: int, temperature: float, compact: bool, m
                                    num_return_sequences=group)
     wall = time.perf_counter() - t0
     n_gen = [r.n_generated for r in rollouts]
-    return {"compact": compact, "temperature": temperature, "wall_s": round(wall, 2), "rollouts": len(rollouts),
+    return {"compact": compact, "merge_lora": merge_lora, "temperature": temperature, "wall_s": round(wall, 2), "rollouts": len(rollouts),
             "generated_tokens": int(sum(n_gen)), "max_generated": int(max(n_gen)),
             "s_per_1k_tokens": round(1000 * wall / max(sum(n_gen), 1), 3),
             "truncated": sum(r.finish_reason == "length" for r in rollouts),
@@ -64,23 +72,29 @@ def decode(setup, queries: int, group: int, temperature: float, compact: bool, m
 
 def readme(res: dict[str, Any]) -> str:
     a = res["args"]
-    lines = ["# Decoding with and without dropping finished rows (`stockr1 bench rollout_batch`)", "",
+    compare = a.get("compare", "compact")  # results written before --compare existed compared compaction
+    name, what = COMPARED[compare]
+    title = ("# Decoding with and without dropping finished rows (`stockr1 bench rollout_batch`)" if compare == "compact"
+             else "# Decoding a LoRA policy with and without a merged twin (`stockr1 bench rollout_batch --compare "
+                  "merge_lora`)")
+    lines = [title, "",
              generated_line(res["command"], res["commit"], res["date"]), "",
              f"Policy: the SFT run `{res['sft']}` (base `{res['policy_base']}`), {a['queries']} training queries x "
              f"{a['group']} rollouts in one batch (max_batch_rows {a['max_batch_rows']}), up to {a['max_new_tokens']} "
              f"new tokens, {a['threads']} threads, seed {a['seed']}. Each temperature decodes the same prompts with "
-             "compaction off and on (alternating which goes first across temperatures), after a short "
+             f"{name} off and on (alternating which goes first across temperatures), after a short "
              "warm-up decode. Both timings are only comparable when nothing else ran on the cores.",
-             "", "| temperature | compaction | wall s | generated tokens | longest row | truncated | s per 1k tokens |",
+             "", f"| temperature | {name} | wall s | generated tokens | longest row | truncated | s per 1k tokens |",
              "|---|---|---|---|---|---|---|"]
     for r in res["runs"]:
-        lines.append(f"| {r['temperature']} | {'on' if r['compact'] else 'off'} | {r['wall_s']:.1f} | "
+        lines.append(f"| {r['temperature']} | {'on' if r[compare] else 'off'} | {r['wall_s']:.1f} | "
                      f"{r['generated_tokens']} | {r['max_generated']} | {r['truncated']} | {r['s_per_1k_tokens']:.2f} |")
-    lines += ["", "Ratios, on / off:", ""]
+    lines += ["", f"Ratios, on / off ({what}):" if compare != "compact" else "Ratios, on / off:", ""]
     for t, c in res["ratios"].items():
-        same = ("the same tokens in every row" if c["same_tokens"] else
-                f"{c['rows_differ']} of {c['rows']} rows differ" + (" (sampled: other draws, as documented)"
-                                                                      if float(t) > 0 else " (floating-point order)"))
+        why = (" (sampled: other draws, as documented)" if compare == "compact" and float(t) > 0
+               else " (floating-point order)" if compare == "compact"
+               else " (floating-point rounding: a near-tie decided otherwise, and the row went its own way from there)")
+        same = "the same tokens in every row" if c["same_tokens"] else f"{c['rows_differ']} of {c['rows']} rows differ{why}"
         lines.append(f"- temperature {t}: wall time x{c['wall']:.2f}, time per generated token x{c['per_token']:.2f}; "
                      f"{same}.")
     lines += ["", "One run per setting: a single timing, no interval. Files: [results.json](results.json).", ""]
@@ -100,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-batch-rows", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compare", choices=sorted(COMPARED), default="compact",
+                    help="what each pair switches off and on: compaction, or the merged LoRA twin (compaction on)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--overwrite", action="store_true")
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -120,10 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     runs, ratios = [], {}
     for k, t in enumerate(a.temperatures):
         pair = {}
-        for compact in ((False, True) if k % 2 == 0 else (True, False)):  # alternate which goes first
-            r = decode(setup, a.queries, a.group, t, compact, a.max_new_tokens, a.max_batch_rows, a.seed)
-            print(f"[rollout_batch] T={t} compact={compact}: {r['wall_s']} s, {r['generated_tokens']} tokens", flush=True)
-            pair[compact] = r
+        for on in ((False, True) if k % 2 == 0 else (True, False)):  # alternate which goes first
+            flags = {"compact": on or a.compare != "compact", "merge_lora": on and a.compare == "merge_lora"}
+            r = decode(setup, a.queries, a.group, t, flags["compact"], a.max_new_tokens, a.max_batch_rows, a.seed,
+                       merge_lora=flags["merge_lora"])
+            print(f"[rollout_batch] T={t} {a.compare}={on}: {r['wall_s']} s, {r['generated_tokens']} tokens", flush=True)
+            pair[on] = r
         runs += [pair[False], pair[True]]
         differ = sum(x != y for x, y in zip(pair[False]["token_ids"], pair[True]["token_ids"], strict=True))
         ratios[str(t)] = {"wall": pair[True]["wall_s"] / pair[False]["wall_s"],

@@ -406,6 +406,39 @@ class Policy(nn.Module):
             self.model = self._wrap_lora(base, self.cfg, None)
         self._merged_base = True
 
+    # ------------------------------------------------------------------ a merged twin for decoding
+    def merged_copy(self) -> Policy:
+        """A frozen copy of this LoRA policy with its adapter merged into the weights: the bare model's
+        forward, without peft's per-layer adapter matmuls (``rollout.merge_lora``, `llm.hf_backend`), the
+        same function up to floating-point rounding. ``refresh_merged`` brings it up to date after training."""
+        import copy
+
+        if not self.is_lora:
+            raise ValueError("merged_copy needs a LoRA policy (lora_r > 0): a full model has no adapter to merge")
+        twin = copy.deepcopy(self)
+        twin.model = twin.model.merge_and_unload()
+        for q in twin.parameters():
+            q.grad = None
+        return twin.eval().requires_grad_(False)
+
+    @torch.no_grad()
+    def refresh_merged(self, twin: Policy) -> None:
+        """Write this policy's current weights, adapter merged (`llm.merged_weights`), and its projector into
+        ``twin`` (a ``merged_copy`` of it), in place."""
+        from llm.merged_weights import merged_named_weights
+
+        params = dict(twin.model.named_parameters())
+        written = set()
+        for name, tensor in merged_named_weights(self.model):
+            if name not in params:
+                raise ValueError(f"refresh_merged: {name} of the policy has no counterpart in the twin; build the "
+                                 "twin with merged_copy() of this policy")
+            params[name].copy_(tensor)
+            written.add(name)
+        if written != set(params):
+            raise ValueError(f"refresh_merged: the twin's {sorted(set(params) - written)[:3]} were not written")
+        twin.projector.load_state_dict(self.projector.state_dict())
+
     @contextmanager
     def as_reference(self, projector: nn.Module):
         """Within the block the policy computes the reference: adapters off (after

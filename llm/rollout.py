@@ -199,7 +199,8 @@ class RolloutEngine:
     policy: any module with ``forward(input_ids, attention_mask, ts_tokens, cache=, use_cache=,
     logits_to_keep=) -> .logits [B, T, V], .cache`` (`llm.policy.Policy`, or a scripted fake).
     temperature 0 = greedy. ``max_batch_rows`` caps rows per forward (memory); ``prefill_chunk``
-    prefills long prompts in pieces of that many tokens (`llm.hf_backend.HFBackend`).
+    prefills long prompts in pieces of that many tokens and ``merge_lora`` decodes a LoRA policy through a
+    twin with its adapter merged (`llm.hf_backend.HFBackend`; the default backend only).
     backend: a `llm.generation.GenerationBackend` builder ``(engine) -> backend`` (default: the HF
     decode loop over ``policy``); `llm.vllm_backend.VLLMBackend.factory` gives the vLLM one.
     """
@@ -218,13 +219,14 @@ class RolloutEngine:
         seed: int | None = None,
         prefill_chunk: int | None = None,
         backend: Callable[[RolloutEngine], GenerationBackend] | None = None,
+        merge_lora: bool = False,
     ):
         if max_new_tokens <= 0 or temperature < 0 or not 0 < top_p <= 1:
             raise ValueError(f"bad sampling settings: max_new_tokens={max_new_tokens}, temperature={temperature}, top_p={top_p}")
         self.policy, self.tokenizer = policy, tokenizer
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.max_tool_calls, self.max_batch_rows, self.prefill_chunk = max_tool_calls, max_batch_rows, prefill_chunk
-        self.seed = seed
+        self.seed, self.merge_lora = seed, merge_lora
         self.pad_id = tokenizer.pad_token_id
         self.tools: dict[int, Tool] = {}
         for tool in tools:
@@ -375,4 +377,5 @@ def _hf_backend(engine: RolloutEngine) -> GenerationBackend:
     """The default backend: the HF decode loop over ``engine.policy`` with the engine's sampling."""
     gen = SeededGenerator(engine.seed) if engine.seed is not None else None
     sampler = TokenSampler(engine.temperature, engine.top_p, engine.banned_token_ids, gen)
-    return HFBackend(engine.policy, engine.pad_id, sampler, engine.max_batch_rows, engine.prefill_chunk)
+    return HFBackend(engine.policy, engine.pad_id, sampler, engine.max_batch_rows, engine.prefill_chunk,
+                     merge_lora=engine.merge_lora)

@@ -41,6 +41,9 @@ class RolloutConfig:
     backend: ``hf`` (the policy's own decode loop: CPU, tests, the reference) or ``vllm``
     (`llm.vllm_backend`, settings in ``vllm``; unverified, docs/scale.md "Rollout backends").
     prefill_chunk: prefill prompts longer than this many tokens in pieces (hf backend; None = at once).
+    merge_lora: decode a LoRA policy through a twin with the adapter merged, refreshed from the policy before
+    every phase (hf backend; the same samples up to floating-point rounding, without peft's adapter matmuls
+    at every decode step; one more copy of the weights). vLLM serves merged weights already.
     """
 
     max_new_tokens: int = 512
@@ -50,6 +53,7 @@ class RolloutConfig:
     stop_at_answer: bool = True
     max_batch_rows: int | None = None
     prefill_chunk: int | None = None
+    merge_lora: bool = False
     backend: str = "hf"
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
@@ -62,6 +66,9 @@ class RolloutConfig:
             raise ValueError(f"rollout.prefill_chunk must be >= 1 (or null: no chunking), got {self.prefill_chunk}")
         if self.backend not in ROLLOUT_BACKENDS:
             raise ValueError(f"rollout.backend must be one of {list(ROLLOUT_BACKENDS)}, got {self.backend!r}")
+        if self.merge_lora and self.backend != "hf":
+            raise ValueError(f"rollout.merge_lora is an option of the hf backend (rollout.backend {self.backend!r} "
+                             "serves merged weights already); set it false")
         if self.backend == "vllm" and self.vllm.mode == "colocate" and (err := vllm_import_error()) is not None:
             raise ValueError(f"rollout.backend: vllm needs vllm importable here ({err}); use rollout.backend: hf")
 

@@ -30,3 +30,21 @@ def test_rollout_batch_compares_the_same_queries_with_and_without_compaction(tmp
     assert res["ratios"]["0.0"]["wall"] == res["runs"][1]["wall_s"] / res["runs"][0]["wall_s"]
     text = (out / "README.md").read_text()
     assert "| 0.0 | on |" in text and "| 1.0 | off |" in text and "temperature 0.0: wall time x" in text
+
+
+def test_rollout_batch_compares_a_lora_policy_with_and_without_its_merged_twin(tmp_path: Path) -> None:
+    base = tiny_sft_config(tmp_path, {"n_train": 12, "n_val": 4, "n_test": 4}, {}, {})
+    grpo = {"run": "g", "seed": 0, "data": DATA, "max_context_chars": 200, "qa": base["qa"],
+            "decoder": {"seed": 0, "ts": DECODER_TS, "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}},
+            "policy": {**base["policy"], "lora_r": 4}, "rollout": {"max_new_tokens": 12}, "train": {"group_size": 2},
+            "wandb": {"mode": "disabled"}}
+    (tmp_path / "grpo.yaml").write_text(yaml.safe_dump(grpo))
+    out = tmp_path / "out"
+    assert main(["--config", str(tmp_path / "grpo.yaml"), "--queries", "3", "--group", "2", "--temperatures", "0",
+                 "--max-new-tokens", "12", "--threads", "1", "--compare", "merge_lora", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert [(r["merge_lora"], r["compact"]) for r in res["runs"]] == [(False, True), (True, True)]  # compaction on in both
+    assert res["ratios"]["0.0"]["same_tokens"]  # greedy: the merged twin decodes the policy's own rows
+    text = (out / "README.md").read_text()
+    assert text.startswith("# Decoding a LoRA policy with and without a merged twin")
+    assert "| 0.0 | off |" in text and "| 0.0 | on |" in text and "decoding through a twin with the LoRA adapter merged" in text
