@@ -34,12 +34,39 @@ from stockr1.manifest import git_commit
 from stockr1.outdir import command_line, generated_line, output_dir, refuse_existing
 
 COMPARED = {"compact": ("compaction", "dropping finished rows from a batch"),
-            "merge_lora": ("merged twin", "decoding through a twin with the LoRA adapter merged")}
+            "merge_lora": ("merged twin", "decoding through a twin with the LoRA adapter merged"),
+            "twin_bf16": ("bf16 merged twin", "decoding through a merged twin held in bf16, against the policy itself")}
+
+
+def sampler_gap(engine, rollouts, samples) -> dict[str, float]:
+    """The log-probs the sampler drew each generated token with against the engine's policy's own (what the
+    loss reads: `llm.logprobs.token_logprobs` at the sampling temperature, banned tokens masked as the sampler
+    masks them): per token |Δ| mean and 99th percentile. Rounding alone when the policy itself decoded; the
+    mismatch a rounded twin samples with otherwise."""
+    from llm.logprobs import keep_for_mask, token_logprobs
+    from rl.trainer import rollout_batch
+
+    b = rollout_batch(rollouts, samples, engine.pad_id)
+    drawn = torch.zeros(b["ids"].shape, dtype=torch.float32)  # aligned with token_ids; 0 where the model wrote nothing
+    for i, r in enumerate(rollouts):
+        drawn[i, : len(r.logprobs)] = torch.tensor(r.logprobs, dtype=torch.float32)
+    gaps = []
+    with torch.no_grad():
+        for k in range(0, len(rollouts), 4):
+            sl = slice(k, k + 4)
+            lp = token_logprobs(engine.policy, b["ids"][sl], b["att"][sl], None if b["ts"] is None else b["ts"][sl],
+                                temperature=engine.temperature if engine.temperature > 0 else 1.0,
+                                banned_token_ids=engine.banned_token_ids, logits_to_keep=keep_for_mask(b["gen"][sl]))
+            gaps.append((lp - drawn[sl]).abs()[b["gen"][sl].bool()])
+    g = torch.cat(gaps).double()
+    return {"tokens": int(g.numel()), "mean": float(g.mean()), "p99": float(torch.quantile(g, 0.99))}
 
 
 def decode(setup, queries: int, group: int, temperature: float, compact: bool, max_new_tokens: int,
-           max_batch_rows: int | None, seed: int, merge_lora: bool = False) -> dict[str, Any]:
-    """Rollouts of the first ``queries`` training samples x ``group``; wall seconds, tokens, finish reasons."""
+           max_batch_rows: int | None, seed: int, merge_lora: bool = False, twin_dtype: torch.dtype | None = None,
+           score: bool = False) -> dict[str, Any]:
+    """Rollouts of the first ``queries`` training samples x ``group``; wall seconds, tokens, finish reasons;
+    with ``score``, the sampler's log-probs against the policy's (``sampler_gap``, untimed)."""
     from llm.hf_backend import HFBackend
     from llm.rollout import RolloutEngine
     from llm.sampling import SeededGenerator, TokenSampler
@@ -49,7 +76,7 @@ def decode(setup, queries: int, group: int, temperature: float, compact: bool, m
     def backend(engine: RolloutEngine) -> HFBackend:
         sampler = TokenSampler(engine.temperature, engine.top_p, engine.banned_token_ids, SeededGenerator(seed))
         return HFBackend(engine.policy, engine.pad_id, sampler, engine.max_batch_rows, engine.prefill_chunk,
-                         compact=compact, merge_lora=merge_lora)
+                         compact=compact, merge_lora=merge_lora, twin_dtype=twin_dtype)
 
     policy = setup.policy.eval()
     engine = RolloutEngine(policy, policy.tokenizer, [ForecastTool(setup.decoder, setup.windows)],
@@ -63,7 +90,9 @@ def decode(setup, queries: int, group: int, temperature: float, compact: bool, m
                                    num_return_sequences=group)
     wall = time.perf_counter() - t0
     n_gen = [r.n_generated for r in rollouts]
-    return {"compact": compact, "merge_lora": merge_lora, "temperature": temperature, "wall_s": round(wall, 2), "rollouts": len(rollouts),
+    gap = sampler_gap(engine, rollouts, samples) if score else None
+    return {"compact": compact, "merge_lora": merge_lora, "twin_dtype": None if twin_dtype is None else str(twin_dtype),
+            "sampler_gap": gap, "temperature": temperature, "wall_s": round(wall, 2), "rollouts": len(rollouts),
             "generated_tokens": int(sum(n_gen)), "max_generated": int(max(n_gen)),
             "s_per_1k_tokens": round(1000 * wall / max(sum(n_gen), 1), 3),
             "truncated": sum(r.finish_reason == "length" for r in rollouts),
@@ -74,9 +103,11 @@ def readme(res: dict[str, Any]) -> str:
     a = res["args"]
     compare = a.get("compare", "compact")  # results written before --compare existed compared compaction
     name, what = COMPARED[compare]
-    title = ("# Decoding with and without dropping finished rows (`stockr1 bench rollout_batch`)" if compare == "compact"
-             else "# Decoding a LoRA policy with and without a merged twin (`stockr1 bench rollout_batch --compare "
-                  "merge_lora`)")
+    title = {"compact": "# Decoding with and without dropping finished rows (`stockr1 bench rollout_batch`)",
+             "merge_lora": "# Decoding a LoRA policy with and without a merged twin (`stockr1 bench rollout_batch "
+                           "--compare merge_lora`)",
+             "twin_bf16": "# Decoding a LoRA policy itself and through a merged twin in bf16 (`stockr1 bench "
+                          "rollout_batch --compare twin_bf16`)"}[compare]
     lines = [title, "",
              generated_line(res["command"], res["commit"], res["date"]), "",
              f"Policy: the SFT run `{res['sft']}` (base `{res['policy_base']}`), {a['queries']} training queries x "
@@ -97,6 +128,16 @@ def readme(res: dict[str, Any]) -> str:
         same = "the same tokens in every row" if c["same_tokens"] else f"{c['rows_differ']} of {c['rows']} rows differ{why}"
         lines.append(f"- temperature {t}: wall time x{c['wall']:.2f}, time per generated token x{c['per_token']:.2f}; "
                      f"{same}.")
+    gaps = [r for r in res["runs"] if r.get("sampler_gap")]
+    if gaps:
+        lines += ["", "The log-probs the sampler drew each generated token with, against the policy's own at the same "
+                  "temperature (what the GRPO loss scores the rows with; `sampler_gap`), per token |Δ|:", ""]
+        for r in gaps:
+            g = r["sampler_gap"]
+            lines.append(f"- temperature {r['temperature']}, {name} {'on' if r[compare] else 'off'}: mean {g['mean']:.4f}, "
+                         f"99th percentile {g['p99']:.4f} nats over {g['tokens']:,} tokens")
+        lines += ["", "Off, the policy itself decoded, so its gap is rounding between the decode loop's cached steps and "
+                  "one full forward: the floor the other row is read against."]
     lines += ["", "One run per setting: a single timing, no interval. Files: [results.json](results.json).", ""]
     return "\n".join(lines)
 
@@ -137,9 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     for k, t in enumerate(a.temperatures):
         pair = {}
         for on in ((False, True) if k % 2 == 0 else (True, False)):  # alternate which goes first
-            flags = {"compact": on or a.compare != "compact", "merge_lora": on and a.compare == "merge_lora"}
-            r = decode(setup, a.queries, a.group, t, flags["compact"], a.max_new_tokens, a.max_batch_rows, a.seed,
-                       merge_lora=flags["merge_lora"])
+            twin = on and a.compare == "twin_bf16"
+            r = decode(setup, a.queries, a.group, t, on or a.compare != "compact", a.max_new_tokens, a.max_batch_rows,
+                       a.seed, merge_lora=on and a.compare in ("merge_lora", "twin_bf16"),
+                       twin_dtype=torch.bfloat16 if twin else None, score=a.compare != "compact")
+            r[a.compare] = on
             print(f"[rollout_batch] T={t} {a.compare}={on}: {r['wall_s']} s, {r['generated_tokens']} tokens", flush=True)
             pair[on] = r
         runs += [pair[False], pair[True]]

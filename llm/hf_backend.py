@@ -15,7 +15,11 @@ floating-point reduction order.
 its weights (``Policy.merged_copy``), written from the policy before every phase (``refresh_merged``), so it
 never lags a training step: the same function up to floating-point rounding, without peft's adapter matmuls
 in every layer at every step (what it saves: ``stockr1 bench rollout_batch --compare merge_lora``). It costs
-one more copy of the model's weights. A policy without an adapter decodes as it is.
+one more copy of the model's weights. A policy without an adapter decodes as it is. ``twin_dtype`` (e.g.
+bfloat16) holds the twin, its weights and its KV cache in another dtype: faster where the weights and the
+cache are what a decode step reads, but the rows are then sampled from the rounded policy while the loss
+scores them with the policy itself (the sampler's log-probs against the policy's are measured by
+``stockr1 bench rollout_batch --compare twin_bf16``).
 
 ``prefill_chunk=C`` prefills prompts longer than C tokens in C-token pieces through the cache, so
 the attention of a long prompt never materialises at once; the input embeddings (soft tokens
@@ -44,14 +48,17 @@ class HFBackend:
     twin of a LoRA policy (module docstring)."""
 
     def __init__(self, policy, pad_id: int, sampler: TokenSampler, max_batch_rows: int | None = None,
-                 prefill_chunk: int | None = None, compact: bool = True, merge_lora: bool = False):
+                 prefill_chunk: int | None = None, compact: bool = True, merge_lora: bool = False,
+                 twin_dtype: torch.dtype | None = None):
         if prefill_chunk is not None and prefill_chunk < 1:
             raise ValueError(f"prefill_chunk must be >= 1 (None = unchunked), got {prefill_chunk}")
         self.policy, self.pad_id, self.sampler = policy, pad_id, sampler
         self.max_batch_rows, self.prefill_chunk = max_batch_rows, prefill_chunk
         self.compact = compact  # drop finished rows from the batch (False: the loop before, for comparison)
         self.compactions = 0  # times finished rows were dropped from a batch (tests, profiling)
-        self.merge_lora, self._twin = merge_lora, None
+        if twin_dtype is not None and not merge_lora:
+            raise ValueError("twin_dtype is the dtype of the merged twin: it needs merge_lora=True")
+        self.merge_lora, self.twin_dtype, self._twin = merge_lora, twin_dtype, None
 
     @property
     def generator(self) -> SeededGenerator | None:
@@ -72,7 +79,7 @@ class HFBackend:
         if not self.merge_lora or not getattr(self.policy, "is_lora", False):
             return self.policy
         if self._twin is None:
-            self._twin = self.policy.merged_copy()
+            self._twin = self.policy.merged_copy(self.twin_dtype)
         else:
             self.policy.refresh_merged(self._twin)
         return self._twin

@@ -407,10 +407,12 @@ class Policy(nn.Module):
         self._merged_base = True
 
     # ------------------------------------------------------------------ a merged twin for decoding
-    def merged_copy(self) -> Policy:
+    def merged_copy(self, dtype: torch.dtype | None = None) -> Policy:
         """A frozen copy of this LoRA policy with its adapter merged into the weights: the bare model's
         forward, without peft's per-layer adapter matmuls (``rollout.merge_lora``, `llm.hf_backend`), the
-        same function up to floating-point rounding. ``refresh_merged`` brings it up to date after training."""
+        same function up to floating-point rounding. ``dtype``: the copy's (None: this policy's; bfloat16
+        rounds every weight, so it is another function, close by). ``refresh_merged`` brings it up to date
+        after training."""
         import copy
 
         if not self.is_lora:
@@ -419,12 +421,14 @@ class Policy(nn.Module):
         twin.model = twin.model.merge_and_unload()
         for q in twin.parameters():
             q.grad = None
+        if dtype is not None:
+            twin = twin.to(dtype)
         return twin.eval().requires_grad_(False)
 
     @torch.no_grad()
     def refresh_merged(self, twin: Policy) -> None:
         """Write this policy's current weights, adapter merged (`llm.merged_weights`), and its projector into
-        ``twin`` (a ``merged_copy`` of it), in place."""
+        ``twin`` (a ``merged_copy`` of it), in place, cast to the twin's dtype."""
         from llm.merged_weights import merged_named_weights
 
         params = dict(twin.model.named_parameters())

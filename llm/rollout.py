@@ -200,7 +200,8 @@ class RolloutEngine:
     logits_to_keep=) -> .logits [B, T, V], .cache`` (`llm.policy.Policy`, or a scripted fake).
     temperature 0 = greedy. ``max_batch_rows`` caps rows per forward (memory); ``prefill_chunk``
     prefills long prompts in pieces of that many tokens and ``merge_lora`` decodes a LoRA policy through a
-    twin with its adapter merged (`llm.hf_backend.HFBackend`; the default backend only).
+    twin with its adapter merged, held in ``twin_dtype`` ("bfloat16"; None: the policy's) (`llm.hf_backend.HFBackend`;
+    the default backend only).
     backend: a `llm.generation.GenerationBackend` builder ``(engine) -> backend`` (default: the HF
     decode loop over ``policy``); `llm.vllm_backend.VLLMBackend.factory` gives the vLLM one.
     """
@@ -220,13 +221,14 @@ class RolloutEngine:
         prefill_chunk: int | None = None,
         backend: Callable[[RolloutEngine], GenerationBackend] | None = None,
         merge_lora: bool = False,
+        twin_dtype: str | None = None,
     ):
         if max_new_tokens <= 0 or temperature < 0 or not 0 < top_p <= 1:
             raise ValueError(f"bad sampling settings: max_new_tokens={max_new_tokens}, temperature={temperature}, top_p={top_p}")
         self.policy, self.tokenizer = policy, tokenizer
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.max_tool_calls, self.max_batch_rows, self.prefill_chunk = max_tool_calls, max_batch_rows, prefill_chunk
-        self.seed, self.merge_lora = seed, merge_lora
+        self.seed, self.merge_lora, self.twin_dtype = seed, merge_lora, twin_dtype
         self.pad_id = tokenizer.pad_token_id
         self.tools: dict[int, Tool] = {}
         for tool in tools:
@@ -378,4 +380,5 @@ def _hf_backend(engine: RolloutEngine) -> GenerationBackend:
     gen = SeededGenerator(engine.seed) if engine.seed is not None else None
     sampler = TokenSampler(engine.temperature, engine.top_p, engine.banned_token_ids, gen)
     return HFBackend(engine.policy, engine.pad_id, sampler, engine.max_batch_rows, engine.prefill_chunk,
-                     merge_lora=engine.merge_lora)
+                     merge_lora=engine.merge_lora,
+                     twin_dtype=None if engine.twin_dtype is None else getattr(torch, engine.twin_dtype))

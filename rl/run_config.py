@@ -32,6 +32,7 @@ class GRPOQAConfig(QAConfig):
 
 
 ROLLOUT_BACKENDS = ("hf", "vllm")
+TWIN_DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class RolloutConfig:
     merge_lora: decode a LoRA policy through a twin with the adapter merged, refreshed from the policy before
     every phase (hf backend; the same samples up to floating-point rounding, without peft's adapter matmuls
     at every decode step; one more copy of the weights). vLLM serves merged weights already.
+    twin_dtype: the merged twin's dtype (null: the policy's; ``bfloat16``: half the weights and KV cache to
+    read per decode step, but rows sampled from the rounded policy, as a bf16 serving engine samples them).
     """
 
     max_new_tokens: int = 512
@@ -54,6 +57,7 @@ class RolloutConfig:
     max_batch_rows: int | None = None
     prefill_chunk: int | None = None
     merge_lora: bool = False
+    twin_dtype: str | None = None
     backend: str = "hf"
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
@@ -69,6 +73,9 @@ class RolloutConfig:
         if self.merge_lora and self.backend != "hf":
             raise ValueError(f"rollout.merge_lora is an option of the hf backend (rollout.backend {self.backend!r} "
                              "serves merged weights already); set it false")
+        if self.twin_dtype is not None and (self.twin_dtype not in TWIN_DTYPES or not self.merge_lora):
+            raise ValueError(f"rollout.twin_dtype must be null or one of {list(TWIN_DTYPES)}, with merge_lora: true; "
+                             f"got {self.twin_dtype!r} with merge_lora {self.merge_lora}")
         if self.backend == "vllm" and self.vllm.mode == "colocate" and (err := vllm_import_error()) is not None:
             raise ValueError(f"rollout.backend: vllm needs vllm importable here ({err}); use rollout.backend: hf")
 

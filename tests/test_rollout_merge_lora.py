@@ -82,6 +82,33 @@ def test_the_twin_is_a_frozen_bare_model(tiny_tokenizer) -> None:
                                                            strict=True))  # a copy: training the policy leaves it
 
 
+def test_a_bf16_twin_holds_the_policys_weights_rounded(tiny_tokenizer) -> None:
+    tok = tiny_tokenizer
+    pol = _lora_policy(tok)
+    backend = HFBackend(pol, tok.pad_token_id, TokenSampler(0.0, 1.0, []), merge_lora=True, twin_dtype=torch.bfloat16)
+    backend.decoding_module()
+    with torch.no_grad():
+        for name, p in pol.named_parameters():
+            if "lora_B" in name:
+                p.add_(torch.randn_like(p) * 0.5)
+    twin = backend.decoding_module()  # refreshed: the update, cast to bf16
+    assert {p.dtype for p in twin.parameters()} == {torch.bfloat16}
+    prompts, ts = _prompts(tok)
+    x = torch.tensor([tok(prompts[0], add_special_tokens=False).input_ids])
+    lp_twin = torch.log_softmax(twin(x, None, ts[:1]).logits.float(), -1)
+    lp_pol = torch.log_softmax(pol(x, None, ts[:1]).logits, -1)
+    gap = (lp_twin - lp_pol).abs().max()
+    assert 0 < gap < 0.5  # rounded, not another policy
+    stale = pol.merged_copy(torch.bfloat16)
+    with torch.no_grad():
+        for name, p in pol.named_parameters():
+            if "lora_B" in name:
+                p.add_(torch.randn_like(p) * 0.5)
+    pol.refresh_merged(stale)
+    fresh = pol.merged_copy(torch.bfloat16)
+    assert all(torch.equal(a, b) for a, b in zip(stale.parameters(), fresh.parameters(), strict=True))
+
+
 def test_merge_lora_refuses_what_it_cannot_do(tiny_tokenizer) -> None:
     torch.manual_seed(0)
     full = Policy(PolicyConfig(d_ts=8, lora_r=0), tokenizer=tiny_tokenizer)
@@ -92,3 +119,9 @@ def test_merge_lora_refuses_what_it_cannot_do(tiny_tokenizer) -> None:
     assert backend.decoding_module() is full
     with pytest.raises(ValueError, match="merge_lora is an option of the hf backend"):
         RolloutConfig(backend="vllm", merge_lora=True)
+    with pytest.raises(ValueError, match="twin_dtype must be null or one of"):
+        RolloutConfig(twin_dtype="bfloat16")  # without merge_lora there is no twin
+    with pytest.raises(ValueError, match="twin_dtype must be null or one of"):
+        RolloutConfig(merge_lora=True, twin_dtype="int8")
+    with pytest.raises(ValueError, match="needs merge_lora=True"):
+        HFBackend(full, tiny_tokenizer.pad_token_id, TokenSampler(0.0, 1.0, []), twin_dtype=torch.bfloat16)
