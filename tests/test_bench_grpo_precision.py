@@ -15,9 +15,12 @@ from rl.setup import build_trainer, load_config
 ROOT = Path(__file__).parents[1]
 
 
-def _check_config(tmp_path: Path) -> dict:
+def _check_config(tmp_path: Path, max_new_tokens: int = 256) -> dict:
+    """The tiny release's check. 256 new tokens stop before the answer (cheap, for the timings); a step that
+    must learn needs the whole trace (640), or every rollout earns the same reward and no weight moves."""
     return {"grpo": {"config": str(ROOT / "configs/grpo/tiny.yaml"),
-                     "overrides": {"rollout": {"max_new_tokens": 640}, "train": {"group_size": 2, "lr": 1e-3}}},
+                     "overrides": {"rollout": {"max_new_tokens": max_new_tokens},
+                                   "train": {"group_size": 2, "lr": 1e-3}}},
             "sft_run_dir": str(ROOT / "release/tiny/sft"), "n_queries": 8, "steps": 1, "seeds": [0, 1],
             "work_dir": str(tmp_path / "work"), "n_boot": 200}
 
@@ -50,7 +53,7 @@ def test_ratios_are_bf16_over_fp32_per_round_and_of_the_medians() -> None:
 
 def test_timed_step_takes_the_trainers_own_step(tmp_path) -> None:
     """The same start and seed: the timed step from the public parts leaves the weights train_step leaves."""
-    cfg = GRPOCheckConfig.from_dict(_check_config(tmp_path))
+    cfg = GRPOCheckConfig.from_dict(_check_config(tmp_path, 640))
     full = load_config(cfg.grpo.config, run_overrides(cfg, 0))
     sft = Path(cfg.sft_run_dir)
     ours, _ = build_trainer(full, sft, tmp_path / "a")
