@@ -31,7 +31,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "release_check": ("benchmarks.release_check:main", "grade a release's SFT run on validation questions, record it in its manifest"),
     "select_sft": ("benchmarks.select_sft:main", "the checkpoint of an SFT run to ship: its snapshots graded on validation"),
     "decode_profile": ("benchmarks.decode_profile:main", "where a decode step of the reference rollout backend spends its time (GPU)"),
-    "rollout_batch": ("benchmarks.rollout_batch:main", "decode time with and without dropping finished rows from a batch"),
+    "rollout_batch": ("benchmarks.rollout_batch:main", "decode time with and without dropping finished rows (or a merged LoRA twin, fp32 or bf16)"),
     "cost_model": ("benchmarks.accelerator.readme:main", "results/accelerator/README.md: FLOPs and memory of the 4B/8B recipes"),
 }
 

@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from benchmarks.grpo_check.command import GRPOCheckConfig, run_overrides
-from benchmarks.grpo_check.precision import PHASES, logprob_gap, main, ratios, timed_step
+from benchmarks.grpo_check.precision import PHASES, logprob_gap, main, ratios, schedule, timed_step
 from rl.setup import build_trainer, load_config
 
 ROOT = Path(__file__).parents[1]
@@ -43,6 +43,11 @@ def test_logprob_gap_refuses_misaligned_or_empty_input() -> None:
         logprob_gap(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3))
 
 
+def test_rounds_alternate_which_precision_goes_first() -> None:
+    assert schedule(3) == [(0, "32-true"), (0, "bf16-mixed"), (1, "bf16-mixed"), (1, "32-true"), (2, "32-true"),
+                           (2, "bf16-mixed")]
+
+
 def test_ratios_are_bf16_over_fp32_per_round_and_of_the_medians() -> None:
     runs = [{"precision": p, **{ph: v for ph in PHASES}} for p, v in
             (("32-true", 10.0), ("bf16-mixed", 5.0), ("bf16-mixed", 8.0), ("32-true", 20.0), ("32-true", 12.0),
@@ -72,10 +77,9 @@ def test_grpo_precision_on_the_tiny_release(tmp_path) -> None:
     path = tmp_path / "precision.yaml"
     path.write_text(yaml.safe_dump(_check_config(tmp_path)))
     out = tmp_path / "out"
-    assert main(["--config", str(path), "--out", str(out), "--rounds", "2"]) == 0
+    assert main(["--config", str(path), "--out", str(out), "--rounds", "1"]) == 0  # the order: schedule's test
     res = json.loads((out / "results.json").read_text())
-    assert [(r["round"], r["precision"]) for r in res["runs"]] == [
-        (0, "32-true"), (0, "bf16-mixed"), (1, "bf16-mixed"), (1, "32-true")]  # the order alternates
+    assert [(r["round"], r["precision"]) for r in res["runs"]] == schedule(1)
     assert res["ratios"] == ratios(res["runs"])
     for r in res["runs"]:
         assert r["rollouts"] == 16 and r["generated_tokens"] > 0 and r["step_s"] > r["rollout_s"] > 0

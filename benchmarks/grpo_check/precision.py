@@ -116,6 +116,12 @@ def batch_facts(sb) -> dict[str, float]:
             "truncated": float(np.mean([r.finish_reason == "length" for r in sb.rollouts]))}
 
 
+def schedule(rounds: int) -> list[tuple[int, str]]:
+    """(round, precision) in the order they run: every round both, alternating which goes first, so a drift of
+    the machine's speed over the run does not favour one."""
+    return [(k, p) for k in range(rounds) for p in (PRECISIONS if k % 2 == 0 else PRECISIONS[::-1])]
+
+
 def run_precision(cfg: GRPOCheckConfig, rounds: int, build: Callable[[str], Any] | None = None,
                   log=print) -> dict[str, Any]:
     """``rounds`` x both precisions, alternating which goes first; {runs, gap}. ``build(precision)``: the
@@ -130,19 +136,18 @@ def run_precision(cfg: GRPOCheckConfig, rounds: int, build: Callable[[str], Any]
     build = build or default_build
     runs: list[dict[str, Any]] = []
     gap = None
-    for k in range(rounds):
-        for p in (PRECISIONS if k % 2 == 0 else PRECISIONS[::-1]):
-            trainer = build(p)
-            if gap is None and p == "32-true":  # the numerics read the start policy, before any update
-                t, sb = timed_step(trainer, lambda sb, trainer=trainer: precision_gap(trainer, sb))
-                gap = t.pop("after")
-            else:
-                t, sb = timed_step(trainer)
-            facts = batch_facts(sb)
-            t["rollout_s_per_1k_tokens"] = 1000 * t["rollout_s"] / max(facts["generated_tokens"], 1)
-            runs.append({"round": k, "precision": p, **{n: round(v, 3) for n, v in t.items()}, **facts})
-            log(f"[grpo_precision] round {k} {p}: step {t['step_s']:.1f} s (rollouts {t['rollout_s']:.1f} s, "
-                f"loss passes {t['loss_s']:.1f} s)")
+    for k, p in schedule(rounds):
+        trainer = build(p)
+        if gap is None and p == "32-true":  # the numerics read the start policy, before any update
+            t, sb = timed_step(trainer, lambda sb, trainer=trainer: precision_gap(trainer, sb))
+            gap = t.pop("after")
+        else:
+            t, sb = timed_step(trainer)
+        facts = batch_facts(sb)
+        t["rollout_s_per_1k_tokens"] = 1000 * t["rollout_s"] / max(facts["generated_tokens"], 1)
+        runs.append({"round": k, "precision": p, **{n: round(v, 3) for n, v in t.items()}, **facts})
+        log(f"[grpo_precision] round {k} {p}: step {t['step_s']:.1f} s (rollouts {t['rollout_s']:.1f} s, "
+            f"loss passes {t['loss_s']:.1f} s)")
     return {"runs": runs, "gap": gap, "ratios": ratios(runs)}
 
 
