@@ -12,13 +12,18 @@ from benchmarks.rollout_batch import main
 from tests.tiny_runs import DATA, DECODER_TS, tiny_sft_config
 
 
-def test_rollout_batch_compares_the_same_queries_with_and_without_compaction(tmp_path: Path) -> None:
+def _write_config(tmp_path: Path, lora_r: int) -> None:
+    """grpo.yaml of a tiny random-init GRPO setup (full fine-tuning at lora_r 0, else a LoRA policy)."""
     base = tiny_sft_config(tmp_path, {"n_train": 12, "n_val": 4, "n_test": 4}, {}, {})
     grpo = {"run": "g", "seed": 0, "data": DATA, "max_context_chars": 200, "qa": base["qa"],
             "decoder": {"seed": 0, "ts": DECODER_TS, "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}},
-            "policy": base["policy"], "rollout": {"max_new_tokens": 12}, "train": {"group_size": 2},
-            "wandb": {"mode": "disabled"}}
+            "policy": {**base["policy"], "lora_r": lora_r}, "rollout": {"max_new_tokens": 12},
+            "train": {"group_size": 2}, "wandb": {"mode": "disabled"}}
     (tmp_path / "grpo.yaml").write_text(yaml.safe_dump(grpo))
+
+
+def test_rollout_batch_compares_the_same_queries_with_and_without_compaction(tmp_path: Path) -> None:
+    _write_config(tmp_path, lora_r=0)
     out = tmp_path / "out"
     assert main(["--config", str(tmp_path / "grpo.yaml"), "--queries", "3", "--group", "2", "--temperatures", "0",
                  "1.0", "--max-new-tokens", "12", "--threads", "1", "--out", str(out)]) == 0
@@ -33,12 +38,7 @@ def test_rollout_batch_compares_the_same_queries_with_and_without_compaction(tmp
 
 
 def test_rollout_batch_compares_a_lora_policy_with_and_without_its_merged_twin(tmp_path: Path) -> None:
-    base = tiny_sft_config(tmp_path, {"n_train": 12, "n_val": 4, "n_test": 4}, {}, {})
-    grpo = {"run": "g", "seed": 0, "data": DATA, "max_context_chars": 200, "qa": base["qa"],
-            "decoder": {"seed": 0, "ts": DECODER_TS, "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}},
-            "policy": {**base["policy"], "lora_r": 4}, "rollout": {"max_new_tokens": 12}, "train": {"group_size": 2},
-            "wandb": {"mode": "disabled"}}
-    (tmp_path / "grpo.yaml").write_text(yaml.safe_dump(grpo))
+    _write_config(tmp_path, lora_r=4)
     out = tmp_path / "out"
     assert main(["--config", str(tmp_path / "grpo.yaml"), "--queries", "3", "--group", "2", "--temperatures", "0",
                  "--max-new-tokens", "12", "--threads", "1", "--compare", "merge_lora", "--out", str(out)]) == 0
@@ -53,12 +53,7 @@ def test_rollout_batch_compares_a_lora_policy_with_and_without_its_merged_twin(t
 
 
 def test_a_bf16_twin_samples_with_log_probs_away_from_the_policys(tmp_path: Path) -> None:
-    base = tiny_sft_config(tmp_path, {"n_train": 12, "n_val": 4, "n_test": 4}, {}, {})
-    grpo = {"run": "g", "seed": 0, "data": DATA, "max_context_chars": 200, "qa": base["qa"],
-            "decoder": {"seed": 0, "ts": DECODER_TS, "action": {"cond_dim": 8, "emb_dim": 2, "hidden": 16}},
-            "policy": {**base["policy"], "lora_r": 4}, "rollout": {"max_new_tokens": 12}, "train": {"group_size": 2},
-            "wandb": {"mode": "disabled"}}
-    (tmp_path / "grpo.yaml").write_text(yaml.safe_dump(grpo))
+    _write_config(tmp_path, lora_r=4)
     out = tmp_path / "out"
     assert main(["--config", str(tmp_path / "grpo.yaml"), "--queries", "3", "--group", "2", "--temperatures", "1.0",
                  "--max-new-tokens", "12", "--threads", "1", "--compare", "twin_bf16", "--out", str(out)]) == 0
