@@ -41,25 +41,24 @@ COMPARED = {"compact": ("compaction", "dropping finished rows from a batch"),
 def sampler_gap(engine, rollouts, samples) -> dict[str, float]:
     """The log-probs the sampler drew each generated token with against the engine's policy's own (what the
     loss reads: `llm.logprobs.token_logprobs` at the sampling temperature, banned tokens masked as the sampler
-    masks them): per token |Δ| mean and 99th percentile. Rounding alone when the policy itself decoded; the
-    mismatch a rounded twin samples with otherwise."""
-    from llm.logprobs import keep_for_mask, token_logprobs
+    masks them): per token |Δ| mean and 99th percentile (`llm.logprobs.logprob_gap`). Rounding alone when the
+    policy itself decoded; the mismatch a rounded twin samples with otherwise."""
+    from llm.logprobs import keep_for_mask, logprob_gap, token_logprobs
     from rl.trainer import rollout_batch
 
     b = rollout_batch(rollouts, samples, engine.pad_id)
     drawn = torch.zeros(b["ids"].shape, dtype=torch.float32)  # aligned with token_ids; 0 where the model wrote nothing
     for i, r in enumerate(rollouts):
         drawn[i, : len(r.logprobs)] = torch.tensor(r.logprobs, dtype=torch.float32)
-    gaps = []
+    keep = keep_for_mask(b["gen"])
     with torch.no_grad():
-        for k in range(0, len(rollouts), 4):
-            sl = slice(k, k + 4)
-            lp = token_logprobs(engine.policy, b["ids"][sl], b["att"][sl], None if b["ts"] is None else b["ts"][sl],
-                                temperature=engine.temperature if engine.temperature > 0 else 1.0,
-                                banned_token_ids=engine.banned_token_ids, logits_to_keep=keep_for_mask(b["gen"][sl]))
-            gaps.append((lp - drawn[sl]).abs()[b["gen"][sl].bool()])
-    g = torch.cat(gaps).double()
-    return {"tokens": int(g.numel()), "mean": float(g.mean()), "p99": float(torch.quantile(g, 0.99))}
+        lp = torch.cat([token_logprobs(engine.policy, b["ids"][k:k + 4], b["att"][k:k + 4],
+                                       None if b["ts"] is None else b["ts"][k:k + 4],
+                                       temperature=engine.temperature if engine.temperature > 0 else 1.0,
+                                       banned_token_ids=engine.banned_token_ids, logits_to_keep=keep)
+                        for k in range(0, len(rollouts), 4)])
+    g = logprob_gap(lp.float(), drawn, b["gen"])
+    return {"tokens": g["tokens"], "mean": g["token_mean"], "p99": g["token_p99"]}  # the keys its results were written with
 
 
 def decode(setup, queries: int, group: int, temperature: float, compact: bool, max_new_tokens: int,

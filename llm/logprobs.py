@@ -140,3 +140,20 @@ def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
     """Mean of x over mask == 1, or the mask-weighted mean for float weights (0 when the mask is empty)."""
     mask = mask.to(x.dtype)
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def logprob_gap(a: Tensor, b: Tensor, mask: Tensor) -> dict[str, float]:
+    """How far two scorings of the same tokens sit apart (a policy in two precisions; a sampler's draws
+    against the policy). a, b [N, T] per-token log-probs; mask [N, T] the tokens to compare (generated ones).
+    Returns the per-token |a − b| (``token_mean``, ``token_p99``, ``token_max``, over ``tokens``) and the
+    per-row |Σ a − Σ b| (``row_sum_mean``, ``row_sum_max``: signed within a row, so opposite gaps cancel)."""
+    if a.shape != b.shape or a.shape != mask.shape:
+        raise ValueError(f"logprob_gap: shapes {tuple(a.shape)}, {tuple(b.shape)} and mask {tuple(mask.shape)} differ")
+    m = mask.bool()
+    if not bool(m.any()):
+        raise ValueError("logprob_gap: the mask selects no token")
+    diff = (a.double() - b.double()) * m
+    tok = diff.abs()[m]
+    rows = diff.sum(1).abs()[m.any(1)]
+    return {"tokens": int(m.sum()), "token_mean": float(tok.mean()), "token_p99": float(torch.quantile(tok, 0.99)),
+            "token_max": float(tok.max()), "row_sum_mean": float(rows.mean()), "row_sum_max": float(rows.max())}

@@ -16,7 +16,9 @@ Metric names (the W&B panels of docs/rl.md use them verbatim):
 - ``answers/share/<answer>``, ``answers/top_share``, ``actions/direction/<up|down|flat|none>``
 - ``uncertainty/u_mean``, ``uncertainty/weight_mean`` (raw w(U)), ``uncertainty/weight_spread`` (largest /
   smallest surrogate weight of the step: 1 = the weight did nothing), ``uncertainty/weight_norm_mean`` (this
-  rank's mean surrogate weight); ``time/rollout_s``, ``time/step_s``
+  rank's mean surrogate weight); the step's wall seconds: ``time/rollout_s`` (decoding with the tool),
+  ``time/scoring_s`` (rewards, advantages, batch), ``time/reference_s`` (pi_old / KL reference pass),
+  ``time/loss_s`` (forward + backward), ``time/update_s`` (clip + optimiser), ``time/step_s`` (all of them)
 - ``warn/zero_spread``, ``warn/answer_dominates``, ``warn/action_dominates`` (1 when the warning fired)
 """
 

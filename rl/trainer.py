@@ -360,7 +360,7 @@ class StepBatch:
     rewards: ``RewardBreakdown`` of the N rollouts; adv [N] group-relative advantages; u [Q] and w_raw [Q]
     the queries' U and raw u-GRPO weights, w_q [Q] the weights normalised over the global batch, w [N] w_q
     per rollout; batch: ``rollout_batch``'s ids / att / gen [N, T] and ts; chunks: the micro-batches;
-    t0, t_roll: when the step started and how long its rollouts took (s); token_adv, token_w [N, T]: the
+    t_sample, t_roll: how long ``sample`` took and, of that, the rollouts (wall s); token_adv, token_w [N, T]: the
     per-token advantages and surrogate weights of ``answer_span`` credit (None under sequence credit, where
     every token carries ``adv``)."""
 
@@ -374,7 +374,7 @@ class StepBatch:
     w: Tensor
     batch: dict[str, Any]
     chunks: list[slice]
-    t0: float
+    t_sample: float
     t_roll: float
     token_adv: Tensor | None = None
     token_w: Tensor | None = None
@@ -509,8 +509,8 @@ class GRPOTrainer:
         self._seed(self.step)
         idx = query_indices(len(self.samples), self.step, cfg.queries_per_step, cfg.seed, fab.global_rank,
                             fab.world_size)
-        samples = [self.samples[i] for i in idx]
         t0 = time.perf_counter()
+        samples = [self.samples[i] for i in idx]
         ts = soft_tokens(samples)
         with fab.autocast():  # the loss passes run under it through the Fabric wrapper; sample as they score
             rollouts = self.engine.generate([s.prompt for s in samples], ts, [s.sample_ref for s in samples],
@@ -529,7 +529,8 @@ class GRPOTrainer:
         if cfg.credit.mode == "answer_span":
             token_adv, token_w = answer_span_credit(rollouts, samples, rewards, adv, b["gen"],
                                                     self.engine.tokenizer, cfg.credit, cfg.group_size)
-        return StepBatch(samples, rollouts, rewards, adv, u, w_raw, w_q, w, b, chunks, t0, t_roll, token_adv, token_w)
+        return StepBatch(samples, rollouts, rewards, adv, u, w_raw, w_q, w, b, chunks, time.perf_counter() - t0, t_roll,
+                         token_adv, token_w)
 
     def old_and_ref(self, sb: StepBatch) -> tuple[Tensor | None, Tensor | None]:
         """[N, T] log pi_old (only for ``num_iterations > 1``) and log pi_ref (only with a KL reference), in
@@ -575,24 +576,34 @@ class GRPOTrainer:
             acc["tok"] += ntok
         return acc
 
-    def train_step(self) -> dict[str, float]:
+    def train_step(self, sb: StepBatch | None = None) -> dict[str, Any]:
+        """One GRPO step: sample (unless ``sb``, this step's batch from ``sample()``, is given), the pi_old / KL
+        reference pass, ``num_iterations`` loss passes each followed by a clipped optimiser step. Logs each
+        phase's wall seconds (``time/*``); ``time/step_s`` is their sum with the sampling, so work done between
+        a given batch's ``sample()`` and this call is not counted."""
         cfg, fab = self.cfg, self.fabric
-        sb = self.sample()
+        sb = self.sample() if sb is None else sb
+        t_ref = time.perf_counter()
         old, ref = self.old_and_ref(sb)
+        t_loss = time.perf_counter()
         stats: dict[str, float] = {}
+        loss_s = update_s = 0.0
         for _ in range(cfg.num_iterations):
             self.opt.zero_grad(set_to_none=True)
+            t_pass = time.perf_counter()
             acc = self.accumulate(sb, old, ref)
             if self.decoder is not None:
                 l_ts = self._decoder_loss(sb.rollouts)
                 fab.backward(cfg.lambda_ts * l_ts)
                 stats["decoder/loss"] = float(l_ts.detach())
+            t_update = time.perf_counter()
             if not any(k in str(cfg.strategy).lower() for k in ("fsdp", "deepspeed")):  # sharded: a rank's shard
                 stats.update(grad_scales(self.policy.named_parameters()))  # before clipping (rl/grad_scale.py)
             if cfg.max_grad_norm:
                 norm = fab.clip_gradients(self.policy, self.opt, max_norm=cfg.max_grad_norm, error_if_nonfinite=False)
                 stats["policy/grad_norm"] = float(norm) if norm is not None else math.nan
             self.opt.step()
+            loss_s, update_s = loss_s + t_update - t_pass, update_s + time.perf_counter() - t_update
         stats["lr"] = self.sched.get_last_lr()[0]
         self.sched.step()
         self._push_weights()
@@ -600,7 +611,9 @@ class GRPOTrainer:
         stats.update({"loss": acc["loss"], "policy/entropy": acc["entropy"] / tok, "policy/kl": acc["kl"] / tok,
                       "policy/clip_low": acc["clip_low"] / tok, "policy/clip_high": acc["clip_high"] / tok,
                       "policy/clip_region": (acc["clip_low"] + acc["clip_high"]) / tok,
-                      "time/rollout_s": sb.t_roll, "time/step_s": time.perf_counter() - sb.t0,
+                      "time/rollout_s": sb.t_roll, "time/scoring_s": sb.t_sample - sb.t_roll,
+                      "time/reference_s": t_loss - t_ref, "time/loss_s": loss_s, "time/update_s": update_s,
+                      "time/step_s": sb.t_sample + time.perf_counter() - t_ref,
                       "uncertainty/weight_spread": float(sb.w_q.max() / sb.w_q.min()),
                       "uncertainty/weight_norm_mean": float(sb.w_q.mean())})
         self.step += 1

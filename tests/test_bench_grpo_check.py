@@ -241,8 +241,10 @@ def test_the_diagnostics_name_the_credit_the_recipe_trained_with() -> None:
     res["recipe"] = {**res["recipe"], "rows_lr": 2e-4, "rows_adam_eps": 1e-8}
     assert "eps 0.001; the protocol rows and the projector at lr 0.0002, eps 1e-08" in readme(summarise(res, cfg), _info())
     assert "eps 1e-08, precision 32-true" in readme(summarise(res, cfg), _info())  # no precision key: fp32
-    res["recipe"] = {**res["recipe"], "precision": "bf16-mixed"}
-    assert "eps 1e-08, precision bf16-mixed" in readme(summarise(res, cfg), _info())
+    assert "precision 32-true, decoded by the policy itself" in readme(summarise(res, cfg), _info())
+    res["recipe"] = {**res["recipe"], "precision": "bf16-mixed", "merge_lora": True, "twin_dtype": "bfloat16"}
+    assert ("eps 1e-08, precision bf16-mixed, decoded by a merged bfloat16 twin of the policy (rollout.merge_lora, "
+            "twin_dtype: the sampler's log-probs are not the loss's)") in readme(summarise(res, cfg), _info())
 
 
 def test_the_diagnostics_show_the_gradient_by_kind_of_weight() -> None:
@@ -276,7 +278,7 @@ def test_side_by_side_reads_each_checks_own_verdicts_and_counts_them(tmp_path: P
     rise["recipe"] = {**rise["recipe"], "adam_eps": 1e-2, "rows_lr": 2e-4, "rows_adam_eps": None,
                       "credit": {"mode": "answer_span", "answer_prior": "cancel"}, "precision": "bf16-mixed"}
     _write_check(tmp_path, "a-tie", tie, {"balance_yes_no": True})
-    _write_check(tmp_path, "b-rise", rise, {})
+    _write_check(tmp_path, "b-rise", rise, {"grpo": {"overrides": {"rollout": {"merge_lora": True, "twin_dtype": "bfloat16"}}}})
     _write_check(tmp_path, "c-credit", rise, {}, command="stockr1 bench grpo_credit")
     (tmp_path / "d-empty").mkdir()
     checks = read_checks(tmp_path)
@@ -288,7 +290,8 @@ def test_side_by_side_reads_each_checks_own_verdicts_and_counts_them(tmp_path: P
     assert rows[1]["rise"] == f"{r['diff']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]: **holds** (95.0%)" and rows[1]["check"] == "[b-rise](../b-rise/README.md)"
     assert rows[0]["trained"] == "8 balanced yes/no; 2 steps x 2 seeds; lr 1e-06; credit Eq. 1"
     assert rows[1]["trained"] == ("8 mixed; 2 steps x 2 seeds; lr 1e-06; AdamW eps 0.01; rows lr 0.0002, eps 0.01; "
-                                  "credit answer_span (answer prior cancelled); bf16-mixed")
+                                  "credit answer_span (answer prior cancelled); bf16-mixed; decoded by a merged "
+                                  "bfloat16 twin")  # read from the overrides of a run whose recipe lacks the keys
     assert rows[0]["kl"] == "1.0e-03" and rows[0]["toward_gold"] == "–"
     shift = {"diff": -0.3, "ci_low": -0.5, "ci_high": -0.1, "verdict": "worse"}  # a shift has no good side
     assert interval_text(shift, 2, shift=True) == "-0.30 [-0.50, -0.10]: toward No"

@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from benchmarks.grpo_check.command import GRPOCheckConfig, run_overrides
-from benchmarks.grpo_check.precision import PHASES, logprob_gap, main, ratios, schedule, timed_step
+from benchmarks.grpo_check.precision import PHASES, main, ratios, schedule, timed_step
 from rl.setup import build_trainer, load_config
 
 ROOT = Path(__file__).parents[1]
@@ -25,24 +25,6 @@ def _check_config(tmp_path: Path, max_new_tokens: int = 256) -> dict:
             "work_dir": str(tmp_path / "work"), "n_boot": 200}
 
 
-def test_logprob_gap_by_hand() -> None:
-    a = torch.tensor([[0.0, -1.0, -2.0], [0.0, -3.0, -1.0]])
-    b = torch.tensor([[0.0, -1.5, -2.0], [-9.0, -2.0, -1.25]])
-    mask = torch.tensor([[0, 1, 1], [0, 1, 1]])  # position 0 (a prompt token) is left out
-    g = logprob_gap(a, b, mask)
-    assert g["tokens"] == 4
-    assert g["token_mean"] == pytest.approx((0.5 + 0 + 1 + 0.25) / 4) and g["token_max"] == pytest.approx(1.0)
-    # per row: |0.5 + 0| and |-1 + 0.25|: signed sums, so gaps of opposite sign cancel within a row
-    assert g["row_sum_mean"] == pytest.approx((0.5 + 0.75) / 2) and g["row_sum_max"] == pytest.approx(0.75)
-
-
-def test_logprob_gap_refuses_misaligned_or_empty_input() -> None:
-    with pytest.raises(ValueError, match="shapes"):
-        logprob_gap(torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3))
-    with pytest.raises(ValueError, match="no token"):
-        logprob_gap(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3))
-
-
 def test_rounds_alternate_which_precision_goes_first() -> None:
     assert schedule(3) == [(0, "32-true"), (0, "bf16-mixed"), (1, "bf16-mixed"), (1, "32-true"), (2, "32-true"),
                            (2, "bf16-mixed")]
@@ -56,19 +38,22 @@ def test_ratios_are_bf16_over_fp32_per_round_and_of_the_medians() -> None:
     assert r["per_round"] == pytest.approx([0.5, 0.4, 0.5]) and r["ratio_of_medians"] == pytest.approx(6.0 / 12.0)
 
 
-def test_timed_step_takes_the_trainers_own_step(tmp_path) -> None:
-    """The same start and seed: the timed step from the public parts leaves the weights train_step leaves."""
+def test_timed_step_is_the_trainers_step_with_its_phases(tmp_path) -> None:
+    """The same start and seed: timed_step leaves the weights train_step leaves, runs its hook on the batch
+    before the update, and reports the step's own phase times."""
     cfg = GRPOCheckConfig.from_dict(_check_config(tmp_path, 640))
     full = load_config(cfg.grpo.config, run_overrides(cfg, 0))
     sft = Path(cfg.sft_run_dir)
     ours, _ = build_trainer(full, sft, tmp_path / "a")
     theirs, _ = build_trainer(full, sft, tmp_path / "b")
     before = ours.trainable_state()
-    t, _ = timed_step(ours, lambda sb: len(sb.rollouts))
+    t, _ = timed_step(ours, lambda sb: (len(sb.rollouts), ours.trainable_state()))
     theirs.train_step()
     after, ref = ours.trainable_state(), theirs.trainable_state()
-    assert t["after"] == 16 and all(t[k] >= 0 for k in ("rollout_s", "reference_s", "loss_s", "update_s"))
-    assert t["step_s"] >= t["rollout_s"] + t["loss_s"]
+    n_rollouts, at_hook = t["after"]
+    assert n_rollouts == 16 and all(torch.equal(at_hook[n], before[n]) for n in before)  # the hook saw the start
+    assert set(t) == {*PHASES, "scoring_s", "after"} - {"rollout_s_per_1k_tokens"}
+    assert t["step_s"] >= t["rollout_s"] + t["loss_s"] > 0
     changed = [n for n in after if not torch.equal(after[n], before[n])]
     assert changed and all(torch.allclose(after[n], ref[n], atol=1e-6) for n in after)
 

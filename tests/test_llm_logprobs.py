@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from llm.logprobs import masked_mean, pad_sequences, token_logprobs, token_logprobs_and_entropy
+from llm.logprobs import logprob_gap, masked_mean, pad_sequences, token_logprobs, token_logprobs_and_entropy
 from llm.policy import Policy, PolicyConfig
 from llm.special_tokens import FORECAST_TS_OPEN, ts_placeholders
 
@@ -81,3 +81,22 @@ def test_banned_tokens_give_zero_not_nan_and_renormalise(setup):
     loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in pol.parameters() if p.grad is not None)
     pol.zero_grad()
+
+
+def test_logprob_gap_by_hand() -> None:
+    a = torch.tensor([[0.0, -1.0, -2.0], [0.0, -3.0, -1.0]])
+    b = torch.tensor([[0.0, -1.5, -2.0], [-9.0, -2.0, -1.25]])
+    mask = torch.tensor([[0, 1, 1], [0, 1, 1]])  # position 0 (a prompt token) is left out
+    g = logprob_gap(a, b, mask)
+    assert g["tokens"] == 4
+    assert g["token_mean"] == pytest.approx((0.5 + 0 + 1 + 0.25) / 4) and g["token_max"] == pytest.approx(1.0)
+    assert g["token_p99"] == pytest.approx(0.5 + 0.97 * 0.5)  # sorted 0, .25, .5, 1: linear at rank 0.99 x 3
+    # per row: |0.5 + 0| and |-1 + 0.25|: signed sums, so gaps of opposite sign cancel within a row
+    assert g["row_sum_mean"] == pytest.approx((0.5 + 0.75) / 2) and g["row_sum_max"] == pytest.approx(0.75)
+
+
+def test_logprob_gap_refuses_misaligned_or_empty_input() -> None:
+    with pytest.raises(ValueError, match="shapes"):
+        logprob_gap(torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="no token"):
+        logprob_gap(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3))

@@ -1,6 +1,7 @@
 """rl.trainer on a real tiny policy: parameters move, kill + resume reproduces the uninterrupted run,
 tool tokens get no gradient, the Stock-R1 scorer is wired to real rollouts, query sharding."""
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,23 @@ def test_kill_mid_step_and_resume_reproduces_uninterrupted_run(full_run, tiny_po
         st["history"] = [{k: v for k, v in h.items() if not k.startswith("time/")} for h in st["history"]]
     assert assert_identical(a, b) > 20
     assert [h["reward/total"] for h in full.history] == [h["reward/total"] for h in resumed.history]
+
+
+def test_a_given_batch_takes_the_same_step_and_its_phases_add_up(tiny_policy, tmp_path) -> None:
+    """train_step(sample()) leaves the weights train_step() leaves; its logged phases sum to its step time,
+    which leaves out whatever ran between the sampling and the rest of the step (a 0.5 s sleep here)."""
+    ours, theirs = _trainer(tiny_policy, tmp_path / "a", steps=1), _trainer(tiny_policy, tmp_path / "b", steps=1)
+    before = ours.trainable_state()
+    sb = ours.sample()
+    time.sleep(0.5)
+    m = ours.train_step(sb)["scalars"]
+    theirs.train_step()
+    after, ref = ours.trainable_state(), theirs.trainable_state()
+    changed = [n for n in after if not torch.equal(after[n], before[n])]
+    assert changed and all(torch.equal(after[n], ref[n]) for n in after)
+    phases = [m[f"time/{k}"] for k in ("rollout_s", "scoring_s", "reference_s", "loss_s", "update_s")]
+    assert all(t >= 0 for t in phases) and m["time/loss_s"] > 0
+    assert sum(phases) <= m["time/step_s"] < sum(phases) + 0.25
 
 
 def test_query_indices_are_disjoint_across_ranks_and_cover_an_epoch() -> None:

@@ -223,7 +223,8 @@ def run_check(cfg: GRPOCheckConfig, log=print) -> dict[str, Any]:
               "max_new_tokens": r.get("max_new_tokens"), "lora_r": t.get("lora_r"),
               "uncertainty": t.get("uncertainty", {}).get("enabled"), "credit": t.get("credit") or {},
               "adam_betas": t.get("adam_betas"), "adam_eps": t.get("adam_eps"),
-              "rows_lr": t.get("rows_lr"), "rows_adam_eps": t.get("rows_adam_eps"), "precision": t.get("precision")}
+              "rows_lr": t.get("rows_lr"), "rows_adam_eps": t.get("rows_adam_eps"), "precision": t.get("precision"),
+              "merge_lora": r.get("merge_lora"), "twin_dtype": r.get("twin_dtype")}
     start = sft_start(sft, False) if sft is not None else {"policy_base": str(full.get("policy", {}).get(
         "name_or_path")) + " (config's policy, random init)", "sft_release_hash": None, "sft_run_dir": None}
     return {"probe": probes, "steps": steps, "timings": dict(timings), "recipe": recipe, "start": start,

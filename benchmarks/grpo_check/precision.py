@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ import numpy as np
 import torch
 
 from benchmarks.grpo_check.command import GRPOCheckConfig, check_args, run_overrides
-from llm.logprobs import keep_for_mask, token_logprobs
+from llm.logprobs import keep_for_mask, logprob_gap, token_logprobs
 from rl.rewards import PENALTY
 from rl.setup import build_trainer, load_config
 from stockr1.config import as_plain, deep_update
@@ -46,47 +45,15 @@ PHASES = ("rollout_s", "rollout_s_per_1k_tokens", "reference_s", "loss_s", "upda
 
 
 def timed_step(trainer, after_sample: Callable[[Any], Any] | None = None) -> tuple[dict[str, Any], Any]:
-    """One GRPO step of ``trainer`` (``GRPOTrainer.train_step``'s work, from its public parts, at
-    ``num_iterations`` passes) with each phase's wall seconds; returns (timings, the step's batch).
-    ``after_sample(batch)``: run between the rollouts and the update, untimed; its result is ``"after"``."""
-    cfg, fab = trainer.cfg, trainer.fabric
-    t0 = time.perf_counter()
-    sb = trainer.sample()  # rollouts + rewards + advantages; sb.t_roll is the decoding alone
-    t1 = time.perf_counter()
-    after, t_after = None, 0.0
-    if after_sample is not None:
-        after = after_sample(sb)
-        t_after = time.perf_counter() - t1
-    t1 += t_after
-    old, ref = trainer.old_and_ref(sb)
-    t2 = time.perf_counter()
-    loss_s = update_s = 0.0
-    for _ in range(cfg.num_iterations):
-        trainer.opt.zero_grad(set_to_none=True)
-        t3 = time.perf_counter()
-        trainer.accumulate(sb, old, ref)
-        t4 = time.perf_counter()
-        if cfg.max_grad_norm:
-            fab.clip_gradients(trainer.policy, trainer.opt, max_norm=cfg.max_grad_norm, error_if_nonfinite=False)
-        trainer.opt.step()
-        loss_s, update_s = loss_s + t4 - t3, update_s + time.perf_counter() - t4
-    out = {"rollout_s": sb.t_roll, "scoring_s": t1 - t_after - t0 - sb.t_roll, "reference_s": t2 - t1,
-           "loss_s": loss_s, "update_s": update_s, "step_s": time.perf_counter() - t0 - t_after}
+    """One step of ``trainer`` (``GRPOTrainer.train_step``) and the wall seconds of each phase it logs
+    (``time/*``, rl/logging.py); returns (timings, the step's batch). ``after_sample(batch)``: run on the
+    policy before its update, between the sampling and the rest of the step, and not timed; its result is
+    ``"after"``."""
+    sb = trainer.sample()
+    after = after_sample(sb) if after_sample is not None else None
+    scalars = trainer.train_step(sb)["scalars"]
+    out = {ph: scalars[f"time/{ph}"] for ph in ("rollout_s", "scoring_s", "reference_s", "loss_s", "update_s", "step_s")}
     return ({**out, "after": after} if after_sample is not None else out), sb
-
-
-def logprob_gap(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
-    """a, b [N, T] per-token log-probs of the same tokens; mask [N, T] the tokens to compare (generated ones).
-    The per-token |a − b| (mean, 99th percentile, max) and the per-row |Σ a − Σ b| (mean, max)."""
-    if a.shape != b.shape or a.shape != mask.shape:
-        raise ValueError(f"logprob_gap: shapes {tuple(a.shape)}, {tuple(b.shape)} and mask {tuple(mask.shape)} differ")
-    m = mask.bool()
-    if not bool(m.any()):
-        raise ValueError("logprob_gap: the mask selects no token")
-    tok = (a - b).abs()[m].double().numpy()
-    rows = ((a - b) * m).sum(1).abs()[m.any(1)].double().numpy()
-    return {"tokens": int(m.sum()), "token_mean": float(tok.mean()), "token_p99": float(np.quantile(tok, 0.99)),
-            "token_max": float(tok.max()), "row_sum_mean": float(rows.mean()), "row_sum_max": float(rows.max())}
 
 
 @torch.no_grad()

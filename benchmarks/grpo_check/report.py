@@ -66,6 +66,14 @@ def credit_text(recipe: Mapping[str, Any]) -> str:
             "rollout's weight, the other tokens that of R − R_ans: a departure from Stock-R1 Eq. 1)")
 
 
+def decoding_text(recipe: Mapping[str, Any]) -> str:
+    """What decoded the rollouts (``rollout.merge_lora``, ``rollout.twin_dtype``; docs/scale.md)."""
+    if not recipe.get("merge_lora"):  # the checks before 2026-12-06 lack the key: the policy decoded itself
+        return "decoded by the policy itself"
+    return (f"decoded by a merged {recipe.get('twin_dtype') or 'float32'} twin of the policy (rollout.merge_lora"
+            + (", twin_dtype: the sampler's log-probs are not the loss's)" if recipe.get("twin_dtype") else ")"))
+
+
 def adam_text(recipe: Mapping[str, Any]) -> str:
     """AdamW's betas and eps (``train.adam_betas``, ``train.adam_eps``; torch's defaults where the recipe sets
     none, as in every check before 2026-12-06)."""
@@ -104,7 +112,7 @@ def diagnostics(summary: Mapping[str, Any]) -> list[str]:
     out = [f"recipe: lr {r['lr']} (warmup {r['warmup_steps']}), mu {r['mu']}, beta {r['beta']}, loss {r['loss_type']}, "
            f"temperature {r['temperature']}, G {r['group_size']}, {r['queries_per_step']} queries per step, up to "
            f"{r['max_new_tokens']} new tokens, u-GRPO weight {'on' if r['uncertainty'] else 'off'}, {credit_text(r)}, "
-           f"{adam_text(r)}, precision {r.get('precision') or '32-true'}"]
+           f"{adam_text(r)}, precision {r.get('precision') or '32-true'}, {decoding_text(r)}"]
     share = summary.get("start_variance_share") or {}
     if share:
         out.append("what the start policy's advantages are made of (probe; share of the within-group variance of the "

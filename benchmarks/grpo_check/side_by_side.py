@@ -5,7 +5,8 @@ grpo_check` wrote. Every figure is read from those two files, so each is the num
 measured it, never copied by hand:
 
 - what the check trained: its queries (balanced yes/no or mixed), steps x seeds and the recipe's lr, AdamW eps,
-  the rows' own optimiser group, the credit and the precision, where they differ from the defaults;
+  the rows' own optimiser group, the credit, the precision and a merged decoding twin, where they differ from
+  the defaults;
 - the verdict on the training-query reward (end − start of the probe, the check's own interval and level);
 - R_ans's part of that rise (the same interval rule);
 - the answer's log-odds split on fixed contexts, where the check read one: the move toward each query's own
@@ -72,6 +73,10 @@ def recipe_text(summary: Mapping[str, Any], config: Mapping[str, Any]) -> str:
         parts.append("credit Eq. 1")
     if r.get("precision") not in (None, "32-true"):  # the checks before 2026-12-06 ran in fp32 and lack the key
         parts.append(r["precision"])
+    rollout = {**((config.get("grpo") or {}).get("overrides") or {}).get("rollout", {}),  # a run before the recipe
+               **{k: r[k] for k in ("merge_lora", "twin_dtype") if r.get(k) is not None}}  # kept them: its overrides
+    if rollout.get("merge_lora"):
+        parts.append(f"decoded by a merged {rollout.get('twin_dtype') or 'float32'} twin")
     return "; ".join(parts)
 
 
