@@ -101,6 +101,19 @@ def test_the_split_cancels_a_shared_shift_and_weights_golds_equally() -> None:
     got = logodds_split(uneven, [0, 1], n_boot=200)
     assert got["toward_gold"]["diff"] == pytest.approx((1.5 - 0.75) / 2)
     assert got["shared"]["diff"] == pytest.approx((1.5 + 0.75) / 2)
+    # seed 0 moves every query +4, seed 1 every query -4, and seed 0 also +1 toward each gold: the pooled
+    # shared shift is ~0, each seed's own reads +4 / -4 (seed 0: shared (5 + 3) / 2, toward (5 - 3) / 2)
+    walk = {"contexts": [{"query": q, "gold": "Yes" if q < 2 else "No"} for q in range(4)], "start": [0.0] * 4,
+            "end": {0: [5.0, 5.0, 3.0, 3.0], 1: [-4.0] * 4}}
+    per_seed = logodds_split(walk, [0, 1], n_boot=200)
+    assert per_seed["shared"]["diff"] == pytest.approx(0.0) and per_seed["per_seed"] == {
+        "0": {"shared": 4.0, "toward_gold": 1.0}, "1": {"shared": -4.0, "toward_gold": 0.0}}
+    walk_text = logodds_section({"logodds_change": logodds_change(walk, [0, 1], n_boot=200), "logodds_split": per_seed,
+                                 "answer_contexts": 1, "context_seed": 7})
+    assert "seed 0: shared +4.00, toward gold +1.00; seed 1: shared -4.00, toward gold +0.00" in walk_text
+    older = {k: v for k, v in per_seed.items() if k != "per_seed"}  # a summary written before seeds were recorded
+    assert "per training seed" not in logodds_section({"logodds_change": None, "logodds_split": older,
+                                                        "answer_contexts": 1, "context_seed": 7})
     lone = _logodds(1.0, 1.0)
     lone["contexts"] = [{**c, "gold": "Yes" if c["query"] < 3 else "No"} for c in lone["contexts"]]
     assert logodds_split(lone, [0, 1], 100) is None and logodds_split(None, [0, 1], 100) is None  # 1 gold-No query

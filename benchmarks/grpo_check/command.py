@@ -293,7 +293,8 @@ def logodds_split(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: i
     every query took whatever its gold (a prior), and ``toward_gold`` = (Δ_Yes − Δ_No) / 2, how far the
     queries moved toward their own gold with that shift cancelled; Δ_g is ``logodds_change``'s diff on gold
     g. Each with ``interval``'s fields, from a bootstrap stratified by gold (``stratified_interval``), so
-    every resample keeps the golds' counts and the shared shift stays cancelled. None unless both golds
+    every resample keeps the golds' counts and the shared shift stays cancelled; ``per_seed``: seed ->
+    that seed's ``shared`` and ``toward_gold`` (its queries' means, no interval). None unless both golds
     have >= 2 queries."""
     if not logodds:
         return None
@@ -313,8 +314,13 @@ def logodds_split(logodds: Mapping[str, Any] | None, seeds: list[int], n_boot: i
 
     d_yes, d_no = change("yes"), change("no")
     counts = {"n_yes": d_yes.shape[1], "n_no": d_no.shape[1]}
+    # each seed's own split: with two seeds a shared shift near 0 can be two large moves of opposite sign
+    per_seed = {str(s): {"shared": float(0.5 * (d_yes[k].mean() + d_no[k].mean())),
+                         "toward_gold": float(0.5 * (d_yes[k].mean() - d_no[k].mean()))}
+                for k, s in enumerate(seeds)}
     return {"shared": {**stratified_interval(d_yes, d_no, 0.5, 0.5, n_boot, level), **counts},
-            "toward_gold": {**stratified_interval(d_yes, d_no, 0.5, -0.5, n_boot, level), **counts}}
+            "toward_gold": {**stratified_interval(d_yes, d_no, 0.5, -0.5, n_boot, level), **counts},
+            "per_seed": per_seed}
 
 
 def stratified_interval(a: np.ndarray, b: np.ndarray, ka: float, kb: float, n_boot: int,

@@ -301,7 +301,16 @@ def split_lines(split: Mapping[str, Mapping[str, Any]] | None) -> str:
             f"readings, so no verdict rests on it; {counts}seeds x queries intervals that resample each gold's "
             "queries apart; with this few queries a percentile bootstrap runs narrow):\n\n"
             f"- a shift shared by every query, (Δ_Yes + Δ_No) / 2: {sh['diff']:+.2f} [{sh['ci_low']:+.2f}, "
-            f"{sh['ci_high']:+.2f}]: {side}\n- {toward}")
+            f"{sh['ci_high']:+.2f}]: {side}\n- {toward}" + per_seed_line(split.get("per_seed")))
+
+
+def per_seed_line(per_seed: Mapping[str, Mapping[str, float]] | None) -> str:
+    """Each training seed's split (its queries' means, no interval), so that a shared shift near 0 made of
+    two large moves of opposite sign reads as such; '' for a summary written before it was recorded."""
+    if not per_seed:
+        return ""
+    parts = [f"seed {s}: shared {v['shared']:+.2f}, toward gold {v['toward_gold']:+.2f}" for s, v in per_seed.items()]
+    return "\n- per training seed (descriptive): " + "; ".join(parts)
 
 
 def look_section(summary: Mapping[str, Any]) -> str:
