@@ -56,6 +56,13 @@ Credit: which advantage each token gets (``CreditConfig``, ``GRPOTrainConfig.cre
   are unbalanced between golds. Being an action-dependent offset, not a baseline, it changes the expected gradient: it removes, on purpose, the component along each answer's shared
   direction. A step whose teaching groups all share one gold therefore teaches its answers nothing. Under
   DDP the means run over each rank's own queries (a simplification: string answers are not gathered).
+- ``answer_prior: "project"`` (with ``"answer_span"``): "cancel" centres the advantages, but a span's
+  gradient is its advantage times its slope s_i = 1 − π_i (π_i the probability of the span as written,
+  from the sampler's log-probs), so the gradient along a direction every context shares is Σ_i A_i s_i, not
+  Σ_i A_i. "project" zeroes Σ_i A_i s_i per answer over the teaching rollouts by the least-squares change of
+  their advantages (``project_answer_prior``). A first-order argument for a two-way answer whose log-odds
+  gradients share one direction; whether it holds the shared prior still on the small policy is measured,
+  one batch at a time, by ``bench grpo_credit`` (its "the same batch's step under each credit" table).
 
 Choices where the paper is silent
 - Advantages follow TRL: ``(R - mean_g) / (std_g + eps)`` with the unbiased std and ``eps = 1e-4``.
@@ -157,7 +164,7 @@ class GRPOLossConfig:
 
 
 CREDIT_MODES = ("sequence", "answer_span")
-ANSWER_PRIORS = ("keep", "cancel")
+ANSWER_PRIORS = ("keep", "cancel", "project")
 
 
 @dataclass(frozen=True)
@@ -167,7 +174,8 @@ class CreditConfig:
     mode: str = "sequence"  # "sequence": A of the total on every token (Eq. 1); "answer_span": see the docstring
     answer_share: float = 0.5  # answer_span: the answer span's share of its rollout's token-mean weight
     answer_component: str = "r_ans"  # answer_span: the reward whose advantage the answer span carries
-    answer_prior: str = "keep"  # answer_span: "cancel" centres the span's advantages per answer over the step
+    answer_prior: str = "keep"  # answer_span: "cancel" centres the span's advantages per answer over the step;
+    # "project" removes, per answer, their component along the span's probability slope (docstring, "Credit")
 
     def __post_init__(self) -> None:
         if self.mode not in CREDIT_MODES:
@@ -177,16 +185,17 @@ class CreditConfig:
         if self.answer_prior not in ANSWER_PRIORS:
             raise ValueError(f"train.credit.answer_prior must be one of {', '.join(ANSWER_PRIORS)}; "
                              f"got {self.answer_prior!r}")
-        if self.answer_prior == "cancel" and self.mode != "answer_span":
-            raise ValueError("train.credit.answer_prior 'cancel' acts on the answer span's advantages: it needs "
-                             f"credit.mode 'answer_span', got {self.mode!r}")
+        if self.answer_prior != "keep" and self.mode != "answer_span":
+            raise ValueError(f"train.credit.answer_prior {self.answer_prior!r} acts on the answer span's advantages: "
+                             f"it needs credit.mode 'answer_span', got {self.mode!r}")
 
     @property
     def label(self) -> str:
-        """A short name for reports: "sequence", "answer_span" or "answer_span, prior cancelled"."""
+        """A short name for reports: "sequence", "answer_span", "answer_span, prior cancelled" or
+        "answer_span, prior projected out"."""
         if self.mode == "sequence":
             return "sequence"
-        return self.mode + (", prior cancelled" if self.answer_prior == "cancel" else "")
+        return self.mode + {"cancel": ", prior cancelled", "project": ", prior projected out"}.get(self.answer_prior, "")
 
 
 def cancel_answer_prior(adv_answer: Tensor, keys: Sequence[Hashable], can_teach: Tensor) -> Tensor:
@@ -204,6 +213,37 @@ def cancel_answer_prior(adv_answer: Tensor, keys: Sequence[Hashable], can_teach:
     for key in {k for k, t in zip(keys, teach, strict=True) if t}:
         rows = torch.tensor([t and k == key for k, t in zip(keys, teach, strict=True)])
         out[rows] = adv_answer[rows] - adv_answer[rows].mean()
+    return out
+
+
+def project_answer_prior(adv_answer: Tensor, keys: Sequence[Hashable], can_teach: Tensor, slope: Tensor) -> Tensor:
+    """The answer span's advantages with, per answer, their component along the span's slope removed
+    (``answer_prior: "project"``).
+
+    Why: the span's log-prob gradient of rollout i is, for a two-way answer, about s_i (±∇z_i), z_i the
+    log-odds of Yes at its decision point and s_i = 1 − π_i, π_i the probability of the span as written.
+    With ∇z_i = g + h_i, g shared by every context, the step's span gradient along g is g Σ_i A_i s_i per
+    answer: "cancel" zeroes Σ_i A_i, which leaves Σ_i A_i s_i whenever the slopes differ (an answer the
+    policy is sure of moves less than a surprising one). This zeroes Σ_i A_i s_i instead, by the smallest
+    change of the advantages (least squares): A_i − s_i Σ_j A_j s_j / Σ_j s_j².
+
+    adv_answer: [N] group advantages of R_ans; keys: N canonical answers (None = unreadable, its own class);
+    can_teach: [N] bool (as ``cancel_answer_prior``); slope: [N] s_i in [0, 1]
+    returns [N]: on ``can_teach`` rows of each answer the projected advantages (a class whose slopes are all
+    0 has no span gradient and is left as it is); other rows unchanged."""
+    if not (len(keys) == adv_answer.numel() and can_teach.shape == adv_answer.shape == slope.shape):
+        raise ValueError(f"project_answer_prior: {adv_answer.numel()} advantages, {len(keys)} keys, a mask of shape "
+                         f"{tuple(can_teach.shape)} and slopes of shape {tuple(slope.shape)} must align")
+    if ((slope < 0) | (slope > 1)).any():
+        raise ValueError(f"project_answer_prior: slopes are 1 − a probability, in [0, 1]; got {slope.tolist()}")
+    out = adv_answer.clone()
+    teach = can_teach.bool().tolist()
+    s = slope.to(adv_answer.dtype)
+    for key in {k for k, t in zip(keys, teach, strict=True) if t}:
+        rows = torch.tensor([t and k == key for k, t in zip(keys, teach, strict=True)])
+        norm = (s[rows] ** 2).sum()
+        if norm > 0:
+            out[rows] = adv_answer[rows] - s[rows] * (adv_answer[rows] * s[rows]).sum() / norm
     return out
 
 

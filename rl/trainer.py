@@ -77,6 +77,7 @@ from rl.grpo import (
     group_advantages,
     grpo_loss,
     normalised_weights,
+    project_answer_prior,
     segment_credit,
     uncertainty_weight,
 )
@@ -304,7 +305,7 @@ def answer_span_credit(rollouts: Sequence[Any], samples: Sequence[Any], rewards:
     """[N, T] token advantages and weights of ``answer_span`` credit (``rl.grpo.segment_credit``) for the
     rollouts' padded generated-token mask ``gen`` [N, T]: the answer span (``rl.answer_span``) carries the
     group advantage of ``credit.answer_component`` (centred per answer over the step under
-    ``answer_prior: "cancel"``), the other tokens that of the rest of the total; ``adv`` [N], the total's
+    ``answer_prior: "cancel"``, or with its component along the spans' slopes removed under ``"project"``), the other tokens that of the rest of the total; ``adv`` [N], the total's
     advantage, stays on rollouts without a span. ``samples``: the step's queries (their answer type)."""
     name = credit.answer_component
     if name not in rewards.components:
@@ -314,10 +315,26 @@ def answer_span_credit(rollouts: Sequence[Any], samples: Sequence[Any], rewards:
     span = decision_tokens(rollouts, gen, tokenizer)
     a_ans = group_advantages(torch.tensor(rewards.components[name], dtype=torch.float64), group_size)
     a_rest = group_advantages(torch.tensor(rewards.total_without(name), dtype=torch.float64), group_size)
-    if credit.answer_prior == "cancel":
+    if credit.answer_prior != "keep":
         spread = (a_ans.view(-1, group_size) != 0).any(1).repeat_interleave(group_size)
-        a_ans = cancel_answer_prior(a_ans, answer_keys(rollouts, samples, group_size), spread & span.any(1).cpu())
+        keys, teach = answer_keys(rollouts, samples, group_size), spread & span.any(1).cpu()
+        if credit.answer_prior == "cancel":
+            a_ans = cancel_answer_prior(a_ans, keys, teach)
+        else:
+            a_ans = project_answer_prior(a_ans, keys, teach, span_slopes(rollouts, span))
     return segment_credit(a_ans.float(), a_rest.float(), adv, span, gen, credit.answer_share)
+
+
+def span_slopes(rollouts: Sequence[Any], span: Tensor) -> Tensor:
+    """[N] float64: 1 − the sampler's probability of each rollout's answer span as written (the product of
+    its tokens' probabilities; ``span`` [N, T] indexes the right-padded rows, as ``rollout.logprobs``);
+    0 for a rollout without a span."""
+    out = torch.zeros(len(rollouts), dtype=torch.float64)
+    for i, r in enumerate(rollouts):
+        cols = span[i].nonzero().flatten().tolist()
+        if cols:
+            out[i] = 1.0 - math.exp(sum(r.logprobs[t] for t in cols))
+    return out
 
 
 def answer_keys(rollouts: Sequence[Any], samples: Sequence[Any], group_size: int) -> list[str | None]:

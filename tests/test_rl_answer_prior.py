@@ -12,7 +12,7 @@ from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
 from rl.answer_span import decision_tokens
 from rl.grpo import CreditConfig, cancel_answer_prior, group_advantages
 from rl.rewards import RewardBreakdown, canonical_answer
-from rl.trainer import FuncScorer, answer_keys, answer_span_credit
+from rl.trainer import FuncScorer, answer_keys, answer_span_credit, span_slopes
 from tests.test_rl_credit import _trainer
 
 # Two gold-Yes groups that answer Y N N N, one gold-No group that answers Y Y Y N, one gold-No group that
@@ -128,22 +128,24 @@ def test_answer_span_credit_cancels_the_prior_over_the_step(tiny_tokenizer) -> N
     assert torch.equal(out["cancel"][1], out["keep"][1])  # weights do not change
 
 
-def test_a_cancelled_step_trains(tiny_policy, tmp_path) -> None:
-    """Through GRPOTrainer.sample: the step's span advantages sum to 0 per answer over its teaching rollouts,
-    and the step moves the policy."""
+@pytest.mark.parametrize("prior", ["cancel", "project"])
+def test_a_step_without_the_prior_trains(tiny_policy, tmp_path, prior: str) -> None:
+    """Through GRPOTrainer.sample: per answer over the step's teaching rollouts, the span advantages sum to 0
+    ("cancel") or their products with the spans' slopes do ("project"), and the step moves the policy."""
     scorer = FuncScorer({"r_ans": lambda p, c, **k: [float(i % 3 == 0) for i in range(len(c))],
                          "len": lambda p, c, **k: [float(len(x)) for x in c]})
-    tr = _trainer(tiny_policy, tmp_path, scorer, CreditConfig(mode="answer_span", answer_prior="cancel"))
+    tr = _trainer(tiny_policy, tmp_path, scorer, CreditConfig(mode="answer_span", answer_prior=prior))
     before = tr.trainable_state()
     sb = tr.sample()
     span = decision_tokens(sb.rollouts, sb.batch["gen"], tr.engine.tokenizer)
     assert span.any()  # the fixture writes spans
     keys = answer_keys(sb.rollouts, sb.samples, 4)
     first = torch.stack([sb.token_adv[i][span[i]][0] if span[i].any() else torch.tensor(0.0)
-                         for i in range(len(keys))])
+                         for i in range(len(keys))]).double()
+    scale = span_slopes(sb.rollouts, span.cpu()) if prior == "project" else torch.ones(len(keys), dtype=torch.float64)
     for key in set(keys):
-        rows = torch.tensor([k == key for k in keys]) & span.any(1)
-        assert float(first[rows].sum()) == pytest.approx(0.0, abs=1e-5)
+        rows = torch.tensor([k == key for k in keys]) & span.any(1).cpu()
+        assert float((first[rows] * scale[rows]).sum()) == pytest.approx(0.0, abs=1e-5)
     tr.train_step()
     after = tr.trainable_state()
     assert any(not torch.equal(after[n], before[n]) for n in before)
@@ -152,6 +154,6 @@ def test_a_cancelled_step_trains(tiny_policy, tmp_path) -> None:
 def test_cancel_needs_answer_span_credit() -> None:
     with pytest.raises(ValueError, match="answer_span"):
         CreditConfig(mode="sequence", answer_prior="cancel")
-    with pytest.raises(ValueError, match="keep, cancel"):
+    with pytest.raises(ValueError, match="keep, cancel, project"):
         CreditConfig(mode="answer_span", answer_prior="drop")
     assert CreditConfig(mode="answer_span", answer_prior="cancel").label == "answer_span, prior cancelled"

@@ -15,7 +15,7 @@ and recipe (the check's config), at the first step of each of its seeds, without
    equally), with the seeds x queries interval (stratified by gold).
 
 5. the same batch's whole step under each credit of ``compared_credits`` (sequence, Stock-R1 Eq. 1;
-   answer_span; answer_span with the answer prior cancelled; rl/grpo.py, "Credit"), its AdamW first update
+   answer_span; answer_span with the answer prior cancelled, and projected out; rl/grpo.py, "Credit"), its AdamW first update
    and moves, so the credits are compared on one batch, without the sampling noise of separate runs;
 6. for every update, the first-order move of an update linear in its gradient at the same per-weight RMS
    (``rl.credit.linear_step``): what AdamW's per-weight normalisation changes (a draw cached before this
@@ -71,7 +71,7 @@ from stockr1.manifest import git_commit
 from stockr1.outdir import command_line, output_dir, refuse_existing
 
 PARTS = ("full", "decision", "rest")
-CREDIT_PART = "credit:"  # a part named "credit:<mode>[,cancel]": the same batch's whole step under that credit
+CREDIT_PART = "credit:"  # a part named "credit:<mode>[,cancel|,project]": the same batch's whole step under that credit
 
 
 def compared_credits(share: float) -> dict[str, CreditConfig]:
@@ -79,12 +79,16 @@ def compared_credits(share: float) -> dict[str, CreditConfig]:
     return {f"{CREDIT_PART}sequence": CreditConfig(),
             f"{CREDIT_PART}answer_span": CreditConfig(mode="answer_span", answer_share=share),
             f"{CREDIT_PART}answer_span,cancel": CreditConfig(mode="answer_span", answer_share=share,
-                                                             answer_prior="cancel")}
+                                                             answer_prior="cancel"),
+            f"{CREDIT_PART}answer_span,project": CreditConfig(mode="answer_span", answer_share=share,
+                                                              answer_prior="project")}
 
 
-# paired on one batch: what answer-span credit changes against Eq. 1, and what cancelling the prior changes
+# paired on one batch: what answer-span credit changes against Eq. 1, what cancelling the prior changes, and
+# what projecting it out along the spans' slopes changes against cancelling it
 CREDIT_CONTRASTS = ((f"{CREDIT_PART}answer_span", f"{CREDIT_PART}sequence"),
-                    (f"{CREDIT_PART}answer_span,cancel", f"{CREDIT_PART}answer_span"))
+                    (f"{CREDIT_PART}answer_span,cancel", f"{CREDIT_PART}answer_span"),
+                    (f"{CREDIT_PART}answer_span,project", f"{CREDIT_PART}answer_span,cancel"))
 
 
 def parts_of(draws: list[Mapping[str, Any]]) -> list[str]:

@@ -13,7 +13,8 @@ LABEL = {"full": "the step's update (all tokens: what GRPO does)",
          "rest": "an update from every other token's gradient"}
 CREDIT_LABEL = {"credit:sequence": "sequence (Stock-R1 Eq. 1)",
                 "credit:answer_span": "answer_span",
-                "credit:answer_span,cancel": "answer_span, answer prior cancelled"}
+                "credit:answer_span,cancel": "answer_span, answer prior cancelled",
+                "credit:answer_span,project": "answer_span, answer prior projected out"}
 
 
 def _ci(r: Mapping[str, Any], digits: int = 4) -> str:
