@@ -97,8 +97,10 @@ def logodds_gradients(trainer: GRPOTrainer, samples: Sequence[GRPOSample], conte
     out = {}
     for q, cs in _per_query(contexts, per_query).items():
         trainer.opt.zero_grad(set_to_none=True)
-        for c in cs:
-            (context_logodds(trainer.policy, trainer.engine.tokenizer, c, ts) / len(cs)).backward()
+        for c in cs:  # as the loss passes: under the run's precision, through Fabric's backward
+            with trainer.fabric.autocast():
+                z = context_logodds(trainer.policy, trainer.engine.tokenizer, c, ts)
+            trainer.fabric.backward(z / len(cs))
         out[q] = _grads(params)
     trainer.opt.zero_grad(set_to_none=True)
     return out
