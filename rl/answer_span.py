@@ -3,18 +3,21 @@
 A yes/no rollout decides its answer at one word: the last " Yes" / " No" it writes before its first
 ``<answer>`` tag (its conclusion, "So the answer (Yes or No) is No.", which the tag then copies). The
 answer span is that word plus the ``<answer>`` ... ``</answer>`` it writes. ``rl.probe`` cuts fixed
-contexts there, ``rl.credit`` splits a step's gradient there, and the trainer's ``answer_span`` credit
-(``rl.grpo.segment_credit``) gives these tokens the answer reward's advantage.
+contexts there (``decision_contexts``) and reads their log-odds (``context_logodds``), ``rl.credit`` splits a
+step's gradient there, the trainer's ``answer_span`` credit (``rl.grpo.segment_credit``) gives these tokens
+the answer reward's advantage, and ``answer_prior: "hold"`` (``rl.prior_hold``) reads the step's shared
+answer direction there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from llm.logprobs import token_logprobs
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
 
 
@@ -55,3 +58,35 @@ def decision_tokens(rollouts: Sequence[Any], gen: Tensor, tokenizer, yes: str = 
             if t < len(ids) and g[t]:
                 mask[row, t] = True
     return mask.to(gen.device)
+
+
+def decision_contexts(rollouts: Sequence[Any], tokenizer, yes: str = "Yes", no: str = "No") -> list[dict[str, Any]]:
+    """Each rollout that wrote ``<answer>``, cut at its decision point (``decision_point``), as ``{row, ids,
+    words}``: its index in ``rollouts``, the token ids before the decision (prompt, reasoning, tool
+    observation, then "... is") and the two answer words as they would be written there (" Yes" / " No" in a
+    conclusion; "Yes" / "No" right after ``<answer>`` when the rollout stated none)."""
+    tag = tokenizer.convert_tokens_to_ids(ANSWER_OPEN)
+    spaced = [tokenizer.encode(" " + w, add_special_tokens=False) for w in (yes, no)]
+    spaced_ids = [w[0] for w in spaced if len(w) == 1]  # a word of several tokens has no single decision token
+    out = []
+    for row, r in enumerate(rollouts):
+        j = decision_point(r.token_ids, r.gen_mask, tag, spaced_ids)
+        if j is None:
+            continue
+        after_tag = r.token_ids[j - 1] == tag
+        out.append({"row": row, "ids": list(r.token_ids[:j]), "words": [yes, no] if after_tag else [" " + yes, " " + no]})
+    return out
+
+
+def context_logodds(policy, tokenizer, context: Mapping[str, Any], ts: Tensor | None) -> Tensor:
+    """log p(Yes) − log p(No) of one decision context (``decision_contexts``, with its ``query``) under
+    ``policy`` (a 0-dim tensor, with a graph when grad is on: ``rl.credit`` and ``rl.prior_hold``
+    differentiate it). ``ts``: the queries' soft tokens [Q, K, d]."""
+    lp = []
+    for word in context["words"]:  # one forward per answer word, logits only over the word's positions
+        w = tokenizer.encode(word, add_special_tokens=False)
+        x = torch.tensor([list(context["ids"]) + w], dtype=torch.long)
+        t = token_logprobs(policy, x, torch.ones_like(x), None if ts is None else ts[context["query"]][None],
+                           logits_to_keep=len(w))
+        lp.append(t[0, -len(w):].sum())
+    return lp[0] - lp[1]

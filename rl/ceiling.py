@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from rl.probe import context_logodds
+from rl.answer_span import context_logodds
 from rl.soft_tokens import soft_tokens
 from rl.trainer import GRPOSample, GRPOTrainer
 
@@ -93,9 +93,10 @@ def oracle_step(trainer: GRPOTrainer, ts: torch.Tensor | None, contexts: Sequenc
     trainer.opt.zero_grad(set_to_none=True)
     loss, z_before = 0.0, []
     for i in train:  # one context's graph at a time: memory of one forward
-        z = context_logodds(trainer.policy, trainer.engine.tokenizer, contexts[i], ts)
+        with trainer.fabric.autocast():  # as the loss passes: the run's precision, Fabric's backward
+            z = context_logodds(trainer.policy, trainer.engine.tokenizer, contexts[i], ts)
         li = torch.nn.functional.softplus(-gold_sign(contexts[i]["gold"]) * z) * w[i]
-        li.backward()
+        trainer.fabric.backward(li)
         loss += float(li.detach())
         z_before.append(float(z.detach()))
     params = [p for p in trainer.policy.parameters() if p.requires_grad]

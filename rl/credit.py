@@ -37,8 +37,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from rl.answer_span import context_logodds
 from rl.grpo import CreditConfig
-from rl.probe import context_logodds
 from rl.soft_tokens import soft_tokens
 from rl.trainer import GRPOSample, GRPOTrainer, StepBatch, answer_span_credit
 

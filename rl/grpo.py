@@ -63,6 +63,10 @@ Credit: which advantage each token gets (``CreditConfig``, ``GRPOTrainConfig.cre
   their advantages (``project_answer_prior``). A first-order argument for a two-way answer whose log-odds
   gradients share one direction; whether it holds the shared prior still on the small policy is measured,
   one batch at a time, by ``bench grpo_credit`` (its "the same batch's step under each credit" table).
+- ``answer_prior: "hold"`` (with either mode): not a credit but a constraint on the update, which loses its
+  first-order move of the step's mean answer log-odds (``rl.prior_hold``), so AdamW's per-weight
+  normalisation cannot bring back what the advantages left out. ``hold_per_query`` decision contexts per
+  query define that direction.
 
 Choices where the paper is silent
 - Advantages follow TRL: ``(R - mean_g) / (std_g + eps)`` with the unbiased std and ``eps = 1e-4``.
@@ -164,7 +168,7 @@ class GRPOLossConfig:
 
 
 CREDIT_MODES = ("sequence", "answer_span")
-ANSWER_PRIORS = ("keep", "cancel", "project")
+ANSWER_PRIORS = ("keep", "cancel", "project", "hold")
 
 
 @dataclass(frozen=True)
@@ -175,7 +179,9 @@ class CreditConfig:
     answer_share: float = 0.5  # answer_span: the answer span's share of its rollout's token-mean weight
     answer_component: str = "r_ans"  # answer_span: the reward whose advantage the answer span carries
     answer_prior: str = "keep"  # answer_span: "cancel" centres the span's advantages per answer over the step;
-    # "project" removes, per answer, their component along the span's probability slope (docstring, "Credit")
+    # "project" removes, per answer, their component along the span's probability slope (docstring, "Credit");
+    # "hold" (any mode) removes from each update its move of the step's mean answer log-odds (rl/prior_hold.py)
+    hold_per_query: int = 2  # "hold": decision contexts per query the shared direction is read on
 
     def __post_init__(self) -> None:
         if self.mode not in CREDIT_MODES:
@@ -185,17 +191,20 @@ class CreditConfig:
         if self.answer_prior not in ANSWER_PRIORS:
             raise ValueError(f"train.credit.answer_prior must be one of {', '.join(ANSWER_PRIORS)}; "
                              f"got {self.answer_prior!r}")
-        if self.answer_prior != "keep" and self.mode != "answer_span":
+        if self.hold_per_query < 1:
+            raise ValueError(f"train.credit.hold_per_query must be >= 1, got {self.hold_per_query}")
+        if self.answer_prior in ("cancel", "project") and self.mode != "answer_span":
             raise ValueError(f"train.credit.answer_prior {self.answer_prior!r} acts on the answer span's advantages: "
                              f"it needs credit.mode 'answer_span', got {self.mode!r}")
 
     @property
     def label(self) -> str:
-        """A short name for reports: "sequence", "answer_span", "answer_span, prior cancelled" or
-        "answer_span, prior projected out"."""
+        """A short name for reports: "sequence", "answer_span", "answer_span, prior cancelled",
+        "answer_span, prior projected out", or either mode with ", prior held"."""
+        held = ", prior held" if self.answer_prior == "hold" else ""
         if self.mode == "sequence":
-            return "sequence"
-        return self.mode + {"cancel": ", prior cancelled", "project": ", prior projected out"}.get(self.answer_prior, "")
+            return "sequence" + held
+        return self.mode + {"cancel": ", prior cancelled", "project": ", prior projected out"}.get(self.answer_prior, held)
 
 
 def cancel_answer_prior(adv_answer: Tensor, keys: Sequence[Hashable], can_teach: Tensor) -> Tensor:

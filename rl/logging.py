@@ -18,7 +18,9 @@ Metric names (the W&B panels of docs/rl.md use them verbatim):
   smallest surrogate weight of the step: 1 = the weight did nothing), ``uncertainty/weight_norm_mean`` (this
   rank's mean surrogate weight); the step's wall seconds: ``time/rollout_s`` (decoding with the tool),
   ``time/scoring_s`` (rewards, advantages, batch), ``time/reference_s`` (pi_old / KL reference pass),
-  ``time/loss_s`` (forward + backward), ``time/update_s`` (clip + optimiser), ``time/step_s`` (all of them)
+  ``time/hold_s`` (the shared answer direction of ``answer_prior: hold``, 0 otherwise), ``time/loss_s``
+  (forward + backward), ``time/update_s`` (clip + optimiser + the hold's projection), ``time/step_s`` (all of
+  them); ``answer_prior/held_move`` (under ``hold``: the first-order move of the mean answer log-odds removed)
 - ``warn/zero_spread``, ``warn/answer_dominates``, ``warn/action_dominates`` (1 when the warning fired)
 """
 

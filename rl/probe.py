@@ -16,9 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from llm.logprobs import token_logprobs
-from llm.special_tokens import ANSWER_OPEN
-from rl.answer_span import decision_point
+from rl.answer_span import context_logodds, decision_contexts
 from rl.rewards import PENALTY, REWARD_NAMES, RewardWeights, variance_shares
 from rl.soft_tokens import soft_tokens
 from rl.trainer import GRPOSample, StockR1Scorer
@@ -85,19 +83,12 @@ def answer_contexts(engine, samples: Sequence[GRPOSample], group_size: int, seed
     with torch.no_grad():
         rollouts = engine.generate([s.prompt for s in picked], soft_tokens(picked), [s.sample_ref for s in picked],
                                    num_return_sequences=group_size)
-    tok = engine.tokenizer
-    tag = tok.convert_tokens_to_ids(ANSWER_OPEN)
-    spaced = [tok.encode(" " + w, add_special_tokens=False) for w in (yes, no)]
-    spaced_ids = [w[0] for w in spaced if len(w) == 1]  # a word of several tokens has no single decision token
     out = []
-    for r in rollouts:
-        j = decision_point(r.token_ids, r.gen_mask, tag, spaced_ids)
-        if j is None:
-            continue
+    for c in decision_contexts(rollouts, engine.tokenizer, yes, no):
+        r = rollouts[c["row"]]
         q = yes_no[r.prompt_index]
-        after_tag = r.token_ids[j - 1] == tag
-        out.append({"query": q, "gold": samples[q].columns.get("answer"), "ids": list(r.token_ids[:j]),
-                    "words": [yes, no] if after_tag else [" " + yes, " " + no], "given": r.answer})
+        out.append({"query": q, "gold": samples[q].columns.get("answer"), "ids": c["ids"], "words": c["words"],
+                    "given": r.answer})
     return out
 
 
@@ -110,16 +101,3 @@ def answer_logodds(policy, samples: Sequence[GRPOSample], contexts: Sequence[Map
     ts = soft_tokens(samples)
     with torch.no_grad():
         return [float(context_logodds(policy, policy.tokenizer, c, ts)) for c in contexts]
-
-
-def context_logodds(policy, tokenizer, context: Mapping[str, Any], ts: torch.Tensor | None) -> torch.Tensor:
-    """log p(Yes) − log p(No) of one ``answer_contexts`` context under ``policy`` (a 0-dim tensor, with a
-    graph when grad is on: ``rl.credit`` differentiates it). ``ts``: the queries' soft tokens [Q, K, d]."""
-    lp = []
-    for word in context["words"]:  # one forward per answer word, logits only over the word's positions
-        w = tokenizer.encode(word, add_special_tokens=False)
-        x = torch.tensor([list(context["ids"]) + w], dtype=torch.long)
-        t = token_logprobs(policy, x, torch.ones_like(x), None if ts is None else ts[context["query"]][None],
-                           logits_to_keep=len(w))
-        lp.append(t[0, -len(w):].sum())
-    return lp[0] - lp[1]

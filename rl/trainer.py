@@ -82,6 +82,7 @@ from rl.grpo import (
     uncertainty_weight,
 )
 from rl.logging import RunLogger, step_line, step_metrics
+from rl.prior_hold import remove_along, shared_direction, step_contexts
 from rl.rewards import (
     REWARD_NAMES,
     RewardBreakdown,
@@ -315,7 +316,7 @@ def answer_span_credit(rollouts: Sequence[Any], samples: Sequence[Any], rewards:
     span = decision_tokens(rollouts, gen, tokenizer)
     a_ans = group_advantages(torch.tensor(rewards.components[name], dtype=torch.float64), group_size)
     a_rest = group_advantages(torch.tensor(rewards.total_without(name), dtype=torch.float64), group_size)
-    if credit.answer_prior != "keep":
+    if credit.answer_prior in ("cancel", "project"):  # "hold" acts on the update, not here
         spread = (a_ans.view(-1, group_size) != 0).any(1).repeat_interleave(group_size)
         keys, teach = answer_keys(rollouts, samples, group_size), spread & span.any(1).cpu()
         if credit.answer_prior == "cancel":
@@ -602,6 +603,8 @@ class GRPOTrainer:
         sb = self.sample() if sb is None else sb
         t_ref = time.perf_counter()
         old, ref = self.old_and_ref(sb)
+        t_hold = time.perf_counter()
+        hold = self._prior_direction(sb) if cfg.credit.answer_prior == "hold" else None
         t_loss = time.perf_counter()
         stats: dict[str, float] = {}
         loss_s = update_s = 0.0
@@ -621,6 +624,10 @@ class GRPOTrainer:
                 stats["policy/grad_norm"] = float(norm) if norm is not None else math.nan
             self.opt.step()
             loss_s, update_s = loss_s + t_update - t_pass, update_s + time.perf_counter() - t_update
+        if hold is not None:  # the step's update loses its move of the mean answer log-odds (rl/prior_hold.py)
+            t_remove = time.perf_counter()
+            stats["answer_prior/held_move"] = remove_along(hold[0], hold[1], hold[2])
+            update_s += time.perf_counter() - t_remove
         stats["lr"] = self.sched.get_last_lr()[0]
         self.sched.step()
         self._push_weights()
@@ -629,13 +636,26 @@ class GRPOTrainer:
                       "policy/clip_low": acc["clip_low"] / tok, "policy/clip_high": acc["clip_high"] / tok,
                       "policy/clip_region": (acc["clip_low"] + acc["clip_high"]) / tok,
                       "time/rollout_s": sb.t_roll, "time/scoring_s": sb.t_sample - sb.t_roll,
-                      "time/reference_s": t_loss - t_ref, "time/loss_s": loss_s, "time/update_s": update_s,
+                      "time/reference_s": t_hold - t_ref, "time/hold_s": t_loss - t_hold, "time/loss_s": loss_s,
+                      "time/update_s": update_s,
                       "time/step_s": sb.t_sample + time.perf_counter() - t_ref,
                       "uncertainty/weight_spread": float(sb.w_q.max() / sb.w_q.min()),
                       "uncertainty/weight_norm_mean": float(sb.w_q.mean())})
         self.step += 1
         return step_metrics(self.step, sb.rollouts, sb.samples, sb.rewards, sb.adv, cfg.group_size, sb.u, sb.w_raw,
                             stats, cfg.rewards)
+
+    def _prior_direction(self, sb: StepBatch) -> tuple[dict[str, torch.nn.Parameter], dict[str, Tensor],
+                                                       dict[str, Tensor]]:
+        """``answer_prior: "hold"``: the trainable parameters, their values before the step and the shared
+        answer direction read on the step's rollouts (``rl.prior_hold``), in the rollouts' mode."""
+        self.policy.eval()
+        params = {n: p for n, p in self.policy.named_parameters() if p.requires_grad}
+        contexts = step_contexts(sb.rollouts, self.engine.tokenizer, self.cfg.credit.hold_per_query)
+        ts = soft_tokens(sb.samples)
+        ts = None if ts is None else ts.to(self.fabric.device)
+        d = shared_direction(self.policy, self.engine.tokenizer, self.fabric, params, contexts, ts)
+        return params, {n: p.detach().clone() for n, p in params.items()}, d
 
     def _step_weights(self, w_raw: Tensor) -> Tensor:
         """[Q] the surrogate weights of this rank's queries: w(U) normalised to mean 1 over the step's

@@ -17,8 +17,8 @@ from benchmarks.grpo_check.command import (
     read_steps,
     summarise,
 )
-from benchmarks.grpo_check.report import readme
-from benchmarks.grpo_check.side_by_side import interval_text, read_checks, row
+from benchmarks.grpo_check.report import credit_text, readme
+from benchmarks.grpo_check.side_by_side import interval_text, read_checks, recipe_text, row
 from benchmarks.grpo_check.side_by_side import main as side_by_side
 from stockr1.config import load_yaml
 from tests.tiny_runs import DATA, DECODER_TS, tiny_sft_config
@@ -397,3 +397,16 @@ def test_the_check_runs_end_to_end_on_the_tiny_random_init_policy(tmp_path: Path
             "logodds-end-s1-g2"} <= set(t) and all(v > 0 for v in t.values())
     assert main(["--config", str(tmp_path / "check.yaml"), "--out", str(out), "--overwrite"]) == 0
     assert json.loads((out / "run_info.json").read_text())["timings_s"] == t
+
+
+@pytest.mark.parametrize(("credit", "report", "column"), [
+    ({"mode": "answer_span", "answer_prior": "project"}, "answer prior projected out", "credit answer_span (answer prior projected out)"),
+    ({"mode": "answer_span", "answer_prior": "hold", "hold_per_query": 3}, "read on 3 decision contexts per query",
+     "credit answer_span (answer prior held)"),
+    ({"answer_prior": "hold"}, "credit sequence (Stock-R1 Eq. 1: the total's advantage on every token; each step's",
+     "credit Eq. 1 (answer prior held)"),
+])
+def test_the_credit_texts_name_the_answer_prior(credit: dict, report: str, column: str) -> None:
+    assert report in credit_text({"credit": credit})
+    summary = {"n_queries": 8, "balance_yes_no": True, "steps": 4, "seeds": [0, 1], "recipe": {"lr": 2e-4, "credit": credit}}
+    assert recipe_text(summary, {}).endswith(column)

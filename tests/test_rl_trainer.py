@@ -122,7 +122,7 @@ def test_a_given_batch_takes_the_same_step_and_its_phases_add_up(tiny_policy, tm
     after, ref = ours.trainable_state(), theirs.trainable_state()
     changed = [n for n in after if not torch.equal(after[n], before[n])]
     assert changed and all(torch.equal(after[n], ref[n]) for n in after)
-    phases = [m[f"time/{k}"] for k in ("rollout_s", "scoring_s", "reference_s", "loss_s", "update_s")]
+    phases = [m[f"time/{k}"] for k in ("rollout_s", "scoring_s", "reference_s", "hold_s", "loss_s", "update_s")]
     assert all(t >= 0 for t in phases) and m["time/loss_s"] > 0
     assert sum(phases) <= m["time/step_s"] < sum(phases) + 0.25
 

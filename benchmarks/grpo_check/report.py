@@ -19,14 +19,16 @@ STEP_KEYS = ("reward/total", "reward/r_ans", "reward/r_act", "reward/r_prec", "r
              "policy/clip_low", "policy/clip_high", "policy/clip_region", "policy/entropy", "reward/frac_zero_spread",
              "reward/var_share/r_ans", "advantage/noise_std", "advantage/sign_flip", "rollout/truncated",
              "rollout/answer_parse_rate", "rollout/action_success_rate", "answers/share/yes", "answers/share/no",
-             "uncertainty/weight_spread", "policy/grad_norm", "lr", "time/step_s", "time/rollout_s",
+             "uncertainty/weight_spread", "policy/grad_norm", "lr", "time/step_s", "time/rollout_s", "time/hold_s",
+             "answer_prior/held_move",
              *(f"policy/grad_{m}/{g}" for g in GROUPS for m in ("share", "rms", "mean_abs")))  # rl/grad_scale.py
 TABLE = (("reward/total", "reward", ".3f"), ("reward/r_ans", "R_ans", ".3f"), ("reward/r_act", "R_act", ".3f"),
          ("reward/r_prec", "R_prec", ".3f"), ("reward/r_cons", "R_cons", ".3f"), ("policy/kl", "KL", ".1e"),
          ("policy/clip_low", "clip low", ".3f"), ("policy/clip_high", "clip high", ".3f"),
          ("reward/frac_zero_spread", "no-spread groups", ".2f"), ("reward/var_share/r_ans", "R_ans var share", ".2f"),
          ("advantage/sign_flip", "adv. sign flip", ".2f"), ("rollout/truncated", "truncated", ".2f"),
-         ("answers/share/yes", "Yes share", ".2f"), ("answers/share/no", "No share", ".2f"))
+         ("answers/share/yes", "Yes share", ".2f"), ("answers/share/no", "No share", ".2f"),
+         ("answer_prior/held_move", "held move (nats)", ".3f"))  # answer_prior "hold" only (rl/prior_hold.py)
 PANELS = (("reward/total", "mean training reward"), ("reward/r_ans", "R_ans"), ("policy/kl", "KL to start (k3)"),
           ("policy/clip_region", "clipped token share"), ("reward/var_share/r_ans", "R_ans share of group variance"),
           ("rollout/truncated", "truncated rollouts"))
@@ -58,12 +60,16 @@ def _threads(summary: Mapping[str, Any]) -> str:
 def credit_text(recipe: Mapping[str, Any]) -> str:
     """Which advantage each token carried (``train.credit``; rl/grpo.py, "Credit")."""
     c = CreditConfig(**(recipe.get("credit") or {}))  # the recipe's overrides over the trainer's defaults
+    held = ("; each step's update lost its first-order move of the step's mean answer log-odds, read on "
+            f"{c.hold_per_query} decision contexts per query (answer prior held, rl/prior_hold.py)"
+            if c.answer_prior == "hold" else "")
     if c.mode == "sequence":
-        return "credit sequence (Stock-R1 Eq. 1: the total's advantage on every token)"
-    prior = (", centred per answer over the step's teaching rollouts (answer prior cancelled)"
-             if c.answer_prior == "cancel" else "")
+        return f"credit sequence (Stock-R1 Eq. 1: the total's advantage on every token{held})"
+    prior = {"cancel": ", centred per answer over the step's teaching rollouts (answer prior cancelled)",
+             "project": ", with its component along the spans' slopes removed per answer (answer prior projected "
+                        "out)"}.get(c.answer_prior, "")
     return (f"credit {c.mode} (the answer span carries R_ans's advantage{prior} with {c.answer_share:.0%} of its "
-            "rollout's weight, the other tokens that of R − R_ans: a departure from Stock-R1 Eq. 1)")
+            f"rollout's weight, the other tokens that of R − R_ans: a departure from Stock-R1 Eq. 1{held})")
 
 
 def decoding_text(recipe: Mapping[str, Any]) -> str:

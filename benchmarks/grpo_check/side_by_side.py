@@ -66,11 +66,10 @@ def recipe_text(summary: Mapping[str, Any], config: Mapping[str, Any]) -> str:
         rows_eps = next(e for e in (r.get("rows_adam_eps"), r.get("adam_eps"), 1e-8) if e is not None)
         parts.append(f"rows lr {rows_lr:g}, eps {rows_eps:g}")
     credit = r.get("credit") or {}
-    if credit.get("mode", "sequence") != "sequence":
-        parts.append(f"credit {credit['mode']}" + (" (answer prior cancelled)" if credit.get("answer_prior") == "cancel"
-                                                   else ""))
-    else:
-        parts.append("credit Eq. 1")
+    prior = {"cancel": " (answer prior cancelled)", "project": " (answer prior projected out)",
+             "hold": " (answer prior held)"}.get(credit.get("answer_prior", "keep"), "")
+    mode = credit.get("mode", "sequence")
+    parts.append(("credit Eq. 1" if mode == "sequence" else f"credit {mode}") + prior)
     if r.get("precision") not in (None, "32-true"):  # the checks before 2026-12-06 ran in fp32 and lack the key
         parts.append(r["precision"])
     rollout = {**((config.get("grpo") or {}).get("overrides") or {}).get("rollout", {}),  # a run before the recipe
