@@ -136,6 +136,13 @@ def token_logprobs_and_entropy(
     return _finish(lp, attention_mask), _finish(ent, attention_mask)
 
 
+def next_token_logprobs(policy, input_ids: Tensor, ts_tokens: Tensor | None = None) -> Tensor:
+    """input_ids [B, T] (unpadded rows), ts_tokens [B, K, d_ts] -> [B, V] float32 log p(next token | the row),
+    at temperature 1, from one forward that keeps only the last position's logits."""
+    out = policy(input_ids, torch.ones_like(input_ids), ts_tokens, logits_to_keep=1)
+    return torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+
+
 def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
     """Mean of x over mask == 1, or the mask-weighted mean for float weights (0 when the mask is empty)."""
     mask = mask.to(x.dtype)

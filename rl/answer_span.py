@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from llm.logprobs import token_logprobs
+from llm.logprobs import next_token_logprobs, token_logprobs
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
 
 
@@ -82,11 +82,14 @@ def context_logodds(policy, tokenizer, context: Mapping[str, Any], ts: Tensor | 
     """log p(Yes) − log p(No) of one decision context (``decision_contexts``, with its ``query``) under
     ``policy`` (a 0-dim tensor, with a graph when grad is on: ``rl.credit`` and ``rl.prior_hold``
     differentiate it). ``ts``: the queries' soft tokens [Q, K, d]."""
+    ts_q = None if ts is None else ts[context["query"]][None]
+    words = [tokenizer.encode(word, add_special_tokens=False) for word in context["words"]]
+    if all(len(w) == 1 for w in words):  # both one token: one forward, the next token's distribution
+        lp = next_token_logprobs(policy, torch.tensor([list(context["ids"])], dtype=torch.long), ts_q)[0]
+        return lp[words[0][0]] - lp[words[1][0]]
     lp = []
-    for word in context["words"]:  # one forward per answer word, logits only over the word's positions
-        w = tokenizer.encode(word, add_special_tokens=False)
+    for w in words:  # one forward per answer word, logits only over the word's positions
         x = torch.tensor([list(context["ids"]) + w], dtype=torch.long)
-        t = token_logprobs(policy, x, torch.ones_like(x), None if ts is None else ts[context["query"]][None],
-                           logits_to_keep=len(w))
+        t = token_logprobs(policy, x, torch.ones_like(x), ts_q, logits_to_keep=len(w))
         lp.append(t[0, -len(w):].sum())
     return lp[0] - lp[1]

@@ -86,3 +86,23 @@ def test_hold_works_with_either_credit_and_checks_its_contexts() -> None:
     assert CreditConfig(mode="answer_span", answer_prior="hold").label == "answer_span, prior held"
     with pytest.raises(ValueError, match="hold_per_query"):
         CreditConfig(answer_prior="hold", hold_per_query=0)
+
+
+def test_one_token_words_take_one_forward_and_agree_with_two(tiny_policy) -> None:
+    """context_logodds reads both one-token answer words from one forward's next-token distribution; the
+    same as scoring each word in its own forward (a word of two tokens takes that path)."""
+    from llm.logprobs import token_logprobs
+
+    pol = tiny_policy(d_ts=8)
+    tok = pol.tokenizer
+    ids = tok.encode("Question: will it rise? So the answer is", add_special_tokens=False)
+    words = [w for w in (" the", " a", " is", "the", "a", "e", "s") if len(tok.encode(w, add_special_tokens=False)) == 1][:2]
+    assert len(words) == 2  # the tiny tokenizer splits "Yes" / "No": two of its one-token words stand in
+    ts = torch.randn(1, 2, 8, generator=torch.Generator().manual_seed(0))
+    one = context_logodds(pol, tok, {"query": 0, "ids": ids, "words": words}, ts)
+    two = []
+    for w in words:
+        x = torch.tensor([ids + tok.encode(w, add_special_tokens=False)])
+        two.append(token_logprobs(pol, x, torch.ones_like(x), ts, logits_to_keep=1)[0, -1])
+    assert float(one) == pytest.approx(float(two[0] - two[1]), abs=1e-5)
+    assert float(one) != 0.0
