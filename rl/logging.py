@@ -13,7 +13,8 @@ Metric names (the W&B panels of docs/rl.md use them verbatim):
   ``rollout/action_completeness`` (M4), ``rollout/answer_parse_rate``, ``rollout/gen_tokens``,
   ``rollout/finish/<answer|eos|length>``, ``rollout/truncated`` (share of rollouts that hit
   ``max_new_tokens``: finish reason ``length``, 0 when none did)
-- ``answers/share/<answer>``, ``answers/top_share``, ``actions/direction/<up|down|flat|none>``
+- ``answers/share/<answer>`` (the answer R_ans grades, lower-cased; ``unreadable``, ``none``: see
+  ``_answer_share_keys``), ``answers/top_share``, ``actions/direction/<up|down|flat|none>``
 - ``uncertainty/u_mean``, ``uncertainty/weight_mean`` (raw w(U)), ``uncertainty/weight_spread`` (largest /
   smallest surrogate weight of the step: 1 = the weight did nothing), ``uncertainty/weight_norm_mean`` (this
   rank's mean surrogate weight); the step's wall seconds: ``time/rollout_s`` (decoding with the tool),
@@ -42,7 +43,7 @@ import torch
 from torch import Tensor
 
 from rl.grpo import advantage_noise
-from rl.rewards import PENALTY, RewardBreakdown, RewardWeights, variance_shares
+from rl.rewards import PENALTY, RewardBreakdown, RewardWeights, answer_keys, variance_shares
 
 log = logging.getLogger("rl")
 
@@ -61,8 +62,22 @@ def _share(values: Sequence[str]) -> dict[str, float]:
     return {k: v / max(len(values), 1) for k, v in c.most_common()}
 
 
-def _answer_key(raw: str | None) -> str:
-    return "none" if raw is None else (" ".join(raw.split()).lower()[:24] or "empty")
+def _answer_share_keys(rollouts: Sequence[Any], samples: Sequence[Any], group_size: int) -> list[str]:
+    """The key each rollout's answer is counted under in ``answers/share/<key>``: on a query with an answer
+    type, the answer R_ans grades (``rl.rewards.answer_keys``, lower-cased: "Yes, because…" counts as "yes",
+    like "Yes") or "unreadable" where R_ans cannot read it; "none" where no ``<answer>`` was written; on a
+    query without one (no gold answer), the raw text, squashed and cut to 24 characters."""
+    graded = answer_keys(rollouts, samples, group_size)
+    out = []
+    for i, (r, key) in enumerate(zip(rollouts, graded, strict=True)):
+        has_type = bool(samples[i // group_size].columns.get("answer_type"))
+        if r.answer is None:
+            out.append("none")
+        elif has_type:
+            out.append("unreadable" if key is None else key.lower())
+        else:
+            out.append(" ".join(r.answer.split()).lower()[:24] or "empty")
+    return out
 
 
 def step_metrics(step: int, rollouts: Sequence[Any], samples: Sequence[Any], rewards: RewardBreakdown,
@@ -102,7 +117,7 @@ def step_metrics(step: int, rollouts: Sequence[Any], samples: Sequence[Any], rew
     for reason, share in _share([r.finish_reason for r in rollouts]).items():
         s[f"rollout/finish/{reason}"] = share
     s["rollout/truncated"] = float(np.mean([r.finish_reason == "length" for r in rollouts]))
-    answers = _share([_answer_key(r.answer) for r in rollouts])
+    answers = _share(_answer_share_keys(rollouts, samples, group_size))
     for a, share in answers.items():
         s[f"answers/share/{a}"] = share
     s["answers/top_share"] = max(answers.values())

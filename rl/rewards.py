@@ -114,6 +114,16 @@ def canonical_answer(raw: str | None, answer_type: str, choices: Sequence[str] =
     return normalize_answer(_item("", answer_type, 0.0, choices), raw)
 
 
+def answer_keys(rollouts: Sequence[Any], samples: Sequence[Any], group_size: int) -> list[str | None]:
+    """Each rollout's canonical answer (``rl.rewards.canonical_answer``) under its query's answer type;
+    rollout i answers query i // group_size."""
+    out = []
+    for i, r in enumerate(rollouts):
+        cols = samples[i // group_size].columns
+        out.append(canonical_answer(r.answer, cols.get("answer_type") or "choice", cols.get("choices") or ()))
+    return out
+
+
 def answer_score(raw: str | None, answer: str, answer_type: str, tolerance: float = 0.0,
                  choices: Sequence[str] = ()) -> float:
     """R_ans of one extracted answer string (see module docstring)."""

@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -27,7 +28,10 @@ class R:
     n_generated: int = 10
 
 
-def _metrics(answers, directions, totals, r_ans, finish=None):
+YES_NO = [SimpleNamespace(columns={"answer": "Yes", "answer_type": "yes_no"})] * 2
+
+
+def _metrics(answers, directions, totals, r_ans, finish=None, samples=YES_NO):
     rolls = [R(a, ForecastAction(direction=d) if d else None, object() if d else None)
              for a, d in zip(answers, directions, strict=True)]
     for r, f in zip(rolls, finish or [], strict=False):
@@ -35,7 +39,7 @@ def _metrics(answers, directions, totals, r_ans, finish=None):
     comps = {"r_ans": np.array(r_ans, float), "r_act": np.full(len(rolls), np.nan)}
     br = RewardBreakdown(comps, np.array(totals, float))
     adv = torch.zeros(len(rolls))
-    return step_metrics(3, rolls, [None], br, adv, 4, torch.tensor([0.3, 0.6]), torch.tensor([0.9, 0.4]),
+    return step_metrics(3, rolls, samples, br, adv, 4, torch.tensor([0.3, 0.6]), torch.tensor([0.9, 0.4]),
                         {"loss": 0.1})
 
 
@@ -57,6 +61,19 @@ def test_step_metrics_values() -> None:
     assert s["reward/var_share/r_ans"] == pytest.approx((2.125 / 3 / 2) / (2.75 / 3 / 2))
     assert s["advantage/noise_std"] > 0 and 0 <= s["advantage/sign_flip"] <= 1  # group 1 has spread, group 2 none
 
+
+
+def test_answer_shares_count_the_answer_r_ans_grades() -> None:
+    """A share counts what R_ans grades, so "Yes, because…" and an answer tag with junk after its first word
+    are Yes answers; an answer R_ans cannot read is "unreadable" and a missing one "none", whatever its text.
+    A query without an answer type (no gold) keeps its raw text."""
+    answers = ["Yes, because", "yes trial=1.00</forecast", "No.", "maybe", None, "Up a bit", "Up a bit", "down"]
+    m = _metrics(answers, ["up"] * 8, [1, 0, 1, 0, 1, 0, 1, 0], [1, 1, 0, PENALTY] + [np.nan] * 4,
+                 samples=[YES_NO[0], SimpleNamespace(columns={})])
+    shares = {k: v for k, v in m["scalars"].items() if k.startswith("answers/share/")}
+    assert shares == {"answers/share/yes": 2 / 8, "answers/share/no": 1 / 8, "answers/share/unreadable": 1 / 8,
+                      "answers/share/none": 1 / 8, "answers/share/up a bit": 2 / 8, "answers/share/down": 1 / 8}
+    assert m["scalars"]["answers/top_share"] == 2 / 8
 
 def test_truncation_is_the_share_of_rollouts_that_hit_the_token_budget() -> None:
     m = _metrics(["Yes"] * 8, ["up"] * 8, [1, 0, 1, 0, 1, 0, 1, 0], [1.0] * 8,
