@@ -163,6 +163,19 @@ def test_the_yes_share_line_reads_each_golds_interval(end_yes: list[int], words:
     assert words in text and "the Yes share falls on the 2 gold-No queries (0.75 → 0.25): -0.50" in text
 
 
+def test_answers_are_counted_as_r_ans_grades_them() -> None:
+    """"Yes." and "Yes<answer>Yes" are Yes answers to R_ans, so to the Yes share and the per-query counts; an
+    action written inside the tag is unreadable, a missing answer None."""
+    cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 100})
+    res = _yes_no([3, 3, 3, 3], [1, 1, 1, 1], ["Yes", "Yes", "No", "No"], [0.1, 0.1])
+    for s in (0, 1):
+        res["probe"]["end"][s]["per_query"][0]["answers"] = ["Yes.", "Yes<answer>Yes", '{"direction": "up"}', None]
+    summary = summarise(res, cfg)
+    assert summary["per_query"][0]["end_answers"] == {"Yes": 4, "unreadable": 2, "None": 2}
+    # gold-Yes end: query 0 has 2 Yes of 4, query 1 has 1 of 4 (per seed) -> 3 / 8
+    assert summary["yes_share_change"]["yes"]["end"] == 3 / 8
+
+
 def test_per_query_records_missing_from_one_probe_give_no_section() -> None:
     cfg = GRPOCheckConfig.from_dict({**load_yaml(ROOT / "configs" / "grpo_check" / "tiny.yaml"), "n_boot": 100})
     res = _yes_no([3, 3, 3, 3], [1, 1, 1, 1], ["Yes", "Yes", "No", "No"], [0.1, 0.1])
