@@ -13,8 +13,8 @@ Metric names (the W&B panels of docs/rl.md use them verbatim):
   ``rollout/action_completeness`` (M4), ``rollout/answer_parse_rate``, ``rollout/gen_tokens``,
   ``rollout/finish/<answer|eos|length>``, ``rollout/truncated`` (share of rollouts that hit
   ``max_new_tokens``: finish reason ``length``, 0 when none did)
-- ``answers/share/<answer>`` (the answer R_ans grades, lower-cased; ``unreadable``, ``none``: see
-  ``_answer_share_keys``), ``answers/top_share``, ``actions/direction/<up|down|flat|none>``
+- ``answers/share/<answer>`` (``rl.rewards.graded_answer`` lower-cased: ``yes``, ``unreadable``, ``none``;
+  see ``_answer_share_keys``), ``answers/top_share``, ``actions/direction/<up|down|flat|none>``
 - ``uncertainty/u_mean``, ``uncertainty/weight_mean`` (raw w(U)), ``uncertainty/weight_spread`` (largest /
   smallest surrogate weight of the step: 1 = the weight did nothing), ``uncertainty/weight_norm_mean`` (this
   rank's mean surrogate weight); the step's wall seconds: ``time/rollout_s`` (decoding with the tool),
@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 
 from rl.grpo import advantage_noise
-from rl.rewards import PENALTY, RewardBreakdown, RewardWeights, answer_keys, variance_shares
+from rl.rewards import PENALTY, RewardBreakdown, RewardWeights, graded_answer, variance_shares
 
 log = logging.getLogger("rl")
 
@@ -64,17 +64,14 @@ def _share(values: Sequence[str]) -> dict[str, float]:
 
 def _answer_share_keys(rollouts: Sequence[Any], samples: Sequence[Any], group_size: int) -> list[str]:
     """The key each rollout's answer is counted under in ``answers/share/<key>``: on a query with an answer
-    type, the answer R_ans grades (``rl.rewards.answer_keys``, lower-cased: "Yes, because…" counts as "yes",
-    like "Yes") or "unreadable" where R_ans cannot read it; "none" where no ``<answer>`` was written; on a
-    query without one (no gold answer), the raw text, squashed and cut to 24 characters."""
-    graded = answer_keys(rollouts, samples, group_size)
+    type, ``rl.rewards.graded_answer`` lower-cased ("Yes, because…" counts as "yes", like "Yes"; "unreadable";
+    "none" where no ``<answer>`` was written); on a query without one (no gold answer), the raw text, squashed
+    and cut to 24 characters. Rollout i answers query i // group_size."""
     out = []
-    for i, (r, key) in enumerate(zip(rollouts, graded, strict=True)):
-        has_type = bool(samples[i // group_size].columns.get("answer_type"))
-        if r.answer is None:
-            out.append("none")
-        elif has_type:
-            out.append("unreadable" if key is None else key.lower())
+    for i, r in enumerate(rollouts):
+        cols = samples[i // group_size].columns
+        if r.answer is None or cols.get("answer_type"):
+            out.append(graded_answer(r.answer, cols.get("answer_type"), cols.get("choices") or ()).lower())
         else:
             out.append(" ".join(r.answer.split()).lower()[:24] or "empty")
     return out

@@ -114,14 +114,13 @@ def canonical_answer(raw: str | None, answer_type: str, choices: Sequence[str] =
     return normalize_answer(_item("", answer_type, 0.0, choices), raw)
 
 
-def answer_keys(rollouts: Sequence[Any], samples: Sequence[Any], group_size: int) -> list[str | None]:
-    """Each rollout's canonical answer (``rl.rewards.canonical_answer``) under its query's answer type;
-    rollout i answers query i // group_size."""
-    out = []
-    for i, r in enumerate(rollouts):
-        cols = samples[i // group_size].columns
-        out.append(canonical_answer(r.answer, cols.get("answer_type") or "choice", cols.get("choices") or ()))
-    return out
+def graded_answer(raw: str | None, answer_type: str | None, choices: Sequence[str] = ()) -> str:
+    """An answer as R_ans grades it (``canonical_answer``: "Yes, because" and "Yes<answer>Yes" are "Yes"),
+    "None" where no answer was written, "unreadable" where R_ans cannot read the one written: a bounded set of
+    labels for counting answers (probe tables, logged shares)."""
+    if raw is None:
+        return "None"
+    return canonical_answer(str(raw), answer_type or "choice", choices) or "unreadable"
 
 
 def answer_score(raw: str | None, answer: str, answer_type: str, tolerance: float = 0.0,

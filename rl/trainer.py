@@ -87,7 +87,7 @@ from rl.rewards import (
     REWARD_NAMES,
     RewardBreakdown,
     RewardWeights,
-    answer_keys,
+    canonical_answer,
     combine_rewards,
     compute_rewards,
 )
@@ -335,6 +335,16 @@ def span_slopes(rollouts: Sequence[Any], span: Tensor) -> Tensor:
         cols = span[i].nonzero().flatten().tolist()
         if cols:
             out[i] = 1.0 - math.exp(sum(r.logprobs[t] for t in cols))
+    return out
+
+
+def answer_keys(rollouts: Sequence[Any], samples: Sequence[Any], group_size: int) -> list[str | None]:
+    """Each rollout's canonical answer (``rl.rewards.canonical_answer``) under its query's answer type;
+    rollout i answers query i // group_size."""
+    out = []
+    for i, r in enumerate(rollouts):
+        cols = samples[i // group_size].columns
+        out.append(canonical_answer(r.answer, cols.get("answer_type") or "choice", cols.get("choices") or ()))
     return out
 
 

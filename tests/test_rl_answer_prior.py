@@ -11,8 +11,8 @@ import torch
 from llm.special_tokens import ANSWER_CLOSE, ANSWER_OPEN
 from rl.answer_span import decision_tokens
 from rl.grpo import CreditConfig, cancel_answer_prior, group_advantages
-from rl.rewards import RewardBreakdown, answer_keys, canonical_answer
-from rl.trainer import FuncScorer, answer_span_credit, span_slopes
+from rl.rewards import RewardBreakdown, canonical_answer
+from rl.trainer import FuncScorer, answer_keys, answer_span_credit, span_slopes
 from tests.test_rl_credit import _trainer
 
 # Two gold-Yes groups that answer Y N N N, one gold-No group that answers Y Y Y N, one gold-No group that

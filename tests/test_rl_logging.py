@@ -62,7 +62,6 @@ def test_step_metrics_values() -> None:
     assert s["advantage/noise_std"] > 0 and 0 <= s["advantage/sign_flip"] <= 1  # group 1 has spread, group 2 none
 
 
-
 def test_answer_shares_count_the_answer_r_ans_grades() -> None:
     """A share counts what R_ans grades, so "Yes, because…" and an answer tag with junk after its first word
     are Yes answers; an answer R_ans cannot read is "unreadable" and a missing one "none", whatever its text.

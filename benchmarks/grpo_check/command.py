@@ -47,7 +47,7 @@ from benchmarks.ablation.summary import interval, read_metric, wider
 from benchmarks.cache import Timings, cached
 from benchmarks.grpo_check.report import STEP_KEYS, plot, readme
 from llm.qa.core import YES
-from rl.rewards import canonical_answer
+from rl.rewards import graded_answer
 from rl.run_config import GRPORunConfig
 from rl.setup import answer_contexts_run, answer_logodds_run, load_config, probe_run, run_grpo
 from stockr1.config import (
@@ -427,14 +427,6 @@ def read_earlier_look(cfg: GRPOCheckConfig) -> dict[str, Any] | None:
             "seeds": prev["seeds"], "rise": {k: prev["rise"][k] for k in ("diff", "ci_low", "ci_high", "verdict")}}
 
 
-def graded_answer(raw: str | None, answer_type: str) -> str:
-    """An answer as R_ans grades it (``rl.rewards.canonical_answer``: "Yes, because" and "Yes<answer>Yes" are
-    "Yes"); "None" where no answer was written, "unreadable" where R_ans cannot read the one written."""
-    if raw is None:
-        return "None"
-    return canonical_answer(str(raw), answer_type or "choice") or "unreadable"
-
-
 def _yes_share(answers: list[Any]) -> float:
     """Share of a yes/no query's answers that R_ans grades as Yes (an unread answer counts as not Yes)."""
     return sum(graded_answer(a, "yes_no") == YES for a in answers) / max(1, len(answers))
@@ -467,8 +459,8 @@ def yes_share_change(start: Mapping[int, Mapping[str, Any]], end: Mapping[int, M
 def per_query_answers(start: Mapping[int, Mapping[str, Any]], end: Mapping[int, Mapping[str, Any]],
                       seeds: list[int]) -> list[dict[str, Any]] | None:
     """Per training query, over every seed: its gold answer and type, R_ans of the start and the end (mean
-    over seeds) and how often each answer was given as R_ans grades it (``graded_answer``; counts over seeds and
-    rollouts); None when some probe record has no per-query answers (a draw cached before rl.probe kept them)."""
+    over seeds) and how often each answer was given as R_ans grades it (``rl.rewards.graded_answer``; counts
+    over seeds and rollouts); None when some probe record has no per-query answers (a draw cached before rl.probe kept them)."""
     recs = [start[s] for s in seeds] + [end[s] for s in seeds]
     if not all(r.get("per_query") for r in recs):
         return None
