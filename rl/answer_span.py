@@ -2,7 +2,8 @@
 
 A yes/no rollout decides its answer at one word: the last " Yes" / " No" it writes before its first
 ``<answer>`` tag (its conclusion, "So the answer (Yes or No) is No.", which the tag then copies). The
-answer span is that word plus the ``<answer>`` ... ``</answer>`` it writes. ``rl.probe`` cuts fixed
+answer span is that word plus the ``<answer>`` ... ``</answer>`` it writes (its words only, without the
+two tags, under ``CreditConfig.answer_tags: false``). ``rl.probe`` cuts fixed
 contexts there (``decision_contexts``) and reads their log-odds (``context_logodds``), ``rl.credit`` splits a
 step's gradient there, the trainer's ``answer_span`` credit (``rl.grpo.segment_credit``) gives these tokens
 the answer reward's advantage, and ``answer_prior: "hold"`` (``rl.prior_hold``) reads the step's shared
@@ -37,11 +38,14 @@ def first_written(ids: Sequence[int], gen_mask: Sequence[int], token: int, start
     return next((t for t in range(start, len(ids)) if gen_mask[t] and ids[t] == token), None)
 
 
-def decision_tokens(rollouts: Sequence[Any], gen: Tensor, tokenizer, yes: str = "Yes", no: str = "No") -> Tensor:
+def decision_tokens(rollouts: Sequence[Any], gen: Tensor, tokenizer, yes: str = "Yes", no: str = "No",
+                    tags: bool = True) -> Tensor:
     """[N, T] bool, for the right-padded rows ``gen`` [N, T] of ``rollouts`` (``StepBatch.batch["gen"]``):
     the model-written tokens that state the answer, the decision word before the first written ``<answer>``
-    (``decision_point``) and the written ``<answer>`` ... ``</answer>`` span, tags included (to the end of
-    the rollout when it never closes the tag). All False for a rollout that wrote no ``<answer>``."""
+    (``decision_point``) and the written ``<answer>`` ... ``</answer>`` span (to the end of the rollout when
+    it never closes the tag). ``tags``: whether the two tag tokens belong to it (True, as built); False
+    keeps the words only, so an advantage given to this mask moves what the answer says and not the tags
+    that frame it (``CreditConfig.answer_tags``). All False for a rollout that wrote no ``<answer>``."""
     mask = torch.zeros(gen.shape, dtype=torch.bool)
     tag, close = tokenizer.convert_tokens_to_ids(ANSWER_OPEN), tokenizer.convert_tokens_to_ids(ANSWER_CLOSE)
     spaced = [tokenizer.encode(" " + w, add_special_tokens=False) for w in (yes, no)]
@@ -55,6 +59,8 @@ def decision_tokens(rollouts: Sequence[Any], gen: Tensor, tokenizer, yes: str = 
         end = first_written(ids, g, close, start)
         end = len(ids) - 1 if end is None else end
         for t in [j, *range(start, end + 1)]:
+            if not tags and t in (start, end) and ids[t] in (tag, close):
+                continue
             if t < len(ids) and g[t]:
                 mask[row, t] = True
     return mask.to(gen.device)

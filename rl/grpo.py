@@ -44,6 +44,15 @@ Credit: which advantage each token gets (``CreditConfig``, ``GRPOTrainConfig.cre
   noise. A rollout that wrote no answer span keeps sequence credit (A_i on every token), so not answering
   is still scored on every token. The KL term is not reweighted.
 - ``"answer_span"`` assumes the total has an ``r_ans`` component (``CreditConfig.answer_component``).
+- ``answer_tags: false`` (with ``"answer_span"``; default true): the span is the answer's words only, the
+  conclusion's word and what the ``<answer>`` tag holds; the two tags carry the rest's advantage like any
+  other format token. Why: with the tags in the span, a wrong answer's negative R_ans advantage pushes down
+  the ``</answer>`` that closes it at the span's weight (~1/4 of ``answer_share`` each), and a tag the policy
+  is sure of has a near-0 gradient when pushed up but a growing one when pushed down, so the format wears.
+  A reading of results/grpo_check/smollm2-135m-hold-lr8e-4-6steps (the parse rate fell as the lr rose),
+  tested by the grpo_check declared for it (configs/grpo_check/smollm2-135m-hold-words-lr8e-4-6steps.yaml).
+  An unclosed answer keeps its written tail in the span, so a run-on answer is still pushed down by its
+  R_ans penalty.
 - ``answer_prior: "cancel"`` (with ``"answer_span"``; default ``"keep"``): before the span's advantages are
   used, each is reduced by the mean span advantage of the step's rollouts that state the same (canonical)
   answer, over the rollouts that can teach (a span written, in a group whose R_ans varies;
@@ -182,6 +191,8 @@ class CreditConfig:
     # "project" removes, per answer, their component along the span's probability slope (docstring, "Credit");
     # "hold" (any mode) removes from each update its move of the step's mean answer log-odds (rl/prior_hold.py)
     hold_per_query: int = 2  # "hold": decision contexts per query the shared direction is read on
+    answer_tags: bool = True  # answer_span: whether the <answer> / </answer> tags belong to the span (as built);
+    # False: the span is the answer's words only and the tags carry the rest's advantage (docstring, "Credit")
 
     def __post_init__(self) -> None:
         if self.mode not in CREDIT_MODES:
@@ -193,6 +204,9 @@ class CreditConfig:
                              f"got {self.answer_prior!r}")
         if self.hold_per_query < 1:
             raise ValueError(f"train.credit.hold_per_query must be >= 1, got {self.hold_per_query}")
+        if not self.answer_tags and self.mode != "answer_span":
+            raise ValueError(f"train.credit.answer_tags false narrows the answer span: it needs credit.mode "
+                             f"'answer_span', got {self.mode!r}")
         if self.answer_prior in ("cancel", "project") and self.mode != "answer_span":
             raise ValueError(f"train.credit.answer_prior {self.answer_prior!r} acts on the answer span's advantages: "
                              f"it needs credit.mode 'answer_span', got {self.mode!r}")
@@ -200,11 +214,13 @@ class CreditConfig:
     @property
     def label(self) -> str:
         """A short name for reports: "sequence", "answer_span", "answer_span, prior cancelled",
-        "answer_span, prior projected out", or either mode with ", prior held"."""
+        "answer_span, prior projected out", or either mode with ", prior held"; "answer_span" reads
+        "answer_span (words)" when the tags are left out of the span."""
         held = ", prior held" if self.answer_prior == "hold" else ""
         if self.mode == "sequence":
             return "sequence" + held
-        return self.mode + {"cancel": ", prior cancelled", "project": ", prior projected out"}.get(self.answer_prior, held)
+        mode = self.mode if self.answer_tags else f"{self.mode} (words)"
+        return mode + {"cancel": ", prior cancelled", "project": ", prior projected out"}.get(self.answer_prior, held)
 
 
 def cancel_answer_prior(adv_answer: Tensor, keys: Sequence[Hashable], can_teach: Tensor) -> Tensor:

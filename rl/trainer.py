@@ -313,7 +313,7 @@ def answer_span_credit(rollouts: Sequence[Any], samples: Sequence[Any], rewards:
         raise ValueError(f"train.credit.mode 'answer_span' gives the answer span the advantage of {name!r}, but the "
                          f"scorer returns no such component (it has {sorted(rewards.components)}): enable {name!r} "
                          f"or use credit.mode 'sequence'")
-    span = decision_tokens(rollouts, gen, tokenizer)
+    span = decision_tokens(rollouts, gen, tokenizer, tags=credit.answer_tags)
     a_ans = group_advantages(torch.tensor(rewards.components[name], dtype=torch.float64), group_size)
     a_rest = group_advantages(torch.tensor(rewards.total_without(name), dtype=torch.float64), group_size)
     if credit.answer_prior in ("cancel", "project"):  # "hold" acts on the update, not here

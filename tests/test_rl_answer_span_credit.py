@@ -100,6 +100,40 @@ def test_answer_span_credit_gives_the_span_r_ans_advantage_and_the_rest_the_othe
                            CreditConfig(mode="answer_span"), 4)
 
 
+def test_without_tags_the_answer_tags_carry_the_rests_advantage(tiny_tokenizer) -> None:
+    """answer_tags False: the <answer> and </answer> a rollout writes carry R − R_ans's advantage at the rest's
+    weight, its answer words keep R_ans's; the same rollouts with the tags in the span give them R_ans's."""
+    tok = tiny_tokenizer
+    tag, close = tok.convert_tokens_to_ids(ANSWER_OPEN), tok.convert_tokens_to_ids(ANSWER_CLOSE)
+    rows = [_rollout(tok, "Yes", 1), _rollout(tok, "No", 2), _rollout(tok, "No", 0), _rollout(tok, "Yes", 3)]
+    t = max(len(r.token_ids) for r in rows)
+    gen = torch.zeros(4, t)
+    for i, r in enumerate(rows):
+        gen[i, : len(r.gen_mask)] = torch.tensor(r.gen_mask, dtype=torch.float32)
+    r_ans, r_act = np.array([1.0, 0.0, 0.0, 1.0]), np.array([0.2, 0.9, 0.4, 0.1])
+    br = RewardBreakdown({"r_ans": r_ans, "r_act": r_act}, r_ans + r_act, {"r_ans": 1.0, "r_act": 1.0})
+    a_tot = group_advantages(torch.tensor(br.total), 4)
+    a_ans, a_rest = group_advantages(torch.tensor(r_ans), 4), group_advantages(torch.tensor(r_act), 4)
+    words = CreditConfig(mode="answer_span", answer_tags=False)
+    adv, w = answer_span_credit(rows, _YES_NO, br, a_tot, gen, tok, words, group_size=4)
+    adv_tags, _ = answer_span_credit(rows, _YES_NO, br, a_tot, gen, tok, CreditConfig(mode="answer_span"), 4)
+    for i, r in enumerate(rows):
+        n = len(r.token_ids)
+        written_tags = [p for p in range(n) if r.gen_mask[p] and r.token_ids[p] in (tag, close)]
+        assert len(written_tags) == 2
+        for p in written_tags:
+            torch.testing.assert_close(adv[i, p], a_rest[i].to(adv.dtype))
+            torch.testing.assert_close(adv_tags[i, p], a_ans[i].to(adv.dtype))
+        inside = written_tags[0] + 1  # the answer's word inside the tag
+        torch.testing.assert_close(adv[i, inside], a_ans[i].to(adv.dtype))
+        # the span's weight is now shared by fewer tokens: each of its tokens weighs more than a tag
+        assert w[i, inside] > w[i, written_tags[1]]
+        torch.testing.assert_close(w[i].sum(), gen[i].sum().to(w.dtype))  # the weights still sum to |o|
+    assert words.label == "answer_span (words)"
+    with pytest.raises(ValueError, match="answer_tags"):
+        CreditConfig(answer_tags=False)
+
+
 def test_the_trainer_trains_on_the_token_advantages_it_is_given(tiny_policy, tmp_path) -> None:
     """accumulate reads StepBatch.token_adv / token_w: doubling every token's advantage at weight 1 doubles
     the surrogate's gradient (beta 0), and no token advantages is sequence credit."""

@@ -87,6 +87,16 @@ def test_decision_tokens_are_the_conclusions_word_and_the_answer_span(tiny_token
     # words of several tokens have no single decision token: only the <answer> span counts
     span = decision_tokens(rows, g, tok, yes="Yes", no="No")
     assert len(enc(" No")) > 1 and span[0].nonzero().flatten().tolist() == list(range(j + 1, len(ids)))
+    # tags=False: the conclusion's word and what the tag holds, neither tag
+    words_only = decision_tokens(rows, g, tok, yes=yes, no=no, tags=False)
+    assert words_only[0].nonzero().flatten().tolist() == [j, *range(j + 2, len(ids) - 1)]
+    assert not words_only[1].any()
+    # an answer never closed keeps its written tail (the run-on its R_ans penalty should push down), not the tag
+    run_on = ids[:-1] + enc(" and more")
+    rows_open = [SimpleNamespace(token_ids=run_on, gen_mask=[0] * len(prompt) + [1] * (len(run_on) - len(prompt)))]
+    g_open = torch.tensor([rows_open[0].gen_mask], dtype=torch.float32)
+    assert decision_tokens(rows_open, g_open, tok, yes=yes, no=no, tags=False)[0].nonzero().flatten().tolist() == \
+        [j, *range(j + 2, len(run_on))]
 
 
 def test_adam_first_step_and_the_predicted_move_by_hand() -> None:
