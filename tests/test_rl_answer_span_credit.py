@@ -70,15 +70,24 @@ def _rollout(tok, answer: str | None, extra: int):
 _YES_NO = [SimpleNamespace(columns={"answer": "Yes", "answer_type": "yes_no"})]
 
 
+def _padded_gen(rows) -> torch.Tensor:
+    """[N, T] the rollouts' generated-token masks, right-padded as StepBatch.batch["gen"]."""
+    gen = torch.zeros(len(rows), max(len(r.token_ids) for r in rows))
+    for i, r in enumerate(rows):
+        gen[i, : len(r.gen_mask)] = torch.tensor(r.gen_mask, dtype=torch.float32)
+    return gen
+
+
+def _breakdown(r_ans: np.ndarray, r_act: np.ndarray) -> RewardBreakdown:
+    return RewardBreakdown({"r_ans": r_ans, "r_act": r_act}, r_ans + r_act, {"r_ans": 1.0, "r_act": 1.0})
+
+
 def test_answer_span_credit_gives_the_span_r_ans_advantage_and_the_rest_the_others(tiny_tokenizer) -> None:
     tok = tiny_tokenizer
     rows = [_rollout(tok, "Yes", 1), _rollout(tok, "No", 2), _rollout(tok, "No", 0), _rollout(tok, None, 3)]
-    t = max(len(r.token_ids) for r in rows)
-    gen = torch.zeros(4, t)
-    for i, r in enumerate(rows):
-        gen[i, : len(r.gen_mask)] = torch.tensor(r.gen_mask, dtype=torch.float32)
+    gen = _padded_gen(rows)
     r_ans, r_act = np.array([1.0, 0.0, 0.0, 0.0]), np.array([0.2, 0.9, 0.4, 0.1])
-    br = RewardBreakdown({"r_ans": r_ans, "r_act": r_act}, r_ans + r_act, {"r_ans": 1.0, "r_act": 1.0})
+    br = _breakdown(r_ans, r_act)
     a_tot = group_advantages(torch.tensor(br.total), 4)
     adv, w = answer_span_credit(rows, _YES_NO, br, a_tot, gen, tok, CreditConfig(mode="answer_span"), group_size=4)
     a_ans, a_rest = group_advantages(torch.tensor(r_ans), 4), group_advantages(torch.tensor(r_act), 4)
@@ -106,12 +115,9 @@ def test_without_tags_the_answer_tags_carry_the_rests_advantage(tiny_tokenizer) 
     tok = tiny_tokenizer
     tag, close = tok.convert_tokens_to_ids(ANSWER_OPEN), tok.convert_tokens_to_ids(ANSWER_CLOSE)
     rows = [_rollout(tok, "Yes", 1), _rollout(tok, "No", 2), _rollout(tok, "No", 0), _rollout(tok, "Yes", 3)]
-    t = max(len(r.token_ids) for r in rows)
-    gen = torch.zeros(4, t)
-    for i, r in enumerate(rows):
-        gen[i, : len(r.gen_mask)] = torch.tensor(r.gen_mask, dtype=torch.float32)
+    gen = _padded_gen(rows)
     r_ans, r_act = np.array([1.0, 0.0, 0.0, 1.0]), np.array([0.2, 0.9, 0.4, 0.1])
-    br = RewardBreakdown({"r_ans": r_ans, "r_act": r_act}, r_ans + r_act, {"r_ans": 1.0, "r_act": 1.0})
+    br = _breakdown(r_ans, r_act)
     a_tot = group_advantages(torch.tensor(br.total), 4)
     a_ans, a_rest = group_advantages(torch.tensor(r_ans), 4), group_advantages(torch.tensor(r_act), 4)
     words = CreditConfig(mode="answer_span", answer_tags=False)
