@@ -49,10 +49,13 @@ Credit: which advantage each token gets (``CreditConfig``, ``GRPOTrainConfig.cre
   other format token. Why: with the tags in the span, a wrong answer's negative R_ans advantage pushes down
   the ``</answer>`` that closes it at the span's weight (~1/4 of ``answer_share`` each), and a tag the policy
   is sure of has a near-0 gradient when pushed up but a growing one when pushed down, so the format wears.
-  A reading of results/grpo_check/smollm2-135m-hold-lr8e-4-6steps (the parse rate fell as the lr rose),
-  tested by the grpo_check declared for it (configs/grpo_check/smollm2-135m-hold-words-lr8e-4-6steps.yaml).
-  An unclosed answer keeps its written tail in the span, so a run-on answer is still pushed down by its
-  R_ans penalty.
+  A reading of results/grpo_check/smollm2-135m-hold-lr8e-4-6steps (the parse rate fell as the lr rose).
+  The check declared for it (results/grpo_check/smollm2-135m-hold-words-lr8e-4-6steps) did not bear it out:
+  with the tags out the format broke sooner and further at the same lr. That change also doubled each
+  answer word's weight (``answer_share`` spread over ~2 tokens instead of ~4); ``answer_share: 0.25`` with
+  the tags out keeps the words' earlier weight (configs/grpo_check/smollm2-135m-hold-words-share025-lr8e-4-6steps.yaml,
+  declared, not run). An unclosed answer keeps its written tail in the span, so a run-on answer is still
+  pushed down by its R_ans penalty.
 - ``answer_prior: "cancel"`` (with ``"answer_span"``; default ``"keep"``): before the span's advantages are
   used, each is reduced by the mean span advantage of the step's rollouts that state the same (canonical)
   answer, over the rollouts that can teach (a span written, in a group whose R_ans varies;
