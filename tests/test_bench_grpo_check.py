@@ -418,6 +418,8 @@ def test_the_check_runs_end_to_end_on_the_tiny_random_init_policy(tmp_path: Path
      "credit answer_span (answer prior held)"),
     ({"answer_prior": "hold"}, "credit sequence (Stock-R1 Eq. 1: the total's advantage on every token; each step's",
      "credit Eq. 1 (answer prior held)"),
+    ({"mode": "answer_span", "answer_prior": "hold", "answer_tags": False}, "the answer span's words (its <answer> tags "
+     "left out) carries", "credit answer_span (words) (answer prior held)"),
 ])
 def test_the_credit_texts_name_the_answer_prior(credit: dict, report: str, column: str) -> None:
     assert report in credit_text({"credit": credit})

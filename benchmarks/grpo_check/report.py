@@ -68,7 +68,8 @@ def credit_text(recipe: Mapping[str, Any]) -> str:
     prior = {"cancel": ", centred per answer over the step's teaching rollouts (answer prior cancelled)",
              "project": ", with its component along the spans' slopes removed per answer (answer prior projected "
                         "out)"}.get(c.answer_prior, "")
-    return (f"credit {c.mode} (the answer span carries R_ans's advantage{prior} with {c.answer_share:.0%} of its "
+    span = "the answer span" if c.answer_tags else "the answer span's words (its <answer> tags left out)"
+    return (f"credit {c.mode} ({span} carries R_ans's advantage{prior} with {c.answer_share:.0%} of its "
             f"rollout's weight, the other tokens that of R − R_ans: a departure from Stock-R1 Eq. 1{held})")
 
 

@@ -69,6 +69,8 @@ def recipe_text(summary: Mapping[str, Any], config: Mapping[str, Any]) -> str:
     prior = {"cancel": " (answer prior cancelled)", "project": " (answer prior projected out)",
              "hold": " (answer prior held)"}.get(credit.get("answer_prior", "keep"), "")
     mode = credit.get("mode", "sequence")
+    if mode == "answer_span" and credit.get("answer_tags") is False:
+        mode = "answer_span (words)"
     parts.append(("credit Eq. 1" if mode == "sequence" else f"credit {mode}") + prior)
     if r.get("precision") not in (None, "32-true"):  # the checks before 2026-12-06 ran in fp32 and lack the key
         parts.append(r["precision"])
