@@ -425,3 +425,12 @@ def test_the_credit_texts_name_the_answer_prior(credit: dict, report: str, colum
     assert report in credit_text({"credit": credit})
     summary = {"n_queries": 8, "balance_yes_no": True, "steps": 4, "seeds": [0, 1], "recipe": {"lr": 2e-4, "credit": credit}}
     assert recipe_text(summary, {}).endswith(column)
+
+
+def test_the_side_by_side_names_a_kl_coefficient_only_where_the_check_sets_it() -> None:
+    summary = {"n_queries": 8, "balance_yes_no": True, "steps": 6, "seeds": [4, 5],
+               "recipe": {"lr": 8e-4, "beta": 0.4, "credit": {"mode": "answer_span", "answer_prior": "hold"}}}
+    config = {"grpo": {"overrides": {"train": {"loss": {"beta": 0.4}}}}}
+    assert "lr 0.0008; KL beta 0.4; credit answer_span" in recipe_text(summary, config)
+    # the recipe's own beta (no override) is not a departure: the column leaves it out
+    assert "beta" not in recipe_text({**summary, "recipe": {**summary["recipe"], "beta": 0.04}}, {})

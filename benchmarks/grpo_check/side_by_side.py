@@ -59,6 +59,9 @@ def recipe_text(summary: Mapping[str, Any], config: Mapping[str, Any]) -> str:
     queries = (f"{summary['n_queries']} balanced yes/no" if config.get("balance_yes_no")
                else f"{summary['n_queries']} mixed")
     parts = [f"{queries}; {summary['steps']} steps x {len(summary['seeds'])} seeds; lr {r['lr']:g}"]
+    overrides = (config.get("grpo") or {}).get("overrides") or {}
+    if "beta" in (overrides.get("train") or {}).get("loss", {}):  # named only where the check sets it
+        parts.append(f"KL beta {r['beta']:g}")
     if r.get("adam_eps") is not None:
         parts.append(f"AdamW eps {r['adam_eps']:g}")
     if r.get("rows_lr") is not None or r.get("rows_adam_eps") is not None:  # their own group, else the rest's
@@ -74,7 +77,7 @@ def recipe_text(summary: Mapping[str, Any], config: Mapping[str, Any]) -> str:
     parts.append(("credit Eq. 1" if mode == "sequence" else f"credit {mode}") + prior)
     if r.get("precision") not in (None, "32-true"):  # the checks before 2026-12-06 ran in fp32 and lack the key
         parts.append(r["precision"])
-    rollout = {**((config.get("grpo") or {}).get("overrides") or {}).get("rollout", {}),  # a run before the recipe
+    rollout = {**overrides.get("rollout", {}),  # a run before the recipe
                **{k: r[k] for k in ("merge_lora", "twin_dtype") if r.get(k) is not None}}  # kept them: its overrides
     if rollout.get("merge_lora"):
         parts.append(f"decoded by a merged {rollout.get('twin_dtype') or 'float32'} twin")
